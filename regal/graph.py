@@ -1,0 +1,481 @@
+"""The computation graph as flat arrays, and the `regal-graph/1` file format (SPEC.md section 1).
+
+A `Graph` is built once (from a file, from networkx, or from a list of node records) and is
+then shared, read-only, by every solver. Nodes are indexed `0..num_nodes-1` in file order; that
+index is the tie-breaker of the decoder (SPEC.md section 5). Edges are stored as CSR arrays:
+
+    in_ptr:  int64[num_nodes + 1]   data inputs of node v are in_idx[in_ptr[v]:in_ptr[v+1]]
+    in_idx:  int32[num_data_edges]  (in the order the file lists them)
+    out_ptr, out_idx                 data consumers, the transpose of the above
+    ctrl_in_ptr, ctrl_in_idx         control (ordering-only) inputs
+    ctrl_out_ptr, ctrl_out_idx       their transpose
+    pred_ptr, pred_idx               data and control inputs together, without repeats
+    succ_ptr, succ_idx               their transpose (what Kahn's algorithm walks)
+
+Every validation failure raises `GraphError` with a one-line message that names the node.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["FORMAT", "Graph", "GraphError", "load", "save", "from_json", "from_networkx", "to_networkx"]
+
+FORMAT = "regal-graph/1"
+
+
+class GraphError(ValueError):
+    """A graph (file or in-memory) that breaks SPEC.md section 1; the message names the culprit."""
+
+
+def _csr(num_nodes: int, lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists]) if num_nodes else []
+    idx = np.fromiter((u for x in lists for u in x), dtype=np.int32, count=int(ptr[-1]))
+    return ptr, idx
+
+
+def _transpose(num_nodes: int, ptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the reversed edges; each row lists sources in increasing node order."""
+    dst = np.repeat(np.arange(num_nodes, dtype=np.int32), np.diff(ptr))
+    order = np.lexsort((dst, idx))  # group by source, then by consumer index
+    tptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(idx, minlength=num_nodes), out=tptr[1:])
+    return tptr, dst[order].astype(np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """A computation graph in flat arrays. Build with `Graph.from_records`, `load` or `from_networkx`.
+
+    Fields (n = num_nodes):
+        name: str
+        ids: tuple[str, ...]        node ids, length n
+        ops: tuple[str, ...]        op names, length n
+        bytes: int64[n]             output size of each node
+        temp_bytes: int64[n]        scratch held only while the node runs
+        cost: float64[n]            run time in seconds (timed model only)
+        resident: bool[n]           output exists before execution and is never freed
+        in_ptr/in_idx, out_ptr/out_idx, ctrl_*, pred_*, succ_*: CSR edges, see module docstring
+        meta: dict                  free-form metadata carried through files
+    """
+
+    name: str
+    ids: tuple
+    ops: tuple
+    bytes: np.ndarray
+    temp_bytes: np.ndarray
+    cost: np.ndarray
+    resident: np.ndarray
+    in_ptr: np.ndarray
+    in_idx: np.ndarray
+    ctrl_in_ptr: np.ndarray
+    ctrl_in_idx: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_records(cls, nodes: Sequence[Mapping[str, Any]], name: str = "graph",
+                     meta: Mapping[str, Any] | None = None, source: str = "graph") -> "Graph":
+        """Validate node records (the `nodes` list of a `regal-graph/1` file) and build a Graph.
+
+        `source` names where the records came from (a file path) in error messages.
+        """
+        if not isinstance(nodes, (list, tuple)):
+            raise GraphError(f"{source}: 'nodes' must be a list")
+        if len(nodes) == 0:
+            raise GraphError(f"{source}: the graph is empty (no nodes)")
+        index: dict[str, int] = {}
+        for i, rec in enumerate(nodes):
+            if not isinstance(rec, Mapping):
+                raise GraphError(f"{source}: node #{i} is not an object")
+            nid = rec.get("id")
+            if not isinstance(nid, str) or not nid:
+                raise GraphError(f"{source}: node #{i} has no string 'id'")
+            if nid in index:
+                raise GraphError(f"{source}: duplicate node id '{nid}'")
+            index[nid] = i
+
+        n = len(nodes)
+        nbytes = np.zeros(n, dtype=np.int64)
+        temp = np.zeros(n, dtype=np.int64)
+        cost = np.zeros(n, dtype=np.float64)
+        resident = np.zeros(n, dtype=bool)
+        ops: list[str] = []
+        data_in: list[list[int]] = []
+        ctrl_in: list[list[int]] = []
+        for i, rec in enumerate(nodes):
+            nid = rec["id"]
+            nbytes[i] = _int_field(rec, "bytes", nid, source, required=True)
+            temp[i] = _int_field(rec, "temp_bytes", nid, source, required=False)
+            c = rec.get("cost", 0.0)
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+                raise GraphError(f"{source}: node '{nid}': 'cost' must be a finite number >= 0, got {c!r}")
+            cost[i] = float(c)
+            r = rec.get("resident", False)
+            if not isinstance(r, bool):
+                raise GraphError(f"{source}: node '{nid}': 'resident' must be true or false, got {r!r}")
+            resident[i] = r
+            op = rec.get("op", "op")
+            if not isinstance(op, str):
+                raise GraphError(f"{source}: node '{nid}': 'op' must be a string, got {op!r}")
+            ops.append(op)
+            data_in.append(_id_list(rec, "inputs", nid, index, source))
+            ctrl_in.append(_id_list(rec, "control_inputs", nid, index, source))
+            if r and (data_in[-1] or ctrl_in[-1]):
+                raise GraphError(f"{source}: node '{nid}' is resident but has inputs")
+
+        in_ptr, in_idx = _csr(n, data_in)
+        ctrl_ptr, ctrl_idx = _csr(n, ctrl_in)
+        g = cls(name=str(name), ids=tuple(index), ops=tuple(ops), bytes=nbytes, temp_bytes=temp,
+                cost=cost, resident=resident, in_ptr=in_ptr, in_idx=in_idx,
+                ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, meta=dict(meta or {}))
+        g._check_acyclic(source)
+        return g
+
+    def _check_acyclic(self, source: str) -> None:
+        order = self.topological_order()
+        if len(order) == self.num_nodes:
+            return
+        cycle = self._find_cycle(set(range(self.num_nodes)) - set(order.tolist()))
+        names = " -> ".join(self.ids[v] for v in cycle + cycle[:1])
+        raise GraphError(f"{source}: the graph has a cycle through node '{self.ids[cycle[0]]}': {names}")
+
+    def _find_cycle(self, candidates: set[int]) -> list[int]:
+        """Walk predecessors inside the nodes Kahn could not order until a node repeats."""
+        v = min(candidates)
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        while v not in seen:
+            seen[v] = len(path)
+            path.append(v)
+            v = next(int(u) for u in self.pred_idx[self.pred_ptr[v]:self.pred_ptr[v + 1]] if int(u) in candidates)
+        cyc = path[seen[v]:]
+        cyc.reverse()  # predecessor walk -> producer-to-consumer direction
+        first = cyc.index(min(cyc))
+        return cyc[first:] + cyc[:first]
+
+    # ------------------------------------------------------------------ derived arrays
+    @property
+    def num_nodes(self) -> int:
+        return len(self.ids)
+
+    @property
+    def num_data_edges(self) -> int:
+        return int(self.in_idx.shape[0])
+
+    @property
+    def num_control_edges(self) -> int:
+        return int(self.ctrl_in_idx.shape[0])
+
+    def _cached(self, key: str, make):
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    @property
+    def out_ptr(self) -> np.ndarray:
+        return self._out()[0]
+
+    @property
+    def out_idx(self) -> np.ndarray:
+        return self._out()[1]
+
+    def _out(self):
+        return self._cached("out", lambda: _transpose(self.num_nodes, self.in_ptr, self.in_idx))
+
+    @property
+    def ctrl_out_ptr(self) -> np.ndarray:
+        return self._ctrl_out()[0]
+
+    @property
+    def ctrl_out_idx(self) -> np.ndarray:
+        return self._ctrl_out()[1]
+
+    def _ctrl_out(self):
+        return self._cached("ctrl_out", lambda: _transpose(self.num_nodes, self.ctrl_in_ptr, self.ctrl_in_idx))
+
+    def _pred(self):
+        def make():
+            lists = []
+            for v in range(self.num_nodes):
+                d = self.in_idx[self.in_ptr[v]:self.in_ptr[v + 1]].tolist()
+                c = self.ctrl_in_idx[self.ctrl_in_ptr[v]:self.ctrl_in_ptr[v + 1]].tolist()
+                lists.append(sorted(set(d) | set(c)))
+            return _csr(self.num_nodes, lists)
+        return self._cached("pred", make)
+
+    @property
+    def pred_ptr(self) -> np.ndarray:
+        return self._pred()[0]
+
+    @property
+    def pred_idx(self) -> np.ndarray:
+        return self._pred()[1]
+
+    @property
+    def succ_ptr(self) -> np.ndarray:
+        return self._succ()[0]
+
+    @property
+    def succ_idx(self) -> np.ndarray:
+        return self._succ()[1]
+
+    def _succ(self):
+        return self._cached("succ", lambda: _transpose(self.num_nodes, self.pred_ptr, self.pred_idx))
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Map from node id to node index."""
+        return self._cached("index", lambda: {nid: i for i, nid in enumerate(self.ids)})
+
+    def inputs(self, v: int) -> np.ndarray:
+        """Data inputs of node `v` (node indices)."""
+        return self.in_idx[self.in_ptr[v]:self.in_ptr[v + 1]]
+
+    def consumers(self, v: int) -> np.ndarray:
+        """Data consumers of node `v` (node indices, increasing)."""
+        return self.out_idx[self.out_ptr[v]:self.out_ptr[v + 1]]
+
+    def control_inputs(self, v: int) -> np.ndarray:
+        return self.ctrl_in_idx[self.ctrl_in_ptr[v]:self.ctrl_in_ptr[v + 1]]
+
+    def topological_order(self) -> np.ndarray:
+        """Kahn's algorithm, lowest index first; shorter than num_nodes iff there is a cycle."""
+        import heapq
+        indeg = np.diff(self.pred_ptr).astype(np.int64)
+        ready = [v for v in range(self.num_nodes) if indeg[v] == 0]
+        heapq.heapify(ready)
+        order = []
+        succ_ptr, succ_idx = self.succ_ptr, self.succ_idx
+        while ready:
+            v = heapq.heappop(ready)
+            order.append(v)
+            for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]]:
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    heapq.heappush(ready, int(w))
+        return np.asarray(order, dtype=np.int64)
+
+    def depth(self) -> int:
+        """Number of nodes on the longest path (data and control edges)."""
+        level = np.ones(self.num_nodes, dtype=np.int64)
+        for v in self.topological_order():
+            p = self.pred_idx[self.pred_ptr[v]:self.pred_ptr[v + 1]]
+            if p.size:
+                level[v] = level[p].max() + 1
+        return int(level.max())
+
+    def node_lower_bound_bytes(self) -> np.ndarray:
+        """int64[n]: inputs + output + temp of each node, memory any device running it must hold."""
+        in_sum = np.zeros(self.num_nodes, dtype=np.int64)
+        np.add.at(in_sum, np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr)), self.bytes[self.in_idx])
+        return in_sum + self.bytes + self.temp_bytes
+
+    def lower_bound(self, num_devices: int = 1) -> int:
+        """A lower bound on peak_bytes (SPEC.md section 3) for any placement and order.
+
+        Any device running v holds all of v's inputs, its output and its temp. With one device
+        every resident tensor is also always present, so the bound adds them to the non-resident
+        part; with d devices the resident bytes need at least ceil(total / d) on some device.
+        """
+        per_node = self.node_lower_bound_bytes()
+        run = ~self.resident
+        res_total = int(self.bytes[self.resident].sum())
+        if num_devices == 1:
+            nonres_in = np.zeros(self.num_nodes, dtype=np.int64)
+            src = np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr))
+            w = np.where(self.resident[self.in_idx], 0, self.bytes[self.in_idx])
+            np.add.at(nonres_in, src, w)
+            tail = nonres_in + self.bytes + self.temp_bytes
+            return res_total + int(tail[run].max(initial=0))
+        res_share = -(-res_total // num_devices)
+        res_max = int(self.bytes[self.resident].max(initial=0))
+        return max(int(per_node[run].max(initial=0)), res_share, res_max)
+
+    # ------------------------------------------------------------------ records / files
+    def to_records(self) -> list[dict]:
+        """The `nodes` list of a `regal-graph/1` file; default-valued keys are left out."""
+        recs = []
+        for v in range(self.num_nodes):
+            rec: dict[str, Any] = {"id": self.ids[v], "op": self.ops[v], "bytes": int(self.bytes[v])}
+            if self.resident[v]:
+                rec["resident"] = True
+            ins = self.inputs(v)
+            if ins.size:
+                rec["inputs"] = [self.ids[u] for u in ins]
+            ctrl = self.control_inputs(v)
+            if ctrl.size:
+                rec["control_inputs"] = [self.ids[u] for u in ctrl]
+            if self.temp_bytes[v]:
+                rec["temp_bytes"] = int(self.temp_bytes[v])
+            if self.cost[v]:
+                rec["cost"] = float(self.cost[v])
+            recs.append(rec)
+        return recs
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "name": self.name, "nodes": self.to_records(), "meta": self.meta}
+
+    def summary(self) -> dict:
+        """The numbers `regal info` prints."""
+        largest = int(np.argmax(self.bytes))
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "data_edges": self.num_data_edges,
+            "control_edges": self.num_control_edges,
+            "resident_nodes": int(self.resident.sum()),
+            "total_bytes": int(self.bytes.sum()),
+            "resident_bytes": int(self.bytes[self.resident].sum()),
+            "largest_tensor": {"id": self.ids[largest], "bytes": int(self.bytes[largest])},
+            "depth": self.depth(),
+            "lower_bound_bytes_1_device": self.lower_bound(1),
+        }
+
+
+def _int_field(rec: Mapping, key: str, nid: str, source: str, required: bool) -> int:
+    if key not in rec:
+        if required:
+            raise GraphError(f"{source}: node '{nid}' has no '{key}'")
+        return 0
+    x = rec[key]
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
+        raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
+    if x < 0:
+        raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
+    if x >= 2**62:
+        raise GraphError(f"{source}: node '{nid}': '{key}' is too large ({x!r})")
+    return int(x)
+
+
+def _id_list(rec: Mapping, key: str, nid: str, index: Mapping[str, int], source: str) -> list[int]:
+    raw = rec.get(key, [])
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise GraphError(f"{source}: node '{nid}': '{key}' must be a list of node ids")
+    out = []
+    seen = set()
+    for u in raw:
+        if not isinstance(u, str):
+            raise GraphError(f"{source}: node '{nid}': '{key}' holds {u!r}, not a node id")
+        if u not in index:
+            raise GraphError(f"{source}: node '{nid}': {key[:-1].replace('_', ' ')} '{u}' does not exist")
+        if u in seen:
+            raise GraphError(f"{source}: node '{nid}': '{key}' lists '{u}' twice")
+        if u == nid:
+            raise GraphError(f"{source}: the graph has a cycle through node '{nid}': {nid} -> {nid}")
+        seen.add(u)
+        out.append(index[u])
+    return out
+
+
+def _open(path: str | os.PathLike, mode: str):
+    p = os.fspath(path)
+    if p.endswith(".gz"):
+        return gzip.open(p, mode + "t", encoding="utf-8")
+    return open(p, mode, encoding="utf-8")
+
+
+def from_json(doc: Any, source: str = "graph") -> Graph:
+    """Build a Graph from a parsed `regal-graph/1` document."""
+    if not isinstance(doc, Mapping):
+        raise GraphError(f"{source}: not a regal-graph/1 document (top level is not an object)")
+    fmt = doc.get("format")
+    if fmt != FORMAT:
+        raise GraphError(f"{source}: not a {FORMAT} file (format is {fmt!r})")
+    if "nodes" not in doc:
+        raise GraphError(f"{source}: no 'nodes' list")
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, Mapping):
+        raise GraphError(f"{source}: 'meta' must be an object")
+    name = doc.get("name") or os.path.basename(source).split(".")[0]
+    return Graph.from_records(doc["nodes"], name=str(name), meta=meta, source=source)
+
+
+def load(path: str | os.PathLike) -> Graph:
+    """Read a `regal-graph/1` file (`.json` or `.json.gz`); errors are `GraphError`s naming the file."""
+    source = os.fspath(path)
+    try:
+        with _open(source, "r") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise GraphError(f"{source}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError) as e:
+        raise GraphError(f"{source}: not a JSON file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    return from_json(doc, source)
+
+
+def save(graph: Graph, path: str | os.PathLike) -> None:
+    """Write `graph` as `regal-graph/1`; gzip-compressed when the path ends in `.gz`."""
+    with _open(path, "w") as f:
+        json.dump(graph.to_json(), f, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------- networkx boundary
+def to_networkx(graph: Graph):
+    """A `networkx.DiGraph`: node attributes as in the file, edges with `kind` = 'data' or 'control'.
+
+    A pair that is both a data and a control edge keeps `kind='data'` and `control=True`.
+    Node attribute `order` is the node's index, so the round trip keeps node order.
+    """
+    import networkx as nx
+    g = nx.DiGraph(name=graph.name, meta=dict(graph.meta))
+    for v in range(graph.num_nodes):
+        g.add_node(graph.ids[v], op=graph.ops[v], bytes=int(graph.bytes[v]),
+                   temp_bytes=int(graph.temp_bytes[v]), cost=float(graph.cost[v]),
+                   resident=bool(graph.resident[v]), order=v)
+    for v in range(graph.num_nodes):
+        for pos, u in enumerate(graph.inputs(v)):
+            g.add_edge(graph.ids[u], graph.ids[v], kind="data", position=pos)
+        for pos, u in enumerate(graph.control_inputs(v)):
+            a, b = graph.ids[u], graph.ids[v]
+            if g.has_edge(a, b):
+                g.edges[a, b]["control"] = True
+                g.edges[a, b]["control_position"] = pos
+            else:
+                g.add_edge(a, b, kind="control", control_position=pos)
+    return g
+
+
+def from_networkx(g, name: str | None = None, default_bytes: int | None = None) -> Graph:
+    """Build a Graph from a `networkx.DiGraph` whose nodes carry at least `bytes`.
+
+    Edges are data edges unless `kind='control'`; an edge with `control=True` is both. Node order
+    follows the `order` attribute when every node has one, else networkx's iteration order; input
+    order follows the edge attribute `position` when present. Node ids are `str(node)`.
+    `default_bytes`, when given, fills in nodes without a `bytes` attribute.
+    """
+    nodes = list(g.nodes)
+    if nodes and all("order" in g.nodes[v] for v in nodes):
+        nodes.sort(key=lambda v: g.nodes[v]["order"])
+    recs = []
+    for v in nodes:
+        a = g.nodes[v]
+        rec: dict[str, Any] = {"id": str(v)}
+        for k in ("op", "bytes", "temp_bytes", "cost", "resident"):
+            if k in a:
+                rec[k] = a[k]
+        if "bytes" not in rec and default_bytes is not None:
+            rec["bytes"] = default_bytes
+        data, ctrl = [], []
+        for u in g.predecessors(v):
+            e = g.edges[u, v]
+            if e.get("kind", "data") == "data":
+                data.append((e.get("position", 0), str(u)))
+            if e.get("kind") == "control" or e.get("control", False):
+                ctrl.append((e.get("control_position", 0), str(u)))
+        rec["inputs"] = [u for _, u in sorted(data, key=lambda t: t[0])]
+        rec["control_inputs"] = [u for _, u in sorted(ctrl, key=lambda t: t[0])]
+        recs.append(rec)
+    meta = dict(g.graph.get("meta", {}))
+    return Graph.from_records(recs, name=name or g.graph.get("name") or "graph", meta=meta, source="networkx graph")
