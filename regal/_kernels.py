@@ -15,7 +15,7 @@ Graph arrays used below (n nodes, d devices):
 import numba
 import numpy as np
 
-_JIT = dict(nopython=True, nogil=True, cache=True)
+_JIT = dict(nogil=True, cache=True)
 
 
 @numba.njit(**_JIT)
@@ -34,49 +34,49 @@ def placement_from_keys(keys, n, d, placement):
 
 
 @numba.njit(**_JIT)
-def _heap_before(prio, a, b):
-    """True when node a must be taken before node b: higher priority, ties to the lower index."""
-    pa = prio[a]
-    pb = prio[b]
-    return pa > pb or (pa == pb and a < b)
-
-
-@numba.njit(**_JIT)
-def _heap_push(heap, size, v, prio):
+def _heap_push(hkey, hnode, size, key, node):
+    """Push (key, node) on a max-heap kept in two arrays; ties go to the lower node index."""
     i = size
-    heap[i] = v
     while i > 0:
         parent = (i - 1) >> 1
-        if _heap_before(prio, heap[i], heap[parent]):
-            t = heap[i]
-            heap[i] = heap[parent]
-            heap[parent] = t
+        kp = hkey[parent]
+        if key > kp or (key == kp and node < hnode[parent]):
+            hkey[i] = kp
+            hnode[i] = hnode[parent]
             i = parent
         else:
             break
+    hkey[i] = key
+    hnode[i] = node
     return size + 1
 
 
 @numba.njit(**_JIT)
-def _heap_pop(heap, size, prio):
-    top = heap[0]
+def _heap_pop(hkey, hnode, size):
+    """Remove the top of the heap; returns (node, new size)."""
+    top = hnode[0]
     size -= 1
-    heap[0] = heap[size]
+    key = hkey[size]
+    node = hnode[size]
     i = 0
     while True:
-        left = 2 * i + 1
-        if left >= size:
+        c = 2 * i + 1
+        if c >= size:
             break
-        c = left
-        if left + 1 < size and _heap_before(prio, heap[left + 1], heap[left]):
-            c = left + 1
-        if _heap_before(prio, heap[c], heap[i]):
-            t = heap[i]
-            heap[i] = heap[c]
-            heap[c] = t
+        if c + 1 < size:
+            k1 = hkey[c + 1]
+            k0 = hkey[c]
+            if k1 > k0 or (k1 == k0 and hnode[c + 1] < hnode[c]):
+                c += 1
+        kc = hkey[c]
+        if kc > key or (kc == key and hnode[c] < node):
+            hkey[i] = kc
+            hnode[i] = hnode[c]
             i = c
         else:
             break
+    hkey[i] = key
+    hnode[i] = node
     return top, size
 
 
@@ -85,34 +85,38 @@ def priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, order):
     """Kahn's algorithm taking the ready node of highest prio (ties to the lower index).
 
     prio: float64[n]. Writes order: int32[n]; returns the number of nodes ordered (n for a DAG).
+    The ready set is a binary max-heap holding keys inline (no indirect loads when sifting).
     """
     indeg = pred_cnt.copy()
-    heap = np.empty(n, dtype=np.int32)
+    hkey = np.empty(n, dtype=np.float64)
+    hnode = np.empty(n, dtype=np.int32)
     size = 0
     for v in range(n):
         if indeg[v] == 0:
-            size = _heap_push(heap, size, v, prio)
+            size = _heap_push(hkey, hnode, size, prio[v], v)
     t = 0
     while size > 0:
-        v, size = _heap_pop(heap, size, prio)
+        v, size = _heap_pop(hkey, hnode, size)
         order[t] = v
         t += 1
         for e in range(succ_ptr[v], succ_ptr[v + 1]):
             w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
-                size = _heap_push(heap, size, w, prio)
+                size = _heap_push(hkey, hnode, size, prio[w], w)
     return t
 
 
 @numba.njit(**_JIT)
 def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
-                  nbytes, temp, resident, device_peak):
+                  nbytes, temp, resident, device_peak, trace):
     """Peak memory of a placement and global order under SPEC.md section 3.
 
     order: int32[n] topological; placement: int32[n] in [0, d). Writes device_peak: int64[d]
-    and returns max(device_peak).
+    and returns max(device_peak). trace: int64[n, d] or int64[0, d]; when it has n rows, row t
+    receives every device's bytes while step t runs (temp included on the running device).
     """
+    tracing = trace.shape[0] > 0
     res = np.zeros(d, dtype=np.int64)
     for v in range(n):
         if resident[v]:
@@ -130,10 +134,14 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
         for t in range(n):
             v = order[t]
             if resident[v]:
+                if tracing:
+                    trace[t, 0] = r
                 continue
             r += nbytes[v] + temp[v]
             if r > peak:
                 peak = r
+            if tracing:
+                trace[t, 0] = r
             r -= temp[v]
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 u = in_idx[e]
@@ -144,49 +152,64 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
         return peak
 
     # remaining[u*d + k]: consumers of u placed on k that have not run yet.
+    # pending[u]: devices other than u's home that host a consumer of u and lack their copy.
     remaining = np.zeros(n * d, dtype=np.int32)
-    for u in range(n):
-        for e in range(out_ptr[u], out_ptr[u + 1]):
-            remaining[u * d + placement[out_idx[e]]] += 1
-    # pending[u]: devices other than u's home that host a consumer and lack their copy.
     pending = np.zeros(n, dtype=np.int32)
     for u in range(n):
-        h = placement[u]
-        for k in range(d):
-            if k != h and remaining[u * d + k] > 0:
+        home_slot = u * d + placement[u]
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            slot = u * d + placement[out_idx[e]]
+            if remaining[slot] == 0 and slot != home_slot:
                 pending[u] += 1
-    present = np.zeros(n * d, dtype=np.bool_)  # remote copies only
-    freed = np.zeros(n, dtype=np.bool_)
+            remaining[slot] += 1
+    # done[u*d + k]: for a remote device k, u's copy has arrived; for k = u's home, u is freed.
+    done = np.zeros(n * d, dtype=np.bool_)
 
     for t in range(n):
         v = order[t]
         if resident[v]:
+            if tracing:
+                for j in range(d):
+                    trace[t, j] = res[j]
             continue
         k = placement[v]
+        r = res[k]
+        first = in_ptr[v]
+        last = in_ptr[v + 1]
         # 1. copy in
-        for e in range(in_ptr[v], in_ptr[v + 1]):
+        for e in range(first, last):
             u = in_idx[e]
-            if placement[u] != k and not present[u * d + k]:
-                present[u * d + k] = True
-                res[k] += nbytes[u]
+            slot = u * d + k
+            if placement[u] != k and not done[slot]:
+                done[slot] = True
+                r += nbytes[u]
                 pending[u] -= 1
         # 2. run
-        res[k] += nbytes[v] + temp[v]
-        if res[k] > device_peak[k]:
-            device_peak[k] = res[k]
-        res[k] -= temp[v]
+        r += nbytes[v]
+        if r + temp[v] > device_peak[k]:
+            device_peak[k] = r + temp[v]
+        if tracing:
+            res[k] = r + temp[v]
+            for j in range(d):
+                trace[t, j] = res[j]
         # 3. free
-        for e in range(in_ptr[v], in_ptr[v + 1]):
+        for e in range(first, last):
             u = in_idx[e]
             h = placement[u]
             slot = u * d + k
-            remaining[slot] -= 1
-            if h != k and remaining[slot] == 0:
-                res[k] -= nbytes[u]
-            if (not resident[u] and not freed[u] and remaining[u * d + h] == 0
-                    and pending[u] == 0):
-                freed[u] = True
-                res[h] -= nbytes[u]
+            left = remaining[slot] - 1
+            remaining[slot] = left
+            if h != k:
+                if left == 0:
+                    r -= nbytes[u]  # the last consumer on k has run: drop the copy
+                home = u * d + h
+                if pending[u] == 0 and remaining[home] == 0 and not resident[u] and not done[home]:
+                    done[home] = True
+                    res[h] -= nbytes[u]
+            elif left == 0 and pending[u] == 0 and not resident[u]:
+                done[slot] = True
+                r -= nbytes[u]
+        res[k] = r
 
     peak = device_peak[0]
     for k in range(1, d):
@@ -197,7 +220,7 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
 
 @numba.njit(**_JIT)
 def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                    nbytes, temp, resident, placement, order, device_peak):
+                    nbytes, temp, resident, placement, order, device_peak, no_trace):
     """Decode one chromosome (SPEC.md section 5) and return its peak memory (section 3).
 
     keys: float64[n*(d+1)], node v's affinities at keys[v*(d+1) : v*(d+1)+d], its priority at
@@ -210,7 +233,7 @@ def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, ou
         prio[v] = keys[v * w + d]
     priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, order)
     return simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
-                         nbytes, temp, resident, device_peak)
+                         nbytes, temp, resident, device_peak, no_trace)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -222,13 +245,14 @@ def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, 
     so the result does not depend on the number of threads.
     """
     m = population.shape[0]
+    no_trace = np.empty((0, d), dtype=np.int64)
     for i in numba.prange(m):
         placement = np.empty(n, dtype=np.int32)
         order = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
         fitness[i] = decode_simulate(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr,
                                      in_idx, out_ptr, out_idx, nbytes, temp, resident,
-                                     placement, order, device_peak)
+                                     placement, order, device_peak, no_trace)
 
 
 @numba.njit(**_JIT)

@@ -1,0 +1,147 @@
+"""Biased random-key genetic algorithm, after Goncalves and Resende (J. Heuristics, 2011).
+
+An ask/tell optimizer over chromosomes of random keys in [0, 1). It sees keys and fitness
+(lower is better), never graphs: the caller decodes. Static hyper-parameters live in
+`BrkgaConfig`, the evolving population in `BrkgaState`, and REGAL's learned priors
+(`regal.priors.Priors`) are passed per call.
+
+One generation: the elite (the best `num_elites` chromosomes) survives unchanged and keeps its
+fitness; `num_mutants` new chromosomes are drawn from the priors; the rest are children of one
+elite and one non-elite parent, each gene taken from the elite parent with the elite-inheritance
+probability. Only mutants and children are evaluated, so a generation costs
+`population_size - num_elites` evaluations. A fitness that is NaN (a failed evaluation) counts
+as +inf and can never become the best.
+
+    state = brkga.init(num_keys, config, seed)
+    while ...:
+        candidates, state = brkga.ask(state, config, priors)
+        state = brkga.tell(state, candidates, fitness_of(candidates), config)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from regal import _kernels
+from regal.priors import Priors, sample_keys
+
+__all__ = ["BrkgaConfig", "BrkgaState", "init", "ask", "tell"]
+
+
+class BrkgaConfig(NamedTuple):
+    """Static hyper-parameters. Defaults: REGAL-NOTES.md (Goncalves and Resende's ranges)."""
+    population_size: int = 100
+    elite_fraction: float = 0.2
+    mutant_fraction: float = 0.1
+    elite_inheritance: float = 0.7
+
+    @property
+    def num_elites(self) -> int:
+        return max(1, int(round(self.population_size * self.elite_fraction)))
+
+    @property
+    def num_mutants(self) -> int:
+        return int(round(self.population_size * self.mutant_fraction))
+
+    @property
+    def num_offspring(self) -> int:
+        return self.population_size - self.num_elites - self.num_mutants
+
+    def validate(self) -> "BrkgaConfig":
+        if self.population_size < 2:
+            raise ValueError(f"population_size must be at least 2, got {self.population_size}")
+        if not (0 < self.elite_fraction < 1 and 0 <= self.mutant_fraction < 1):
+            raise ValueError("elite_fraction must be in (0, 1) and mutant_fraction in [0, 1)")
+        if self.num_offspring < 0 or self.num_elites >= self.population_size:
+            raise ValueError("elites and mutants leave no room in the population")
+        if not 0 <= self.elite_inheritance <= 1:
+            raise ValueError(f"elite_inheritance must be in [0, 1], got {self.elite_inheritance}")
+        return self
+
+
+class BrkgaState(NamedTuple):
+    """The evolving search state (P = population size, L = number of keys).
+
+    population: float64[P, L], sorted best first (empty before the first `tell`)
+    fitness: float64[P], ascending
+    generation: int (0 until the initial population has been told)
+    evaluations: int, chromosomes evaluated so far (elites are never re-evaluated)
+    rng: numpy Generator, the state's only source of randomness
+    """
+    population: np.ndarray
+    fitness: np.ndarray
+    generation: int
+    evaluations: int
+    rng: np.random.Generator
+
+    @property
+    def best_keys(self) -> np.ndarray:
+        return self.population[0]
+
+    @property
+    def best_fitness(self) -> float:
+        return float(self.fitness[0]) if self.fitness.size else float("inf")
+
+
+def init(num_keys: int, config: BrkgaConfig, seed: int) -> BrkgaState:
+    """A state with no population yet; the first `ask` returns the initial population."""
+    config.validate()
+    return BrkgaState(population=np.empty((0, num_keys)), fitness=np.empty(0), generation=0,
+                      evaluations=0, rng=np.random.default_rng(seed))
+
+
+def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) -> tuple[np.ndarray, BrkgaState]:
+    """Chromosomes to evaluate next: the initial population, or a generation's mutants + children.
+
+    Returns float64[m, L] with m = population_size at first, population_size - num_elites after.
+    Random numbers are drawn in a fixed order (mutant uniforms, parents, coins), the same with
+    or without priors, so uniform priors give plain BRKGA's trajectory exactly.
+    """
+    rng = state.rng
+    L = state.population.shape[1]
+    if state.generation == 0:
+        return sample_keys(priors, rng.random((config.population_size, L))), state
+    P, E, M = state.population.shape[0], config.num_elites, config.num_mutants
+    num_children = P - E - M
+    candidates = np.empty((M + num_children, L))
+    rng.random(out=candidates[:M])
+    sample_keys(priors, candidates[:M])
+    elite_parent = rng.integers(0, E, size=num_children)
+    other_parent = rng.integers(E, P, size=num_children)
+    coin = rng.random((num_children, L))
+    inherit = (priors.gene_inheritance(config.elite_inheritance) if priors is not None
+               and priors.elite_inheritance is not None else np.full(L, config.elite_inheritance))
+    _kernels.biased_crossover(state.population, elite_parent, other_parent, coin, inherit,
+                              candidates[M:])
+    return candidates, state
+
+
+def tell(state: BrkgaState, candidates: np.ndarray, fitness: np.ndarray, config: BrkgaConfig) -> BrkgaState:
+    """Merge evaluated candidates into the population and sort it, best first.
+
+    The elite keeps its stored fitness. Normally `candidates` is everything `ask` returned and
+    the old non-elite is replaced; when fewer come back (the budget ran out mid-generation) the
+    best of the old non-elite fill the population up to its size. NaN fitness counts as +inf.
+    """
+    fitness = np.asarray(fitness, dtype=np.float64)
+    if candidates.shape[0] != fitness.shape[0]:
+        raise ValueError("one fitness value per candidate is required")
+    fitness = np.where(np.isnan(fitness), np.inf, fitness)
+    if state.generation == 0:
+        keep = np.argsort(fitness, kind="stable")[:config.population_size]
+        return BrkgaState(population=candidates[keep], fitness=fitness[keep], generation=1,
+                          evaluations=candidates.shape[0], rng=state.rng)
+    # pool = elites, then candidates, then (only when candidates fall short) the best non-elites
+    E, m = config.num_elites, candidates.shape[0]
+    fill = max(0, state.population.shape[0] - E - m)
+    pool_fit = np.concatenate([state.fitness[:E], fitness, state.fitness[E:E + fill]])
+    keep = np.argsort(pool_fit, kind="stable")[:config.population_size]
+    from_cand = (keep >= E) & (keep < E + m)
+    population = np.empty((keep.shape[0], candidates.shape[1]))
+    population[from_cand] = candidates[keep[from_cand] - E]
+    old = keep[~from_cand]
+    population[~from_cand] = state.population[np.where(old < E, old, old - m)]
+    return BrkgaState(population=population, fitness=pool_fit[keep], generation=state.generation + 1,
+                      evaluations=state.evaluations + m, rng=state.rng)

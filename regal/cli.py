@@ -1,0 +1,211 @@
+"""`regal` on the command line. Each command parses, calls one library function, prints.
+
+Every expected failure (a bad graph, HLO or solution file, a bad option) ends as a one-line
+`Error: ...` on stderr and exit status 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+
+import click
+
+from regal.graph import Graph, GraphError
+
+GRAPH_HELP = "a regal-graph/1 file (.json or .json.gz) or an XLA HLO text module (.hlo, .txt)"
+
+
+def _friendly_errors(fn):
+    """Turn the library's validation errors into click's one-line errors."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from regal.simulate import ScheduleError
+        from regal.solution import SolutionError
+        try:
+            return fn(*args, **kwargs)
+        except (GraphError, SolutionError, ScheduleError, ValueError, OSError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise click.ClickException(msg) from None
+    return wrapper
+
+
+def is_hlo_path(path: str) -> bool:
+    if path.endswith((".hlo", ".hlo.txt")):
+        return True
+    if path.endswith((".json", ".json.gz", ".gz")):
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(64).lstrip().startswith("HloModule")
+    except OSError:
+        return False
+
+
+def load_graph(path: str) -> Graph:
+    """A graph file, or an HLO module imported on the fly."""
+    from regal.graph import load
+    if is_hlo_path(path):
+        from regal.hlo import load_hlo
+        return load_hlo(path)
+    return load(path)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="regal")
+def main():
+    """regal: place and schedule an ML computation graph for the lowest peak memory (REGAL)."""
+
+
+@main.command("info", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")
+@click.argument("graph_path", metavar="GRAPH")
+@click.option("--devices", "-d", default=1, show_default=True, help="devices for the lower bound")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@_friendly_errors
+def info_cmd(graph_path, devices, as_json):
+    g = load_graph(graph_path)
+    s = g.summary()
+    s["lower_bound_bytes"] = g.lower_bound(devices)
+    s["devices"] = devices
+    if as_json:
+        click.echo(json.dumps(s, indent=1))
+        return
+    click.echo(f"graph          {s['name']}")
+    click.echo(f"nodes          {s['nodes']:,} ({s['resident_nodes']:,} resident)")
+    click.echo(f"edges          {s['data_edges']:,} data, {s['control_edges']:,} control")
+    click.echo(f"depth          {s['depth']:,} nodes on the longest path")
+    click.echo(f"total bytes    {human_bytes(s['total_bytes'])} ({s['total_bytes']:,} B)")
+    click.echo(f"resident bytes {human_bytes(s['resident_bytes'])} ({s['resident_bytes']:,} B)")
+    lt = s["largest_tensor"]
+    click.echo(f"largest tensor {human_bytes(lt['bytes'])} ({lt['id']})")
+    click.echo(f"lower bound    {human_bytes(s['lower_bound_bytes'])} ({s['lower_bound_bytes']:,} B) "
+               f"on peak memory with {devices} device{'s' if devices > 1 else ''}")
+
+
+@main.command("import-hlo")
+@click.argument("module", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="GRAPH.json or GRAPH.json.gz to write")
+@click.option("--name", default=None, help="graph name (default: the HLO module's name)")
+@_friendly_errors
+def import_hlo_cmd(module, output, name):
+    """Import an XLA HLO text MODULE (pre-optimization or compiled) as a regal-graph/1 file."""
+    from regal.graph import save
+    from regal.hlo import load_hlo
+    g = load_hlo(module, name=name) if name else load_hlo(module)
+    save(g, output)
+    click.echo(f"{output}: {g.num_nodes:,} nodes, {g.num_data_edges:,} data edges, "
+               f"{g.num_control_edges:,} control edges, {g.meta.get('folded', 0):,} aliases folded")
+
+
+def _print_solution(g: Graph, sol, output: str | None):
+    d = sol.num_devices
+    click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
+    click.echo(f"method    {sol.method}, {sol.evaluations:,} evaluations in {sol.seconds:.2f} s"
+               + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
+    click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
+    if d > 1:
+        for k in range(d):
+            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
+                       f"({int((sol.placement == k).sum()):,} nodes)")
+    lb = g.lower_bound(d)
+    ratio = f", peak is {sol.peak_bytes / lb:.3f}x the bound" if lb else ""
+    click.echo(f"bound     {human_bytes(lb)} ({lb:,} B){ratio}")
+    if sol.info.get("stopped") not in (None, "budget"):
+        click.echo(f"stopped   {sol.info['stopped']}")
+    if output:
+        click.echo(f"wrote     {output}")
+
+
+@main.command("optimize", help=(
+    "Search placements and orders of GRAPH for the lowest peak memory: plain BRKGA, or REGAL "
+    f"with a policy. GRAPH is {GRAPH_HELP}. Ctrl-C stops the search and still writes the best "
+    "solution so far."))
+@click.argument("graph_path", metavar="GRAPH")
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+              help="evaluations (decode + simulate), initial population included")
+@click.option("--seed", "-s", default=0, show_default=True, type=int)
+@click.option("--policy", default="none", show_default=True,
+              help="'default' (the shipped trained policy), 'none' (plain BRKGA) or a policy file")
+@click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
+@click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="write the regal-solution/1 file here")
+@click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@_friendly_errors
+def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, threads, output, as_json):
+    from regal.optimize import optimize
+    g = load_graph(graph_path)
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(True)
+
+    bar = None
+    if sys.stderr.isatty() and not as_json:
+        from tqdm import tqdm
+        bar = tqdm(total=budget, unit="eval", file=sys.stderr, leave=False)
+
+    def callback(p):
+        if bar is not None:
+            bar.update(p.evaluations - bar.n)
+            bar.set_postfix_str(f"peak {human_bytes(p.best_peak_bytes)}")
+        return bool(interrupted)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        sol = optimize(g, devices=devices, budget=budget, seed=seed, policy=policy,
+                       time_limit_s=time_limit_s, callback=callback, num_threads=threads)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if bar is not None:
+            bar.close()
+    if interrupted:
+        sol.info["stopped"] = "interrupted"
+    if output:
+        sol.save(output)
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["lower_bound_bytes"] = g.lower_bound(devices)
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        _print_solution(g, sol, output)
+
+
+@main.command("evaluate")
+@click.argument("graph_path", metavar="GRAPH")
+@click.argument("solution_path", metavar="SOLUTION")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@_friendly_errors
+def evaluate_cmd(graph_path, solution_path, as_json):
+    """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid one."""
+    from regal.solution import load_solution
+    g = load_graph(graph_path)
+    sol = load_solution(solution_path, g)
+    if as_json:
+        click.echo(json.dumps({"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
+                               "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
+                               "lower_bound_bytes": g.lower_bound(sol.num_devices), "valid": True}, indent=1))
+        return
+    click.echo(f"{os.path.basename(solution_path)}: valid {sol.num_devices}-device schedule of {g.name}")
+    click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
+    for k in range(sol.num_devices):
+        click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(sol.device_peak_bytes[k]):,} B)")
+
+
+if __name__ == "__main__":
+    main()

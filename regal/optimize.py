@@ -1,0 +1,135 @@
+"""`optimize(graph, ...) -> Solution`: the BRKGA loop with its budget, time limit and callback.
+
+This is REGAL's search (Paliwal et al., ICLR 2020): BRKGA over the chromosome of
+`regal.decode`, scored by `regal.simulate`, with mutants drawn from priors that a trained policy
+(`regal.policy`, imported only when a policy is asked for) predicts for this graph.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from regal import brkga
+from regal.brkga import BrkgaConfig
+from regal.decode import chromosome_length, decode, evaluate_population
+from regal.graph import Graph
+from regal.priors import Priors
+from regal.solution import Solution, make_solution
+
+__all__ = ["Progress", "optimize", "warmup", "numba_threads"]
+
+
+class Progress(NamedTuple):
+    """What the callback sees after every generation."""
+    evaluations: int
+    budget: int
+    generation: int
+    best_peak_bytes: float
+    seconds: float
+
+
+@contextmanager
+def numba_threads(n: int | None):
+    """Run the body with Numba using `n` threads (all of them when None), then restore."""
+    import numba
+    if n is None:
+        yield
+        return
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"num_threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {n}")
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> tuple[Priors | None, str]:
+    """Priors to search with and the method name: explicit priors, a policy's, or none (BRKGA)."""
+    if priors is not None and policy not in (None, "none"):
+        raise ValueError("give either priors or a policy, not both")
+    if priors is not None:
+        if priors.num_keys != chromosome_length(graph.num_nodes, devices):
+            raise ValueError(f"priors have {priors.num_keys} genes; the graph needs "
+                             f"{chromosome_length(graph.num_nodes, devices)} for {devices} devices")
+        return priors, "brkga+priors"
+    if policy is None or policy == "none":
+        return None, "brkga"
+    from regal.policy import load_policy  # JAX is paid for only here
+    pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    return pol.priors(graph, devices), "regal"
+
+
+def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0,
+             priors: Priors | None = None, policy=None, config: BrkgaConfig | None = None,
+             time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
+             num_threads: int | None = None, initial: list[np.ndarray] | None = None) -> Solution:
+    """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
+
+    budget: evaluations (decode + simulate), the initial population included; the last
+        generation is cut short so that exactly `budget` are spent (unless time runs out).
+    priors / policy: REGAL's per-gene Beta priors, given directly or predicted by a policy
+        ("default" for the shipped one, a path, or a loaded Policy); neither means plain BRKGA.
+    time_limit_s: stop after the first generation that ends past this many seconds.
+    callback: called with a `Progress` after every generation; returning True stops the search.
+    num_threads: Numba threads for decoding the population; the result is the same for any value.
+    initial: chromosomes (float64[L] each, e.g. `regal.decode.encode` of a heuristic solution)
+        that replace the first members of the initial population.
+    Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
+    """
+    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
+        raise ValueError(f"devices must be a positive integer, got {devices!r}")
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1 evaluation, got {budget}")
+    config = (config or BrkgaConfig()).validate()
+    t0 = time.perf_counter()
+    priors, method = resolve_priors(graph, devices, priors, policy)
+    L = chromosome_length(graph.num_nodes, devices)
+    state = brkga.init(L, config, seed)
+    history: list[list[float]] = []
+    stopped = "budget"
+    with numba_threads(num_threads):
+        while state.evaluations < budget:
+            candidates, state = brkga.ask(state, config, priors)
+            if state.generation == 0 and initial:
+                for i, keys in enumerate(initial[:candidates.shape[0]]):
+                    candidates[i] = keys
+            candidates = candidates[:budget - state.evaluations]
+            fitness = evaluate_population(graph, candidates, devices)
+            state = brkga.tell(state, candidates, fitness, config)
+            if not history or state.best_fitness < history[-1][1]:
+                history.append([state.evaluations, state.best_fitness])
+            seconds = time.perf_counter() - t0
+            if callback is not None and callback(Progress(state.evaluations, budget, state.generation,
+                                                          state.best_fitness, seconds)):
+                stopped = "callback"
+                break
+            if time_limit_s is not None and seconds >= time_limit_s:
+                stopped = "time_limit"
+                break
+    placement, order = decode(graph, state.best_keys, devices)
+    info = {"seed": seed, "budget": budget, "generations": state.generation, "stopped": stopped,
+            "config": config._asdict(), "history": history}
+    sol = make_solution(graph, placement, order, devices, method=method, evaluations=state.evaluations,
+                        seconds=time.perf_counter() - t0, info=info)
+    assert sol.peak_bytes == state.best_fitness, "decoder and simulator disagree"
+    return sol
+
+
+
+def warmup() -> None:
+    """Compile (or load from Numba's cache) every kernel, so the first real call is fast."""
+    g = Graph.from_records([
+        {"id": "w", "bytes": 4, "resident": True},
+        {"id": "a", "bytes": 3, "temp_bytes": 1},
+        {"id": "b", "bytes": 2, "inputs": ["a", "w"]},
+        {"id": "c", "bytes": 1, "inputs": ["a", "b"], "control_inputs": []},
+    ], name="warmup")
+    for d in (1, 2):
+        optimize(g, devices=d, budget=30, config=BrkgaConfig(population_size=10))

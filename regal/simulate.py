@@ -1,0 +1,116 @@
+"""The one objective: peak memory of a placement and a global order (SPEC.md section 3).
+
+Every solver in regal is scored by `simulate`. It validates its input (a permutation, a
+topological order, devices in range) and then runs the Numba kernel in `regal._kernels`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from regal import _kernels
+from regal.graph import Graph
+
+__all__ = ["ScheduleError", "Simulation", "KernelGraph", "kernel_graph", "check_schedule",
+           "simulate", "memory_trace"]
+
+
+class ScheduleError(ValueError):
+    """A placement or order that is not a valid schedule of the graph; the message says why."""
+
+
+class Simulation(NamedTuple):
+    peak_bytes: int                 # max over devices
+    device_peak_bytes: np.ndarray   # int64[num_devices]
+
+
+class KernelGraph(NamedTuple):
+    """The arrays the kernels read, in kernel dtypes (n nodes)."""
+    num_nodes: int
+    pred_cnt: np.ndarray   # int32[n]
+    succ_ptr: np.ndarray   # int64[n+1]
+    succ_idx: np.ndarray   # int32[*]
+    in_ptr: np.ndarray     # int64[n+1]
+    in_idx: np.ndarray     # int32[*]
+    out_ptr: np.ndarray    # int64[n+1]
+    out_idx: np.ndarray    # int32[*]
+    nbytes: np.ndarray     # int64[n]
+    temp: np.ndarray       # int64[n]
+    resident: np.ndarray   # bool[n]
+
+
+def kernel_graph(graph: Graph) -> KernelGraph:
+    """The kernel view of `graph`, built once and cached on it."""
+    def make():
+        c = np.ascontiguousarray
+        return KernelGraph(
+            num_nodes=graph.num_nodes,
+            pred_cnt=c(np.diff(graph.pred_ptr).astype(np.int32)),
+            succ_ptr=c(graph.succ_ptr, dtype=np.int64), succ_idx=c(graph.succ_idx, dtype=np.int32),
+            in_ptr=c(graph.in_ptr, dtype=np.int64), in_idx=c(graph.in_idx, dtype=np.int32),
+            out_ptr=c(graph.out_ptr, dtype=np.int64), out_idx=c(graph.out_idx, dtype=np.int32),
+            nbytes=c(graph.bytes, dtype=np.int64), temp=c(graph.temp_bytes, dtype=np.int64),
+            resident=c(graph.resident, dtype=np.bool_))
+    return graph._cached("kernel_graph", make)
+
+
+def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a placement (int[n] of devices) and a global order (int[n] of node indices).
+
+    Returns them as contiguous int32 arrays; raises `ScheduleError` naming the first problem.
+    """
+    n = graph.num_nodes
+    if not isinstance(num_devices, (int, np.integer)) or num_devices < 1:
+        raise ScheduleError(f"devices must be a positive integer, got {num_devices!r}")
+    placement = np.asarray(placement)
+    order = np.asarray(order)
+    if placement.shape != (n,) or order.shape != (n,):
+        raise ScheduleError(f"placement and order must each have {n} entries, got "
+                            f"{placement.shape[0] if placement.ndim else 0} and {order.shape[0] if order.ndim else 0}")
+    if not (np.issubdtype(placement.dtype, np.integer) and np.issubdtype(order.dtype, np.integer)):
+        raise ScheduleError("placement and order must be integer arrays")
+    bad = np.flatnonzero((placement < 0) | (placement >= num_devices))
+    if bad.size:
+        v = int(bad[0])
+        raise ScheduleError(f"node '{graph.ids[v]}' is placed on device {int(placement[v])}, "
+                            f"outside 0..{num_devices - 1}")
+    if ((order < 0) | (order >= n)).any():
+        raise ScheduleError(f"order holds an index outside 0..{n - 1}")
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[order] = np.arange(n)
+    if (pos < 0).any():
+        counts = np.bincount(order, minlength=n)
+        dup = int(np.flatnonzero(counts > 1)[0])
+        miss = int(np.flatnonzero(counts == 0)[0])
+        raise ScheduleError(f"order lists node '{graph.ids[dup]}' twice and misses node '{graph.ids[miss]}'")
+    src = graph.pred_idx
+    dst = np.repeat(np.arange(n), np.diff(graph.pred_ptr))
+    late = np.flatnonzero(pos[src] > pos[dst])
+    if late.size:
+        e = int(late[0])
+        raise ScheduleError(f"order is not topological: node '{graph.ids[dst[e]]}' comes before "
+                            f"its input '{graph.ids[src[e]]}'")
+    return (np.ascontiguousarray(placement, dtype=np.int32), np.ascontiguousarray(order, dtype=np.int32))
+
+
+def _run(graph: Graph, placement, order, num_devices: int, trace: np.ndarray) -> Simulation:
+    placement, order = check_schedule(graph, placement, order, num_devices)
+    kg = kernel_graph(graph)
+    device_peak = np.zeros(num_devices, dtype=np.int64)
+    peak = _kernels.simulate_peak(order, placement, kg.num_nodes, num_devices, kg.in_ptr, kg.in_idx,
+                                  kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
+                                  device_peak, trace)
+    return Simulation(int(peak), device_peak)
+
+
+def simulate(graph: Graph, placement, order, num_devices: int) -> Simulation:
+    """Peak memory (SPEC.md section 3) of running `order` with `placement` on `num_devices`."""
+    return _run(graph, placement, order, num_devices, np.empty((0, num_devices), dtype=np.int64))
+
+
+def memory_trace(graph: Graph, placement, order, num_devices: int) -> tuple[Simulation, np.ndarray]:
+    """The simulation and trace: int64[n, num_devices], every device's bytes while step t runs."""
+    trace = np.zeros((graph.num_nodes, num_devices), dtype=np.int64)
+    return _run(graph, placement, order, num_devices, trace), trace

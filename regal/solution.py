@@ -1,0 +1,177 @@
+"""`Solution`: what every solver returns, and the `regal-solution/1` file (SPEC.md section 2).
+
+A Solution is always built by `make_solution`, which re-simulates the placement and order with
+`regal.simulate`, so its peak is the SPEC.md section 3 value and never a number carried from
+inside a search. `load_solution` reads a file from any tool, checks it against the graph and
+rejects it, with a one-line reason, when it is not a valid schedule or claims a wrong peak.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from regal.graph import Graph
+from regal.simulate import ScheduleError, simulate
+
+__all__ = ["FORMAT", "Solution", "SolutionError", "make_solution", "load_solution", "solution_from_json"]
+
+FORMAT = "regal-solution/1"
+
+
+class SolutionError(ValueError):
+    """A solution file that is malformed or does not fit its graph; the message says why."""
+
+
+@dataclass(frozen=True, eq=False)
+class Solution:
+    """A placement and global order with their simulated peak memory.
+
+    placement: int32[n] device of each node; order: int32[n] node indices, topological;
+    device_peak_bytes: int64[num_devices]; info: solver-specific extras (seed, bound, status...).
+    """
+    graph_name: str
+    node_ids: tuple
+    num_devices: int
+    placement: np.ndarray
+    order: np.ndarray
+    peak_bytes: int
+    device_peak_bytes: np.ndarray
+    method: str
+    evaluations: int = 0
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        doc = {
+            "format": FORMAT,
+            "graph": self.graph_name,
+            "devices": int(self.num_devices),
+            "placement": {self.node_ids[v]: int(self.placement[v]) for v in range(len(self.node_ids))},
+            "order": [self.node_ids[v] for v in self.order],
+            "peak_bytes": int(self.peak_bytes),
+            "device_peak_bytes": [int(x) for x in self.device_peak_bytes],
+            "method": self.method,
+            "evaluations": int(self.evaluations),
+            "seconds": round(float(self.seconds), 6),
+        }
+        if self.info:
+            doc["info"] = _jsonable(self.info)
+        return doc
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write `regal-solution/1` JSON (gzip-compressed when the path ends in .gz)."""
+        p = os.fspath(path)
+        opener = gzip.open(p, "wt", encoding="utf-8") if p.endswith(".gz") else open(p, "w", encoding="utf-8")
+        with opener as f:
+            json.dump(self.to_json(), f, indent=1)
+            f.write("\n")
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        x = float(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def make_solution(graph: Graph, placement, order, num_devices: int, method: str,
+                  evaluations: int = 0, seconds: float = 0.0, info: Mapping | None = None) -> Solution:
+    """Validate and simulate a placement and order; the Solution carries the simulated peak."""
+    sim = simulate(graph, placement, order, num_devices)
+    return Solution(graph_name=graph.name, node_ids=graph.ids, num_devices=int(num_devices),
+                    placement=np.asarray(placement, dtype=np.int32).copy(),
+                    order=np.asarray(order, dtype=np.int32).copy(), peak_bytes=sim.peak_bytes,
+                    device_peak_bytes=sim.device_peak_bytes, method=method,
+                    evaluations=int(evaluations), seconds=float(seconds), info=dict(info or {}))
+
+
+def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solution:
+    """Check a parsed `regal-solution/1` document against `graph` and re-simulate it.
+
+    Raises `SolutionError` (one line, naming the node or field) when the document is malformed,
+    is not a valid schedule of the graph, or claims a peak the simulation does not give.
+    """
+    def fail(msg: str):
+        raise SolutionError(f"{source}: {msg}")
+
+    if not isinstance(doc, Mapping):
+        fail("not a regal-solution/1 document (top level is not an object)")
+    if doc.get("format") != FORMAT:
+        fail(f"not a {FORMAT} file (format is {doc.get('format')!r})")
+    d = doc.get("devices")
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        fail(f"'devices' must be a positive integer, got {d!r}")
+    index = graph.index
+    raw_place = doc.get("placement")
+    if not isinstance(raw_place, Mapping):
+        fail("'placement' must be an object mapping node ids to devices")
+    placement = np.full(graph.num_nodes, -1, dtype=np.int64)
+    for nid, dev in raw_place.items():
+        if nid not in index:
+            fail(f"placement names node '{nid}', which is not in graph '{graph.name}'")
+        if isinstance(dev, bool) or not isinstance(dev, int):
+            fail(f"node '{nid}' is placed on {dev!r}, not a device number")
+        if not 0 <= dev < d:
+            fail(f"node '{nid}' is placed on device {dev}, outside 0..{d - 1}")
+        placement[index[nid]] = dev
+    unplaced = np.flatnonzero(placement < 0)
+    if unplaced.size:
+        fail(f"node '{graph.ids[unplaced[0]]}' is not placed ({unplaced.size} unplaced)")
+    raw_order = doc.get("order")
+    if not isinstance(raw_order, list):
+        fail("'order' must be a list of node ids")
+    seen = set()
+    for nid in raw_order:
+        if not isinstance(nid, str) or nid not in index:
+            fail(f"order names node {nid!r}, which is not in graph '{graph.name}'")
+        if nid in seen:
+            fail(f"order lists node '{nid}' twice")
+        seen.add(nid)
+    if len(seen) != graph.num_nodes:
+        missing = next(nid for nid in graph.ids if nid not in seen)
+        fail(f"order misses node '{missing}' ({graph.num_nodes - len(seen)} missing)")
+    order = np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=graph.num_nodes)
+    try:
+        sol = make_solution(graph, placement, order, d, method=str(doc.get("method", "unknown")),
+                            evaluations=int(doc.get("evaluations") or 0),
+                            seconds=float(doc.get("seconds") or 0.0), info=doc.get("info") or {})
+    except ScheduleError as e:
+        fail(str(e))
+    claimed = doc.get("peak_bytes")
+    if claimed is not None and claimed != sol.peak_bytes:
+        fail(f"claims peak_bytes {claimed} but the simulation gives {sol.peak_bytes}")
+    claimed_dev = doc.get("device_peak_bytes")
+    if claimed_dev is not None and list(claimed_dev) != [int(x) for x in sol.device_peak_bytes]:
+        fail(f"claims device_peak_bytes {list(claimed_dev)} but the simulation gives "
+             f"{[int(x) for x in sol.device_peak_bytes]}")
+    return sol
+
+
+def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
+    """Read a `regal-solution/1` file and check it against `graph` (see `solution_from_json`)."""
+    p = os.fspath(path)
+    try:
+        opener = gzip.open(p, "rt", encoding="utf-8") if p.endswith(".gz") else open(p, encoding="utf-8")
+        with opener as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise SolutionError(f"{p}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
+        raise SolutionError(f"{p}: not a JSON file ({type(e).__name__})") from None
+    return solution_from_json(graph, doc, source=p)

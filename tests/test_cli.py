@@ -1,0 +1,121 @@
+"""The `regal` command line through click's runner: output, files, and one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from randgraph import random_dag
+from regal.cli import main
+from regal.graph import save
+from regal.solution import load_solution
+
+
+@pytest.fixture()
+def graph_file(tmp_path):
+    g = random_dag(3, num_nodes=60)
+    p = tmp_path / "g.json.gz"
+    save(g, p)
+    return g, p
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_optimize_writes_a_valid_solution_and_prints_a_summary(graph_file, tmp_path):
+    """regal optimize writes regal-solution/1 whose peak equals a fresh simulation, and prints it."""
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    r = _invoke("optimize", p, "--devices", 2, "--budget", 300, "--seed", 4, "-o", out)
+    assert r.exit_code == 0, r.output
+    sol = load_solution(out, g)  # re-simulates and checks the claimed peaks
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "regal-solution/1" and doc["devices"] == 2 and doc["evaluations"] == 300
+    assert f"({sol.peak_bytes:,} B)" in r.output and "bound" in r.output and "device 1" in r.output
+
+
+def test_optimize_json_output(graph_file):
+    """--json prints a machine-readable summary with the lower bound."""
+    g, p = graph_file
+    r = _invoke("optimize", p, "--budget", 200, "--json")
+    doc = json.loads(r.output)
+    assert doc["evaluations"] == 200 and doc["lower_bound_bytes"] == g.lower_bound(1)
+    assert doc["peak_bytes"] >= doc["lower_bound_bytes"]
+
+
+def test_evaluate_accepts_a_valid_file(graph_file, tmp_path):
+    """regal evaluate re-simulates a solution and reports its peak."""
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    _invoke("optimize", p, "-d", 3, "-n", 150, "-o", out)
+    r = _invoke("evaluate", p, out, "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["peak_bytes"] == json.loads(out.read_text())["peak_bytes"]
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda d: d["order"].reverse(), "is not topological"),
+    (lambda d: d["placement"].pop(next(iter(d["placement"]))), "is not placed"),
+    (lambda d: d["placement"].update({next(iter(d["placement"])): 7}), "outside 0..1"),
+    (lambda d: d.update(peak_bytes=d["peak_bytes"] - 1), "claims peak_bytes"),
+    (lambda d: d["order"].append(d["order"][0]), "twice"),
+    (lambda d: d.update(format="other/1"), "not a regal-solution/1 file"),
+])
+def test_evaluate_rejects_invalid_solutions_with_one_line(graph_file, tmp_path, edit, reason):
+    """An invalid solution exits non-zero with a one-line reason and no traceback."""
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    _invoke("optimize", p, "-d", 2, "-n", 120, "-o", out)
+    doc = json.loads(out.read_text())
+    edit(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = _invoke("evaluate", p, bad)
+    assert r.exit_code == 1 and reason in r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_info_prints_sizes_and_bound(graph_file):
+    """regal info reports nodes, edges, depth and the single-device lower bound."""
+    g, p = graph_file
+    r = _invoke("info", p, "--json")
+    s = json.loads(r.output)
+    assert s["nodes"] == 60 and s["lower_bound_bytes"] == g.lower_bound(1) and s["depth"] == g.depth()
+    r = _invoke("info", p)
+    assert f"{g.lower_bound(1):,} B" in r.output
+
+
+def test_bad_graph_file_is_one_line_error(tmp_path):
+    """A malformed graph exits 1 with a one-line error naming the file and node."""
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps({"format": "regal-graph/1", "nodes": [{"id": "a", "bytes": -5}]}))
+    for cmd in ("info", "optimize"):
+        r = _invoke(cmd, p)
+        assert r.exit_code == 1 and "'a'" in r.output and "bad.json" in r.output
+        assert len(r.output.strip().splitlines()) == 1
+    r = _invoke("info", tmp_path / "missing.json")
+    assert r.exit_code == 1 and "no such file" in r.output
+
+
+def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch):
+    """A SIGINT during the search stops it and the best solution so far is still written."""
+    import os
+    import signal
+    import regal.optimize as opt
+    g, p = graph_file
+    real = opt.evaluate_population
+    calls = []
+
+    def interrupting(*a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **k)
+
+    monkeypatch.setattr(opt, "evaluate_population", interrupting)
+    out = tmp_path / "sol.json"
+    r = _invoke("optimize", p, "-n", 5000, "-o", out)
+    assert r.exit_code == 0 and "interrupted" in r.output
+    sol = load_solution(out, g)
+    assert sol.evaluations == 100 + 2 * 80 and sol.info["stopped"] == "interrupted"
