@@ -34,7 +34,7 @@ def _friendly_errors(fn):
 
 
 def is_hlo_path(path: str) -> bool:
-    if path.endswith((".hlo", ".hlo.txt")):
+    if path.endswith((".hlo", ".hlo.txt", ".hlo.gz")):
         return True
     if path.endswith((".json", ".json.gz", ".gz")):
         return False
@@ -103,7 +103,7 @@ def import_hlo_cmd(module, output, name):
     """Import an XLA HLO text MODULE (pre-optimization or compiled) as a regal-graph/1 file."""
     from regal.graph import save
     from regal.hlo import load_hlo
-    g = load_hlo(module, name=name) if name else load_hlo(module)
+    g = load_hlo(module, name=name)
     save(g, output)
     click.echo(f"{output}: {g.num_nodes:,} nodes, {g.num_data_edges:,} data edges, "
                f"{g.num_control_edges:,} control edges, {g.meta.get('folded', 0):,} aliases folded")

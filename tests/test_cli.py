@@ -119,3 +119,24 @@ def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch)
     assert r.exit_code == 0 and "interrupted" in r.output
     sol = load_solution(out, g)
     assert sol.evaluations == 100 + 2 * 80 and sol.info["stopped"] == "interrupted"
+
+
+def test_import_hlo_then_optimize_the_module_directly(tmp_path):
+    """import-hlo writes a graph file; optimize also takes the HLO module itself."""
+    import os
+    tiny = os.path.join(os.path.dirname(__file__), "data", "tiny.hlo")
+    out = tmp_path / "tiny.json.gz"
+    r = _invoke("import-hlo", tiny, "-o", out)
+    assert r.exit_code == 0 and "8 nodes" in r.output and "6 aliases folded" in r.output
+    a = json.loads(_invoke("optimize", out, "-n", 50, "--json").output)
+    b = json.loads(_invoke("optimize", tiny, "-n", 50, "--json").output)
+    assert a["peak_bytes"] == b["peak_bytes"] and a["graph"] == b["graph"] == "tiny"
+
+
+def test_bad_hlo_is_one_line_error_with_line_number(tmp_path):
+    """An HLO file that does not parse exits 1 naming the file and line."""
+    p = tmp_path / "bad.hlo"
+    p.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] add(%a, %zz)\n}\n")
+    r = _invoke("import-hlo", p, "-o", tmp_path / "x.json")
+    assert r.exit_code == 1 and "bad.hlo:5:" in r.output and "zz" in r.output
+    assert len(r.output.strip().splitlines()) == 1

@@ -1,0 +1,28 @@
+# Two commands on a fresh machine with Python 3.11 and pip:
+#   make demo   - create .venv, install regal, optimize a shipped real graph
+#   make test   - create .venv, install regal, run the default test suite
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_GRAPH ?= data/graphs/real/resnet18_b8_train_opt.json.gz
+
+.PHONY: demo test test-slow bench clean
+
+$(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=23"
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/python -c "import regal.optimize as o; o.warmup()"
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 -o demo_solution.json
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -q
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) demo_solution.json

@@ -1,0 +1,471 @@
+"""XLA HLO text -> `Graph` (SPEC.md section 1).
+
+Reads both pre-optimization HLO (`jax.jit(f).lower(...).compiler_ir('hlo').as_hlo_text()`) and
+compiled, scheduled HLO (`lowered.compile().as_text()`). Only the ENTRY computation becomes
+nodes; called computations (fusion bodies, while bodies, branches, reducers) are not expanded.
+
+What each entry instruction becomes:
+
+- `parameter`, `constant`: a resident node (no inputs; any control predecessors are dropped,
+  since a resident tensor exists before execution starts).
+- An alias-only instruction (`FOLDED_OPCODES`, plus any opcode ending in `-done`) produces no
+  node: it is folded into the value *structure* of its operands, so the producer's bytes count
+  once and stay live until the last real consumer. A structure is a real node index or a tuple
+  of structures: `tuple(...)` builds one, `get-tuple-element(x), index=i` selects element i of
+  a tuple structure and resolves to `x` itself when `x` is a real node (a while, a call, a
+  multi-output fusion), every other folded opcode resolves to its operand 0. A consumer gets
+  every leaf real node of its operands' structures as a data input, each listed once. The
+  extra operands of `add-dependency` (a token) and the control predecessors of a folded
+  instruction become control inputs of its real consumers. A folded ROOT makes no node: its
+  leaves are the graph outputs (no consumers, so never freed under SPEC.md section 3).
+- Everything else, unknown opcodes included, is one ordinary node. `op` is the opcode, except
+  fusions, whose op is `fusion:<kind>` (e.g. `fusion:kLoop`), because the kind tells a loop
+  fusion from a library call. `bytes` is `shape_bytes` of the result shape; for async starts
+  whose result tuple repeats the operands (`all-gather-start`, `collective-permute-start`,
+  `copy-start`, `async-start`, `send`, `recv`) the operands' bytes are subtracted, so aliased
+  buffers are not counted twice.
+- `control-predecessors={...}` become `control_inputs`, resolved through folding.
+
+`cost` (seconds) is a rough roofline on the nominal device `COST_MODEL` (a feature for the
+timed model and the policy, not ground truth): flops are `2*out*prod(lhs contracting dims)` for
+`dot`, `2*out*kernel_elements/output_features` for `convolution`, and one per output element
+for everything else; `cost = max(flops / peak_flops, (operand bytes + bytes) / bandwidth)`.
+Loop trip counts and fusion bodies are not looked into.
+
+`meta` records `source="hlo"`, `module`, `entry`, `scheduled`, `hlo_instructions` (entry
+instruction count), `folded` (folded instruction count), `cost_model`, and, for a scheduled
+module, `xla_order`: the real nodes in XLA's schedule order (node order itself, since every
+reference must point to an earlier instruction).
+
+Errors are `HloParseError` with one-line messages `"{source}:{line}: {what}"`.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import math
+import os
+import re
+from typing import Any
+
+from regal.graph import Graph, GraphError
+
+__all__ = ["COST_MODEL", "FOLDED_OPCODES", "HloParseError", "load_hlo", "parse_hlo", "shape_bytes"]
+
+
+class HloParseError(GraphError):
+    """HLO text that cannot be imported; the message is `"{source}:{line}: {what}"`."""
+
+
+#: Opcodes that only alias (part of) their operands; every `*-done` opcode is folded too (its
+#: result is the buffer its `*-start` produced). `reshape`, `copy` and `transpose` stay real:
+#: before layout assignment they may move data, and after it XLA turns free ones into bitcasts.
+FOLDED_OPCODES = frozenset({
+    "bitcast", "get-tuple-element", "tuple", "opt-barrier", "optimization-barrier",
+    "add-dependency", "domain", "async-update",
+})
+
+# Async starts whose result tuple repeats their operand buffers (all-reduce-start's does not).
+_ALIASING_STARTS = frozenset({"all-gather-start", "collective-permute-start", "copy-start",
+                              "async-start", "send", "recv"})
+
+#: The nominal device behind `cost` (SPEC.md section 4 uses cost only in the timed model).
+COST_MODEL = {"peak_flops_per_s": 100e12, "bandwidth_bytes_per_s": 1e12,
+              "rule": "max(flops/peak, (operand bytes + output bytes)/bandwidth); "
+                      "dot 2*out*K, convolution 2*out*kernel/out_features, else 1 flop/element"}
+
+# Bits per element. Sub-byte types pack: an array takes ceil(elements * bits / 8) bytes.
+_BITS = {
+    "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "f4e2m1fn": 4,
+    "f6e2m3fn": 6, "f6e3m2fn": 6, "s8": 8, "u8": 8,
+    "f8e5m2": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8, "f8e5m2fnuz": 8, "f8e4m3fnuz": 8,
+    "f8e4m3": 8, "f8e3m4": 8, "f8e8m0fnu": 8,
+    "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
+    "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128, "token": 0, "opaque": 0,
+}
+
+
+class _Syntax(Exception):
+    """A parse failure without position; the caller adds source and line."""
+
+
+class _Incomplete(_Syntax):
+    """The text ended inside a bracket group (the instruction may continue on the next line)."""
+
+
+_SPECIAL = re.compile(r'[()\[\]{}",]|/\*')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_BRACES = re.compile(r"\{[^{}]*\}")
+_ARRAY = re.compile(r"([A-Za-z][A-Za-z0-9]*)\[([^\]]*)\]")
+_SHAPE_REST = re.compile(r"(?:[\s(),]|\btoken\b|\bopaque\b)*")
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+_HEAD = re.compile(r'\s*(ROOT\s+)?(%?[^\s=,(){}\[\]"]+)\s*=\s*')
+_ARRAY_START = re.compile(r"[A-Za-z][A-Za-z0-9]*\[|(?:token|opaque)\b")
+_OPCODE = re.compile(r"\s+([A-Za-z][A-Za-z0-9_\-]*)\(")
+_NEW_INSTR = re.compile(r'\s*(ROOT\s+)?%?[^\s=,(){}\[\]"]+\s*=\s*(?:\(|[A-Za-z][A-Za-z0-9]*\[)')
+_INT_LIST = re.compile(r"-?\d+")
+
+
+def _split(s: str, pos: int, closer: str | None) -> tuple[list[tuple[int, int]], int]:
+    """Split `s[pos:]` at top-level commas up to `closer` (None: to the end of `s`).
+
+    Nested (), [], {} must balance; quoted strings (with backslash escapes) and /* comments */
+    are skipped whole. Returns the comma-separated spans and the index just after `closer`.
+    """
+    stack: list[str] = []
+    spans = []
+    piece = pos
+    search = _SPECIAL.search
+    while True:
+        m = search(s, pos)
+        if m is None:
+            if closer is None and not stack:
+                spans.append((piece, len(s)))
+                return spans, len(s)
+            raise _Incomplete(f"unbalanced brackets: missing '{stack[-1] if stack else closer}'")
+        c, j = m.group(), m.start()
+        if c == '"':
+            sm = _STRING.match(s, j)
+            if sm is None:
+                raise _Incomplete("unterminated string")
+            pos = sm.end()
+        elif c == "/*":
+            k = s.find("*/", j + 2)
+            if k < 0:
+                raise _Incomplete("unterminated comment")
+            pos = k + 2
+        elif c == ",":
+            if not stack:
+                spans.append((piece, j))
+                piece = j + 1
+            pos = j + 1
+        elif c in "([{":
+            stack.append(_CLOSER[c])
+            pos = j + 1
+        elif stack:
+            if c != stack.pop():
+                raise _Syntax(f"unbalanced brackets: unexpected '{c}'")
+            pos = j + 1
+        elif c == closer:
+            spans.append((piece, j))
+            return spans, j + 1
+        else:
+            raise _Syntax(f"unbalanced brackets: unexpected '{c}'")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shape_info(text: str) -> tuple[int, int, tuple | None]:
+    """(bytes, elements, dims) of a shape; dims only for a single array, else None."""
+    t = _COMMENT.sub("", text) if "/*" in text else text
+    while "{" in t:  # layouts, tiling, memory spaces: irrelevant to the size
+        t2 = _BRACES.sub("", t)
+        if t2 == t:
+            raise _Syntax(f"malformed shape '{text}'")
+        t = t2
+    nbytes = nelem = 0
+    arrays = 0
+    dims: tuple = ()
+    for m in _ARRAY.finditer(t):
+        etype = m.group(1)
+        bits = _BITS.get(etype)
+        if bits is None:
+            raise _Syntax(f"unknown element type '{etype}'")
+        dims = tuple(_dim(d, text) for d in m.group(2).split(",")) if m.group(2).strip() else ()
+        n = math.prod(dims)
+        nelem += n
+        nbytes += (n * bits + 7) // 8
+        arrays += 1
+    rest = _ARRAY.sub("", t)
+    if not _SHAPE_REST.fullmatch(rest) or not t.strip():
+        raise _Syntax(f"malformed shape '{text}'")
+    return nbytes, nelem, (dims if arrays == 1 and "(" not in t else None)
+
+
+def _dim(d: str, text: str) -> int:
+    d = d.strip()
+    if d.startswith("<="):  # bounded dynamic dimension: size it at its bound
+        d = d[2:].strip()
+    if d == "?":  # unbounded dynamic dimension: size unknown, count one element
+        return 1
+    if not d.isdigit():
+        raise _Syntax(f"bad dimension '{d}' in shape '{text}'")
+    return int(d)
+
+
+def shape_bytes(shape_text: str) -> int:
+    """Bytes of an HLO shape such as `f32[8,128]{1,0}` or `(bf16[4], (s4[3], token[]))`.
+
+    Tuples sum their elements; layouts, tiling and memory spaces are ignored; a bounded dynamic
+    dimension `<=N` counts N; a scalar `f32[]` is one element; sub-byte types pack per array.
+    """
+    try:
+        return _shape_info(shape_text)[0]
+    except _Syntax as e:
+        raise HloParseError(f"<shape>:1: {e}") from None
+
+
+def _name(piece: str) -> str:
+    """The instruction name of an operand (`%x`, `x`, or `f32[2]{0} %x`), without `%`."""
+    if "/*" in piece:
+        piece = _COMMENT.sub("", piece)
+    piece = piece.strip()
+    if not piece:
+        return ""
+    token = piece.rsplit(None, 1)[-1]
+    return token[1:] if token.startswith("%") else token
+
+
+def _names(s: str, spans: list[tuple[int, int]], what: str) -> list[str]:
+    out = [_name(s[a:b]) for a, b in spans]
+    if out == [""]:
+        return []
+    if "" in out:
+        raise _Syntax(f"empty entry in the {what} list")
+    return out
+
+
+def _parse_instruction(s: str):
+    """`[ROOT] name = shape opcode(operands), key=value, ...` -> its parts (or `_Syntax`)."""
+    m = _HEAD.match(s)
+    if m is None:
+        raise _Syntax(f"expected '<name> = <shape> <opcode>(<operands>)', got '{s.strip()[:60]}'")
+    name = m.group(2).lstrip("%")  # ROOT needs no handling: a folded ROOT makes no node
+    pos = m.end()
+    if s.startswith("(", pos):
+        _, end = _split(s, pos + 1, ")")
+    else:
+        am = _ARRAY_START.match(s, pos)
+        if am is None:
+            raise _Syntax(f"expected a shape after '{name} =', got '{s[pos:pos + 30].strip()}'")
+        end = am.end()
+        if s[end - 1] == "[":
+            _, end = _split(s, end, "]")
+        if s.startswith("{", end):
+            _, end = _split(s, end + 1, "}")
+    shape = s[pos:end]
+    om = _OPCODE.match(s, end)
+    if om is None:
+        raise _Syntax(f"expected an opcode and '(' after the shape of '{name}'")
+    opcode = om.group(1)
+    spans, end = _split(s, om.end(), ")")
+    operand_text = s[om.end():end - 1]
+    attrs: dict[str, str] = {}
+    rest = s[end:]
+    if rest.strip():
+        stripped = rest.lstrip()
+        if stripped[0] in ")]}":
+            raise _Syntax(f"unbalanced brackets: unexpected '{stripped[0]}' after the operands of '{name}'")
+        if not stripped.startswith(","):
+            raise _Syntax(f"expected ',' after the operands of '{name}', got '{stripped[:30]}'")
+        start = end + len(rest) - len(stripped) + 1
+        pieces = _split(s, start, None)[0]
+        if not s[pieces[-1][0]:].strip():  # hand-written HLO wraps lines after a comma
+            raise _Incomplete(f"expected an attribute after the last ',' of '{name}'")
+        for a, b in pieces:
+            eq = s.find("=", a, b)
+            if eq >= 0:
+                attrs[s[a:eq].strip()] = s[eq + 1:b].strip()
+    if opcode in ("constant", "parameter"):
+        return name, shape, opcode, operand_text.strip(), attrs
+    return name, shape, opcode, _names(s, spans, "operand"), attrs
+
+
+def _leaves(struct, out: list, seen: set) -> None:
+    if isinstance(struct, tuple):
+        for x in struct:
+            _leaves(x, out, seen)
+    elif struct not in seen:
+        seen.add(struct)
+        out.append(struct)
+
+
+def _flops(opcode: str, out_elems: int, operands: list[str], attrs: dict, info: dict) -> float:
+    """Rough FLOP count; see the module docstring."""
+    if opcode == "dot" and operands:
+        lhs = info[operands[0]][2]
+        k = 1
+        if lhs is not None:
+            for d in _INT_LIST.findall(attrs.get("lhs_contracting_dims", "")):
+                if 0 <= int(d) < len(lhs):
+                    k *= lhs[int(d)]
+        return 2.0 * out_elems * k
+    if opcode == "convolution" and len(operands) > 1:
+        kernel = info[operands[1]][2]
+        labels = attrs.get("dim_labels", "")
+        klabels = labels.split("_", 1)[1].split("->")[0] if "_" in labels else ""
+        if kernel and len(klabels) == len(kernel) and "o" in klabels:
+            return 2.0 * out_elems * math.prod(kernel) / max(1, kernel[klabels.index("o")])
+        if kernel:
+            return 2.0 * out_elems * math.prod(kernel[:-1])  # assume the output feature dim is last
+    return float(out_elems)
+
+
+def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Graph:
+    """Import the ENTRY computation of an HLO module as a Graph (see the module docstring)."""
+    lines = text.splitlines()
+    module, scheduled, entry = None, False, None
+    i = 0
+    while i < len(lines):
+        st = lines[i].strip()
+        if st.startswith("HloModule") and module is None:
+            while st.endswith(",") and i + 1 < len(lines):  # a header wrapped after a comma
+                i += 1
+                st += " " + lines[i].strip()
+            hm = re.match(r"HloModule\s+([^\s,]+)", st)
+            if hm is None:
+                raise HloParseError(f"{source}:{i + 1}: HloModule header without a module name")
+            module = hm.group(1)
+            scheduled = re.search(r"\bis_scheduled=true\b", st) is not None
+        elif st.endswith("{") and not st.startswith("//"):  # a computation header
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != "}":
+                j += 1
+            if j == len(lines):
+                raise HloParseError(f"{source}:{i + 1}: computation has no closing '}}'")
+            if st.startswith("ENTRY"):
+                if entry is not None:
+                    raise HloParseError(f"{source}:{i + 1}: a second ENTRY computation")
+                em = re.match(r"ENTRY\s+%?([^\s(){}]+)", st)
+                entry = (em.group(1) if em else "entry", i + 1, j)
+            i = j
+        i += 1
+    if entry is None:
+        raise HloParseError(f"{source}:{max(1, len(lines))}: no ENTRY computation")
+    entry_name, first, stop = entry
+
+    records: list[dict[str, Any]] = []
+    struct: dict[str, Any] = {}      # instruction name -> real node index or tuple of structures
+    pending: dict[str, tuple] = {}    # folded instruction -> control inputs its consumers inherit
+    info: dict[str, tuple] = {}       # instruction name -> (bytes, elements, dims or None)
+    num_instructions = num_folded = 0
+    k = first
+    while k < stop:
+        s, lineno = lines[k], k + 1
+        k += 1
+        st = s.strip()
+        if not st or st.startswith("//"):
+            continue
+        while True:
+            try:
+                iname, shape, opcode, operands, attrs = _parse_instruction(s)
+                nbytes, nelem, dims = _shape_info(shape)
+                break
+            except _Incomplete as e:  # an instruction may continue on the next line
+                if k < stop and not _NEW_INSTR.match(lines[k]):
+                    s += "\n" + lines[k]
+                    k += 1
+                    continue
+                raise HloParseError(f"{source}:{lineno}: {e}") from None
+            except _Syntax as e:
+                raise HloParseError(f"{source}:{lineno}: {e}") from None
+        num_instructions += 1
+        if iname in struct:
+            raise HloParseError(f"{source}:{lineno}: instruction '{iname}' is defined twice")
+        info[iname] = (nbytes, nelem, dims)
+        if opcode in ("constant", "parameter"):
+            if opcode == "parameter" and not operands.isdigit():
+                raise HloParseError(f"{source}:{lineno}: parameter '{iname}' takes an index, "
+                                    f"not operands: '{operands[:40]}'")
+            struct[iname] = len(records)
+            records.append({"id": iname, "op": opcode, "bytes": nbytes, "resident": True})
+            continue
+        for o in operands:
+            if o not in struct:
+                raise HloParseError(f"{source}:{lineno}: operand '{o}' of '{iname}' is not defined")
+        ctrl: list = []
+        cseen: set = set()
+        try:
+            preds = _brace_names(attrs["control-predecessors"]) if "control-predecessors" in attrs else []
+        except _Syntax as e:
+            raise HloParseError(f"{source}:{lineno}: control-predecessors of '{iname}': {e}") from None
+        for c in preds:
+            if c == iname:
+                continue
+            if c not in struct:
+                raise HloParseError(f"{source}:{lineno}: control predecessor '{c}' of '{iname}' is not defined")
+            _leaves((struct[c], pending.get(c, ())), ctrl, cseen)
+        for o in operands:
+            _leaves(pending.get(o, ()), ctrl, cseen)
+
+        if opcode in FOLDED_OPCODES or opcode.endswith("-done"):
+            num_folded += 1
+            if opcode == "tuple":
+                struct[iname] = tuple(struct[o] for o in operands)
+            elif not operands:
+                raise HloParseError(f"{source}:{lineno}: {opcode} '{iname}' has no operand")
+            elif opcode == "get-tuple-element":
+                idx = attrs.get("index", "")
+                if not idx.isdigit():
+                    raise HloParseError(f"{source}:{lineno}: get-tuple-element '{iname}' has no index")
+                base = struct[operands[0]]
+                if isinstance(base, tuple):
+                    if int(idx) >= len(base):
+                        raise HloParseError(f"{source}:{lineno}: index {idx} is out of range for "
+                                            f"the {len(base)}-tuple '{operands[0]}'")
+                    base = base[int(idx)]
+                struct[iname] = base
+            else:
+                struct[iname] = struct[operands[0]]
+                for o in operands[1:]:  # add-dependency's token: ordering only
+                    _leaves(struct[o], ctrl, cseen)
+            if ctrl:
+                pending[iname] = tuple(ctrl)
+            continue
+
+        inputs: list = []
+        seen: set = set()
+        for o in operands:
+            _leaves(struct[o], inputs, seen)
+        in_bytes = sum(info[o][0] for o in dict.fromkeys(operands))
+        if opcode in _ALIASING_STARTS and shape.lstrip().startswith("("):
+            nbytes = max(0, nbytes - in_bytes)  # the result tuple repeats the operand buffers
+        flops = _flops(opcode, nelem, operands, attrs, info)
+        cost = max(flops / COST_MODEL["peak_flops_per_s"],
+                   (in_bytes + nbytes) / COST_MODEL["bandwidth_bytes_per_s"])
+        op = f"fusion:{attrs['kind']}" if opcode == "fusion" and "kind" in attrs else opcode
+        struct[iname] = len(records)
+        records.append({"id": iname, "op": op, "bytes": nbytes, "inputs": inputs,
+                        "control_inputs": ctrl, "cost": cost})
+
+    if not records:
+        raise HloParseError(f"{source}:{first}: the ENTRY computation has no real instructions")
+    ids = [r["id"] for r in records]
+    for r in records:
+        if "inputs" in r:
+            r["inputs"] = [ids[u] for u in r["inputs"]]
+            r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
+    meta: dict[str, Any] = {"source": "hlo", "module": module, "entry": entry_name,
+                            "scheduled": scheduled, "hlo_instructions": num_instructions,
+                            "folded": num_folded, "cost_model": dict(COST_MODEL)}
+    if scheduled:
+        meta["xla_order"] = ids
+    return Graph.from_records(records, name=name or module or entry_name, meta=meta, source=source)
+
+
+def _brace_names(value: str) -> list[str]:
+    """The instruction names in a `{%a, %b}` attribute value."""
+    if not (value.startswith("{") and value.endswith("}")):
+        raise _Syntax(f"expected '{{...}}', got '{value[:40]}'")
+    spans, end = _split(value, 1, "}")
+    if end != len(value):
+        raise _Syntax(f"unexpected text after '}}' in '{value[:40]}'")
+    return _names(value, spans, "control predecessor")
+
+
+def load_hlo(path: str | os.PathLike, name: str | None = None) -> Graph:
+    """Read an HLO text file (`.gz` allowed); the graph's name defaults to the HloModule name."""
+    source = os.fspath(path)
+    try:
+        if source.endswith(".gz"):
+            with gzip.open(source, "rt", encoding="utf-8") as f:
+                text = f.read()
+        else:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+    except FileNotFoundError:
+        raise HloParseError(f"{source}:0: no such file") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise HloParseError(f"{source}:0: cannot read ({type(e).__name__})") from None
+    return parse_hlo(text, name=name, source=source)
