@@ -108,6 +108,27 @@ def priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, order):
 
 
 @numba.njit(**_JIT)
+def longest_path_levels(order, succ_ptr, succ_idx, from_sources, to_sinks):
+    """Longest-path level of each node from the sources and to the sinks, in edges.
+
+    order: int32[n] topological; writes from_sources and to_sinks: int64[n] (zero-initialised).
+    """
+    n = order.shape[0]
+    for t in range(n):
+        v = order[t]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            if from_sources[v] + 1 > from_sources[w]:
+                from_sources[w] = from_sources[v] + 1
+    for t in range(n - 1, -1, -1):
+        v = order[t]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            if to_sinks[w] + 1 > to_sinks[v]:
+                to_sinks[v] = to_sinks[w] + 1
+
+
+@numba.njit(**_JIT)
 def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
                   nbytes, temp, resident, device_peak, trace):
     """Peak memory of a placement and global order under SPEC.md section 3.

@@ -1,0 +1,220 @@
+"""Engine benchmark (issue 3): decoder + simulator throughput, BRKGA 5K time, memory, pymoo.
+
+    python -m benchmarks.bench_engine [--repeats 5] [--out benchmarks/results/engine.md]
+
+Prints Markdown tables and writes them, with the command, commit and machine, to --out.
+Every speed figure is a median over --repeats runs; every comparison is a ratio measured in this
+same process (the plain-NumPy decoder and the naive twin of tests/naive.py are the references).
+
+Graphs: real graphs of the shipped data set closest to 100, 1,000 and 10,000 nodes, and an
+80,000-node graph traced from a deep Transformer training step (data/models.py), built once and
+cached under data/cache/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import regal  # noqa: E402
+from regal.decode import chromosome_length, decode_evaluate, evaluate_population  # noqa: E402
+from regal.optimize import numba_threads, optimize, warmup  # noqa: E402
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def real_graph_near(target: int):
+    """The shipped real graph whose node count is closest to `target`."""
+    import json
+    with open(os.path.join(ROOT, "data", "manifest.json")) as f:
+        man = json.load(f)
+    best = min(man["graphs"].items(), key=lambda kv: abs(kv[1]["nodes"] - target))
+    return regal.load(os.path.join(ROOT, "data", "graphs", best[1]["path"]))
+
+
+def graph_80k():
+    """An ~80K-node graph: a deep Transformer train step, traced once and cached."""
+    path = os.path.join(ROOT, "data", "cache", "bench_80k.json.gz")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        subprocess.run([sys.executable, "-m", "benchmarks.big_graph", "--nodes", "80000", "-o", path],
+                       check=True, cwd=ROOT)
+    return regal.load(path)
+
+
+def throughput_table(graphs, repeats: int) -> list[str]:
+    import naive
+    from benchmarks.numpy_decoder import decode_simulate as numpy_decode
+    rows = ["| graph | nodes | d | Numba 1 thread (eval/s) | Numba 2 threads (eval/s) | 2-thread speed-up "
+            "| NumPy (eval/s) | Numba 1T / NumPy | naive (eval/s) | Numba 1T / naive |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for g in graphs:
+        for d in (1, 2, 4):
+            rng = np.random.default_rng(0)
+            pop = rng.random((100, chromosome_length(g.num_nodes, d)))
+            evaluate_population(g, pop[:2], d)
+            rate = {}
+            for th in (1, 2):
+                with numba_threads(th):
+                    rate[th] = 100 / median_time(lambda: evaluate_population(g, pop, d), repeats)
+            k = 1 if g.num_nodes > 20_000 else (3 if g.num_nodes > 2_000 else 10)
+            fits = [decode_evaluate(g, pop[i], d)[2].peak_bytes for i in range(k)]
+            t_np = median_time(lambda: [numpy_decode(g, pop[i], d) for i in range(k)], max(1, repeats // 2)) / k
+            assert [numpy_decode(g, pop[i], d) for i in range(k)] == fits
+            if g.num_nodes <= 2_000:
+                def run_naive():
+                    for i in range(2):
+                        p, o = naive.decode(g, pop[i], d)
+                        naive.simulate(g, p, o, d)
+                t_nv = median_time(run_naive, 1) / 2
+                nv = f"{1 / t_nv:,.1f} | {rate[1] * t_nv:,.0f}x"
+            else:
+                nv = "- | -"
+            rows.append(f"| {g.name} | {g.num_nodes:,} | {d} | {rate[1]:,.0f} | {rate[2]:,.0f} | "
+                        f"{rate[2] / rate[1]:.2f}x | {1 / t_np:,.1f} | {rate[1] * t_np:,.0f}x | {nv} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def brkga_table(g, repeats: int) -> list[str]:
+    rows = ["| graph | nodes | d | threads | BRKGA 5K median (s) | min (s) | max (s) | best peak (seed 0) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for d in (1, 2, 4):
+        for th in (1, 2):
+            times, peak = [], None
+            for rep in range(repeats):
+                t = time.perf_counter()
+                sol = optimize(g, devices=d, budget=5000, seed=0, num_threads=th)
+                times.append(time.perf_counter() - t)
+                peak = sol.peak_bytes
+            rows.append(f"| {g.name} | {g.num_nodes:,} | {d} | {th} | {np.median(times):.3f} | "
+                        f"{min(times):.3f} | {max(times):.3f} | {peak:,} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def big_graph_table(g, repeats: int) -> list[str]:
+    rows = ["| graph | nodes | d | one decode + simulate, median (ms) | population-100 run, peak RSS growth (MiB) |",
+            "|---|---:|---:|---:|---:|"]
+    for d in (1, 2, 4):
+        keys = np.random.default_rng(1).random(chromosome_length(g.num_nodes, d))
+        decode_evaluate(g, keys, d)
+        t = median_time(lambda: decode_evaluate(g, keys, d), max(repeats, 5))
+        rss = population_rss_mib(d)
+        rows.append(f"| {g.name} | {g.num_nodes:,} | {d} | {t * 1e3:.2f} | {rss:,.0f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def population_rss_mib(d: int) -> float:
+    """Peak RSS growth of a fresh process running 3 generations (population 100) on the 80K graph."""
+    code = (
+        "import resource, sys; sys.path.insert(0, '.');"
+        "from benchmarks.bench_engine import graph_80k; from regal.optimize import optimize;"
+        "g = graph_80k(); optimize(g, devices=%d, budget=30, seed=0);"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+        "optimize(g, devices=%d, budget=260, seed=0);"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)" % (d, d))
+    # the first short run loads everything (graph, kernels); the growth is what a population adds
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def pymoo_table(graphs, repeats: int) -> list[str]:
+    """pymoo's BRKGA driving our decoder (same population shape, same budget) against ours."""
+    from pymoo.algorithms.soo.nonconvex.brkga import BRKGA
+    from pymoo.core.problem import Problem
+    from pymoo.optimize import minimize
+
+    rows = ["| graph | nodes | d | regal BRKGA peak (median) | pymoo BRKGA peak (median) | regal s | pymoo s "
+            "| pymoo s / regal s | regal better on |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for g in graphs:
+        for d in (1, 2):
+            L = chromosome_length(g.num_nodes, d)
+
+            class Peak(Problem):
+                def __init__(self):
+                    super().__init__(n_var=L, n_obj=1, xl=0.0, xu=1.0)
+
+                def _evaluate(self, x, out, *args, **kwargs):
+                    out["F"] = evaluate_population(g, np.minimum(x, np.nextafter(1.0, 0.0)), d)
+
+            ours, theirs, t_ours, t_theirs = [], [], [], []
+            for seed in range(repeats):
+                t = time.perf_counter()
+                ours.append(optimize(g, devices=d, budget=5000, seed=seed).peak_bytes)
+                t_ours.append(time.perf_counter() - t)
+                algo = BRKGA(n_elites=20, n_offsprings=70, n_mutants=10, bias=0.7, eliminate_duplicates=False)
+                t = time.perf_counter()
+                res = minimize(Peak(), algo, ("n_eval", 5000), seed=seed, verbose=False)
+                t_theirs.append(time.perf_counter() - t)
+                theirs.append(float(res.F[0]))
+            wins = sum(a < b for a, b in zip(ours, theirs))
+            ties = sum(a == b for a, b in zip(ours, theirs))
+            rows.append(f"| {g.name} | {g.num_nodes:,} | {d} | {np.median(ours):,.0f} | {np.median(theirs):,.0f} | "
+                        f"{np.median(t_ours):.2f} | {np.median(t_theirs):.2f} | "
+                        f"{np.median(t_theirs) / np.median(t_ours):.1f}x | {wins}/{repeats} seeds ({ties} ties) |")
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "engine.md"))
+    ap.add_argument("--skip-big", action="store_true", help="leave out the 80K-node graph")
+    args = ap.parse_args()
+    t0 = time.time()
+    warmup()
+    small = [real_graph_near(n) for n in (100, 1_000, 10_000)]
+    big = None if args.skip_big else graph_80k()
+    sections = []
+    print("## Decoder + simulator throughput (population of 100 random chromosomes)")
+    sections.append(("Decoder + simulator throughput (population of 100 random chromosomes)",
+                     throughput_table(small + ([big] if big else []), args.repeats)))
+    print("## BRKGA, 5,000 evaluations")
+    sections.append(("BRKGA, 5,000 evaluations (population 100, elites 20, mutants 10)",
+                     brkga_table(small[1], args.repeats)))
+    if big is not None:
+        print("## 80K-node graph")
+        sections.append(("80K-node graph: one evaluation, and memory of a population of 100",
+                         big_graph_table(big, args.repeats)))
+    print("## pymoo")
+    sections.append(("Against pymoo's BRKGA driving the same decoder, 5,000 evaluations, seeds 0..%d"
+                     % (args.repeats - 1), pymoo_table(small[:2], args.repeats)))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    header = [f"# Engine benchmark", "",
+              f"Command: `python -m benchmarks.bench_engine --repeats {args.repeats}`  ",
+              f"Commit: {commit}; machine: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+              f"numba {__import__('numba').__version__}; wall time {time.time() - t0:.0f} s.", ""]
+    body = []
+    for title, rows in sections:
+        body += [f"## {title}", ""] + rows + [""]
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("\n".join(header + body))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""Training REGAL's policy with REINFORCE, as a contextual bandit (Paliwal et al., ICLR 2020, 3.3).
+
+One step = one graph and one device count: the policy reads the graph once, `samples` action
+vectors are drawn, each becomes BRKGA priors and one BRKGA run (budget evaluations, a seed from a
+small per-graph pool), and its reward is the relative peak reduction over plain BRKGA run on the
+same seed (common random numbers; plain runs are cached). The baseline of each sample is the
+mean reward of the others (leave-one-out). The loss per graph is
+
+    -mean_j (r_j - b_j) * log pi(a_j | G) / n  -  entropy_coef * mean-node entropy,
+
+Adam with gradient clipping. BRKGA runs fan out over Dask (`regal.parallel`). Every
+`checkpoint_every` steps the full state is saved (`checkpoint.pkl`), so `train(..., resume=True)`
+continues where a run stopped. The policy is validated on held-out graphs every
+`validate_every` steps (most likely actions, fixed seeds) and the best one is kept (`best.npz`).
+Curves go to `train.csv`, `valid.csv` and `curves.png`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import pickle
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from regal.graph import load
+from regal.policy import Policy, init_policy
+from regal.policy.actions import Actions, to_priors
+from regal.policy.features import build
+
+__all__ = ["TrainConfig", "train"]
+
+
+class TrainConfig(NamedTuple):
+    devices: tuple = (2,)        # device counts, cycled over steps
+    steps: int = 400
+    samples: int = 4             # action samples (BRKGA runs) per step
+    budget: int = 5000           # BRKGA evaluations per run
+    learning_rate: float = 1e-4
+    entropy_coef: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+    seed_pool: int = 4           # BRKGA seeds per (graph, devices); plain references are cached
+    checkpoint_every: int = 20
+    validate_every: int = 50
+    valid_seeds: int = 2
+
+
+class _TrainState(NamedTuple):
+    params: dict
+    opt_state: object
+    step: int
+    key: object
+    best_valid: float
+    order: list
+
+
+def _log_probs(net, params, batch, acts, num_devices, cfg):
+    """log pi(a_j | G) per sample (float32[S]) and the mean per-node entropy of the active heads."""
+    import jax
+    import jax.numpy as jnp
+    lg = net.apply(params, None, batch)
+    mask = batch.node_mask.astype(jnp.float32)
+    dev_mask = (jnp.arange(cfg.max_devices) < num_devices).astype(jnp.float32)
+    logp = jnp.zeros(acts["scheduling"].shape[0])
+    ent = 0.0
+
+    def head(logits, a, m):
+        """logits [N, ..., A], actions a [S, N, ...], mask m [N, ...] -> (log-prob [S], entropy sum)."""
+        lp = jax.nn.log_softmax(logits)
+        chosen = jnp.take_along_axis(lp[None], a[..., None], axis=-1)[..., 0]
+        h = -(jnp.exp(lp) * lp).sum(-1)
+        return (chosen * m[None]).reshape(chosen.shape[0], -1).sum(-1), (h * m).sum()
+
+    if cfg.scheduling:
+        lp, h = head(lg.scheduling, acts["scheduling"], mask)
+        logp, ent = logp + lp, ent + h
+    if cfg.placement:
+        lp, h = head(lg.placement, acts["placement"], mask[:, None] * dev_mask[None, :])
+        logp, ent = logp + lp, ent + h / jnp.maximum(num_devices, 1)
+    if cfg.elite:
+        lp, h = head(lg.elite, acts["elite"], mask)
+        logp, ent = logp + lp, ent + h
+    return logp, ent / jnp.maximum(mask.sum(), 1.0)
+
+
+class _Learner:
+    """The jitted pieces: sampling actions and the policy-gradient update."""
+
+    def __init__(self, policy: Policy, tc: TrainConfig):
+        import jax
+        import optax
+        from regal.policy.network import make_network
+        self.cfg = policy.config
+        self.net = make_network(self.cfg)
+        self.opt = optax.chain(optax.clip_by_global_norm(tc.grad_clip), optax.adam(tc.learning_rate))
+        cfg, net, S = self.cfg, self.net, tc.samples
+
+        def sample(params, batch, key):
+            lg = net.apply(params, None, batch)
+            ks = jax.random.split(key, 3)
+            return {"placement": jax.random.categorical(ks[0], lg.placement, shape=(S,) + lg.placement.shape[:-1]),
+                    "scheduling": jax.random.categorical(ks[1], lg.scheduling, shape=(S,) + lg.scheduling.shape[:-1]),
+                    "elite": jax.random.categorical(ks[2], lg.elite, shape=(S,) + lg.elite.shape[:-1])}
+
+        def loss(params, batch, acts, adv, num_devices):
+            logp, ent = _log_probs(net, params, batch, acts, num_devices, cfg)
+            n = batch.node_mask.sum()
+            pg = -(adv * logp).mean() / n
+            return pg - tc.entropy_coef * ent, (pg, ent)
+
+        def update(params, opt_state, batch, acts, adv, num_devices):
+            (val, (pg, ent)), grads = jax.value_and_grad(loss, has_aux=True)(params, batch, acts, adv, num_devices)
+            updates, opt_state = self.opt.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, val, ent
+
+        self.sample = jax.jit(sample)
+        self.update = jax.jit(update)
+
+
+def _actions_of(acts: dict, j: int, n: int, d: int, cfg) -> Actions:
+    return Actions(np.asarray(acts["placement"][j])[:n, :d] if cfg.placement else None,
+                   np.asarray(acts["scheduling"][j])[:n] if cfg.scheduling else None,
+                   np.asarray(acts["elite"][j])[:n] if cfg.elite else None)
+
+
+class _References:
+    """Plain-BRKGA peaks per (graph, devices, seed, budget), cached in a JSON file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data = json.load(open(path)) if os.path.exists(path) else {}
+
+    @staticmethod
+    def key(gpath, d, seed, budget):
+        return f"{os.path.basename(gpath)}|{d}|{seed}|{budget}"
+
+    def missing(self, items):
+        return [it for it in items if self.key(*it) not in self.data]
+
+    def add(self, item, peak):
+        self.data[self.key(*item)] = int(peak)
+
+    def get(self, item):
+        return self.data[self.key(*item)]
+
+    def save(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f)
+        os.replace(tmp, self.path)
+
+
+def _run_many(client, jobs):
+    """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks, on Dask or in-process."""
+    from regal.parallel import run_brkga
+    if client is None:
+        return [run_brkga(*j) for j in jobs]
+    futures = [client.submit(run_brkga, *j, pure=False) for j in jobs]
+    return client.gather(futures)
+
+
+def _priors_arrays(actions: Actions, n: int, d: int):
+    p = to_priors(actions, n, d)
+    return (p.alpha, p.beta, p.elite_inheritance)
+
+
+def evaluate_policy(policy: Policy, paths, devices, seeds, budget, client, refs: _References) -> list[dict]:
+    """Per (graph, devices, seed): plain and policy peaks (most likely actions)."""
+    items, jobs = [], []
+    for path in paths:
+        g = load(path)
+        for d in devices:
+            pa = _priors_arrays(policy.actions(g, d), g.num_nodes, d)
+            for s in seeds:
+                items.append((path, d, s, budget))
+                jobs.append((path, d, s, budget, pa))
+    need = refs.missing(items)
+    peaks = _run_many(client, jobs + [it + (None,) for it in need])
+    for it, pk in zip(need, peaks[len(jobs):]):
+        refs.add(it, pk)
+    refs.save()
+    return [{"graph": os.path.basename(it[0]), "devices": it[1], "seed": it[2], "plain": refs.get(it),
+             "policy": pk, "improvement": (refs.get(it) - pk) / refs.get(it)}
+            for it, pk in zip(items, peaks[:len(jobs)])]
+
+
+def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainConfig = TrainConfig(),
+          client=None, resume: bool = True, log=print) -> Policy:
+    """Train a policy on `train_paths` (graph files); returns the best policy on `valid_paths`."""
+    import jax
+    import jax.numpy as jnp
+    os.makedirs(out_dir, exist_ok=True)
+    ckpt_path = os.path.join(out_dir, "checkpoint.pkl")
+    refs = _References(os.path.join(out_dir, "reference.json"))
+    policy = init_policy(policy_config, seed=tc.seed)
+    learner = _Learner(policy, tc)
+    cfg = policy.config
+    rng = np.random.default_rng(tc.seed)
+    if resume and os.path.exists(ckpt_path):
+        with open(ckpt_path, "rb") as f:
+            st = pickle.load(f)
+        state = _TrainState(jax.tree_util.tree_map(jnp.asarray, st["params"]), st["opt_state"], st["step"],
+                            jnp.asarray(st["key"]), st["best_valid"], st["order"])
+        rng.bit_generator.state = st["rng"]
+        log(f"resumed from {ckpt_path} at step {state.step}")
+    else:
+        order = list(rng.permutation(len(train_paths)))
+        state = _TrainState(policy.params, learner.opt.init(policy.params), 0, jax.random.PRNGKey(tc.seed),
+                            -np.inf, order)
+        for name in ("train.csv", "valid.csv"):
+            if os.path.exists(os.path.join(out_dir, name)):
+                os.remove(os.path.join(out_dir, name))
+    meta = {"train_config": tc._asdict(), "train_graphs": [os.path.basename(p) for p in train_paths]}
+
+    def save_checkpoint(st: _TrainState):
+        tmp = ckpt_path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump({"params": jax.tree_util.tree_map(np.asarray, st.params),
+                         "opt_state": jax.tree_util.tree_map(np.asarray, st.opt_state), "step": st.step,
+                         "key": np.asarray(st.key), "best_valid": st.best_valid, "order": st.order,
+                         "rng": rng.bit_generator.state}, f)
+        os.replace(tmp, ckpt_path)
+
+    def validate(st: _TrainState) -> float:
+        pol = Policy(cfg, st.params, meta)
+        rows = evaluate_policy(pol, valid_paths, tc.devices, range(tc.valid_seeds), tc.budget, client, refs)
+        mean = float(np.mean([r["improvement"] for r in rows])) * 100
+        wins = sum(r["policy"] < r["plain"] for r in rows)
+        _append_csv(os.path.join(out_dir, "valid.csv"), {"step": st.step, "mean_improvement_pct": round(mean, 4),
+                                                          "wins": wins, "runs": len(rows)})
+        log(f"step {st.step}: valid mean improvement {mean:+.3f}% ({wins}/{len(rows)} wins)")
+        return mean
+
+    t0 = time.time()
+    if state.step == 0 and valid_paths:
+        best = validate(state)
+        state = state._replace(best_valid=best)
+        Policy(cfg, state.params, meta | {"step": 0, "valid_improvement_pct": best}).save(os.path.join(out_dir, "best.npz"))
+    while state.step < tc.steps:
+        step = state.step
+        path = train_paths[state.order[step % len(state.order)]]
+        d = tc.devices[step % len(tc.devices)]
+        g = load(path)
+        batch = build(g, d)
+        key, sub = jax.random.split(state.key)
+        acts = learner.sample(state.params, batch, sub)
+        seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)
+        items = [(path, d, int(s), tc.budget) for s in seeds]
+        jobs = [it + (_priors_arrays(_actions_of(acts, j, g.num_nodes, d, cfg), g.num_nodes, d),)
+                for j, it in enumerate(items)]
+        need = list(dict.fromkeys(refs.missing(items)))
+        peaks = _run_many(client, jobs + [it + (None,) for it in need])
+        for it, pk in zip(need, peaks[len(jobs):]):
+            refs.add(it, pk)
+        plain = np.array([refs.get(it) for it in items], dtype=np.float64)
+        rewards = (plain - np.array(peaks[:len(jobs)], dtype=np.float64)) / plain * 100.0  # percent
+        S = len(rewards)
+        adv = rewards - (rewards.sum() - rewards) / max(S - 1, 1)
+        params, opt_state, loss, ent = learner.update(state.params, state.opt_state, batch, acts,
+                                                      jnp.asarray(adv, jnp.float32), jnp.asarray(d))
+        state = state._replace(params=params, opt_state=opt_state, step=step + 1, key=key)
+        _append_csv(os.path.join(out_dir, "train.csv"), {
+            "step": step + 1, "graph": g.name, "nodes": g.num_nodes, "devices": d,
+            "mean_reward_pct": round(float(rewards.mean()), 4), "max_reward_pct": round(float(rewards.max()), 4),
+            "loss": round(float(loss), 6), "entropy": round(float(ent), 4), "seconds": round(time.time() - t0, 1)})
+        log(f"step {step + 1}/{tc.steps} {g.name} d={d}: reward {rewards.mean():+.3f}% "
+            f"(max {rewards.max():+.3f}%), entropy {float(ent):.3f}")
+        if valid_paths and (state.step % tc.validate_every == 0 or state.step == tc.steps):
+            v = validate(state)
+            if v > state.best_valid:
+                state = state._replace(best_valid=v)
+                Policy(cfg, state.params, meta | {"step": state.step, "valid_improvement_pct": v}).save(
+                    os.path.join(out_dir, "best.npz"))
+        if state.step % tc.checkpoint_every == 0 or state.step == tc.steps:
+            refs.save()
+            save_checkpoint(state)
+            plot_curves(out_dir)
+    refs.save()
+    Policy(cfg, state.params, meta | {"step": state.step}).save(os.path.join(out_dir, "last.npz"))
+    best_path = os.path.join(out_dir, "best.npz")
+    from regal.policy import load_policy
+    return load_policy(best_path) if os.path.exists(best_path) else Policy(cfg, state.params, meta)
+
+
+def _append_csv(path: str, row: dict) -> None:
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def plot_curves(out_dir: str) -> str | None:
+    """curves.png: moving-average training reward and validation improvement against steps."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tpath, vpath = os.path.join(out_dir, "train.csv"), os.path.join(out_dir, "valid.csv")
+    if not os.path.exists(tpath):
+        return None
+    rows = list(csv.DictReader(open(tpath)))
+    steps = np.array([int(r["step"]) for r in rows])
+    rew = np.array([float(r["mean_reward_pct"]) for r in rows])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, rew, alpha=0.25, color="C0", label="train reward per step")
+    w = min(25, len(rew))
+    if w > 1:
+        ax.plot(steps[w - 1:], np.convolve(rew, np.ones(w) / w, mode="valid"), color="C0",
+                label=f"train reward, {w}-step mean")
+    if os.path.exists(vpath):
+        vr = list(csv.DictReader(open(vpath)))
+        ax.plot([int(r["step"]) for r in vr], [float(r["mean_improvement_pct"]) for r in vr], "o-",
+                color="C3", label="valid improvement (most likely actions)")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xlabel("step (one graph, one device count)")
+    ax.set_ylabel("peak reduction over plain BRKGA (%)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(out_dir, "curves.png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
