@@ -209,3 +209,95 @@ def evaluate_cmd(graph_path, solution_path, as_json):
 
 if __name__ == "__main__":
     main()
+
+
+@main.command("solve", help=(
+    "Run baseline METHOD on GRAPH and write its regal-solution/1 file. Methods: cpsat, exact, "
+    "gp-dfs, local-search, brkga, tuned-brkga, xla, xla-heuristics, inductor-heuristics, greedy, "
+    "random, gas (`regal solve --list` describes them)."))
+@click.argument("method", required=False)
+@click.argument("graph_path", metavar="GRAPH", required=False)
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
+@click.option("--seed", "-s", default=0, show_default=True, type=int)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+@click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
+@click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@_friendly_errors
+def solve_cmd(method, graph_path, devices, time_limit_s, seed, output, list_methods, as_json):
+    import baselines
+    if list_methods:
+        for name in baselines.SOLVERS:
+            click.echo(f"{name:20s} {baselines.describe(name)}")
+        return
+    if not method or not graph_path:
+        raise click.UsageError("give METHOD and GRAPH (or --list)")
+    if method not in baselines.SOLVERS:
+        raise click.ClickException(f"unknown method {method!r}; known: {', '.join(baselines.SOLVERS)}")
+    g = load_graph(graph_path)
+    sol = baselines.solve(method, g, devices, time_limit_s=time_limit_s, seed=seed)
+    if output:
+        sol.save(output)
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["lower_bound_bytes"] = g.lower_bound(devices)
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        _print_solution(g, sol, output)
+
+
+@main.command("train", help=(
+    "Train a REGAL policy with REINFORCE on a data split; BRKGA runs fan out over Dask (a local "
+    "cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
+    "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
+@click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
+@click.option("--split", default="train", show_default=True, help="training split (real data set)")
+@click.option("--valid-split", default="valid", show_default=True)
+@click.option("--synthetic/--no-synthetic", default=False, show_default=True,
+              help="also train on the synthetic data set's training split")
+@click.option("--max-nodes", default=6000, show_default=True, type=int, help="skip larger training graphs")
+@click.option("--max-valid", default=12, show_default=True, type=int, help="validation graphs used")
+@click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(2,), show_default=True,
+              help="device counts, cycled over steps (repeat the option)")
+@click.option("--steps", default=400, show_default=True, type=click.IntRange(1))
+@click.option("--samples", default=4, show_default=True, type=click.IntRange(2))
+@click.option("--budget", default=5000, show_default=True, type=click.IntRange(1))
+@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
+@click.option("--entropy", "entropy_coef", default=0.01, show_default=True, type=float)
+@click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
+@click.option("--heads", default="placement,scheduling", show_default=True,
+              help="active heads: any of placement, scheduling, elite")
+@click.option("--workers", default=None, type=click.IntRange(1), help="local Dask workers (default: cores)")
+@click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@_friendly_errors
+def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
+              budget, learning_rate, entropy_coef, kind, heads, workers, scheduler, seed, fresh, out_dir):
+    from regal.dataset import split_paths
+    from regal.parallel import dask_client
+    from regal.policy.network import PolicyConfig
+    from regal.policy.reinforce import TrainConfig, train
+    active = {h.strip() for h in heads.split(",") if h.strip()}
+    unknown = active - {"placement", "scheduling", "elite"}
+    if unknown or not active:
+        raise click.BadParameter(f"unknown or no heads: {sorted(unknown) or heads!r}", param_hint="--heads")
+    train_paths = split_paths(split, manifest=manifest, max_nodes=max_nodes)
+    if synthetic:
+        train_paths += split_paths(split, manifest=manifest, synthetic=True)
+    valid_paths = split_paths(valid_split, manifest=manifest, max_nodes=max_nodes)[:max_valid]
+    if not train_paths:
+        raise click.ClickException(f"no training graphs in split {split!r}")
+    pc = PolicyConfig(kind=kind, placement="placement" in active, scheduling="scheduling" in active,
+                      elite="elite" in active, max_devices=max(4, max(devices)))
+    tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
+                     learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed)
+    click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
+               f"devices {list(devices)}, heads {sorted(active)}")
+    with dask_client(scheduler, workers) as client:
+        pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh, log=click.echo)
+    click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
+               f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")

@@ -1,0 +1,53 @@
+"""The shipped data set: which graph files make up each split (data/manifest.json).
+
+Paths in a manifest are relative to the manifest's folder's `graphs/` directory. The real set's
+manifest is `data/manifest.json`, the synthetic set's `data/manifest_synthetic.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+__all__ = ["DATA_DIR", "manifest_path", "load_manifest", "split_paths", "split_names"]
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+
+
+def manifest_path(synthetic: bool = False) -> str:
+    return os.path.join(DATA_DIR, "manifest_synthetic.json" if synthetic else "manifest.json")
+
+
+def load_manifest(manifest: str | None = None, synthetic: bool = False) -> dict:
+    path = manifest or manifest_path(synthetic)
+    if synthetic and manifest:
+        path = os.path.join(os.path.dirname(manifest), "manifest_synthetic.json")
+    if not os.path.exists(path):
+        raise ValueError(f"{path}: no such manifest (build the data set: python -m data.build_dataset)")
+    with open(path) as f:
+        doc = json.load(f)
+    doc["_root"] = os.path.join(os.path.dirname(os.path.abspath(path)), "graphs")
+    return doc
+
+
+def split_names(split: str, manifest: str | None = None, synthetic: bool = False) -> list[str]:
+    doc = load_manifest(manifest, synthetic)
+    if split not in doc["splits"]:
+        raise ValueError(f"no split {split!r} in the manifest (splits: {', '.join(doc['splits'])})")
+    return list(doc["splits"][split])
+
+
+def split_paths(split: str, manifest: str | None = None, synthetic: bool = False,
+                max_nodes: int | None = None, shipped_only: bool = True) -> list[str]:
+    """Graph file paths of a split, in manifest order, optionally only those up to max_nodes."""
+    doc = load_manifest(manifest, synthetic)
+    out = []
+    for name in split_names(split, manifest, synthetic):
+        info = doc["graphs"][name]
+        if max_nodes is not None and info.get("nodes", 0) > max_nodes:
+            continue
+        path = os.path.join(doc["_root"], info["path"])
+        if shipped_only and not os.path.exists(path):
+            continue
+        out.append(path)
+    return out
