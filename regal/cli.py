@@ -301,3 +301,19 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
         pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh, log=click.echo)
     click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
                f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
+
+
+@main.command("plot")
+@click.argument("solution_path", metavar="SOLUTION")
+@click.argument("graph_path", metavar="GRAPH")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")
+@_friendly_errors
+def plot_cmd(solution_path, graph_path, output):
+    """Plot memory over the schedule of SOLUTION on GRAPH: one line per device, the peak marked,
+    and which device ran each node."""
+    from regal.plot import plot_solution
+    from regal.solution import load_solution
+    g = load_graph(graph_path)
+    sol = load_solution(solution_path, g)
+    plot_solution(g, sol, output)
+    click.echo(f"wrote {output} (peak {human_bytes(sol.peak_bytes)})")

@@ -140,3 +140,18 @@ def test_bad_hlo_is_one_line_error_with_line_number(tmp_path):
     r = _invoke("import-hlo", p, "-o", tmp_path / "x.json")
     assert r.exit_code == 1 and "bad.hlo:5:" in r.output and "zz" in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_plot_writes_a_png(graph_file, tmp_path):
+    """regal plot draws a PNG of a valid solution and refuses an invalid one."""
+    g, p = graph_file
+    sol = tmp_path / "sol.json"
+    _invoke("optimize", p, "-d", 2, "-n", 100, "-o", sol)
+    fig = tmp_path / "fig.png"
+    r = _invoke("plot", sol, p, "-o", fig)
+    assert r.exit_code == 0 and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads(sol.read_text())
+    doc["peak_bytes"] += 1
+    sol.write_text(json.dumps(doc))
+    r = _invoke("plot", sol, p, "-o", fig)
+    assert r.exit_code == 1 and "claims peak_bytes" in r.output

@@ -1,0 +1,60 @@
+"""`plot_solution`: memory over the schedule, one line per device, the peak marked (matplotlib)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from regal.graph import Graph
+from regal.simulate import memory_trace
+from regal.solution import Solution
+
+__all__ = ["plot_solution"]
+
+_MIB = 1024.0 ** 2
+
+
+def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None = None) -> str:
+    """Write a PNG: top, every device's bytes at each step of the order (SPEC.md section 3), the
+    peak and the lower bound marked; bottom, which device runs each step, so one sees where the
+    nodes went and when."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = solution.num_devices
+    sim, trace = memory_trace(graph, solution.placement, solution.order, d)
+    steps = np.arange(graph.num_nodes)
+    running = solution.placement[solution.order]
+    computes = ~graph.resident[solution.order]
+    scale, unit = (_MIB, "MiB") if sim.peak_bytes >= _MIB else (1.0, "bytes")
+    digits = 2 if scale > 1 else 0
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 1]})
+    for k in range(d):
+        ax.step(steps, trace[:, k] / scale, where="mid", lw=1.1, color=f"C{k}",
+                label=f"device {k}: peak {sim.device_peak_bytes[k] / scale:,.{digits}f} {unit}")
+    k_peak = int(np.argmax(sim.device_peak_bytes))
+    t_peak = int(np.argmax(np.where(running == k_peak, trace[:, k_peak], -1)))
+    ax.plot([t_peak], [sim.peak_bytes / scale], "v", color="k", ms=9)
+    ax.annotate(f"peak {sim.peak_bytes / scale:,.{digits}f} {unit}\nat step {t_peak}: {graph.ids[solution.order[t_peak]]}",
+                (t_peak, sim.peak_bytes / scale), textcoords="offset points", xytext=(8, -4),
+                fontsize=8, va="top")
+    lb = graph.lower_bound(d)
+    ax.axhline(lb / scale, color="0.5", ls="--", lw=0.8, label=f"lower bound {lb / scale:,.{digits}f} {unit}")
+    ax.set_ylabel(f"memory ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title or f"{graph.name}: {solution.method}, {d} device{'s' if d > 1 else ''}")
+    for k in range(d):
+        sel = computes & (running == k)
+        ax2.scatter(steps[sel], np.full(sel.sum(), k), s=4, color=f"C{k}", marker="|",
+                    label=f"device {k}: {int((solution.placement == k).sum()):,} nodes")
+    ax2.set_yticks(range(d))
+    ax2.set_ylim(-0.5, d - 0.5)
+    ax2.set_ylabel("device")
+    ax2.set_xlabel("step of the global order")
+    ax2.legend(fontsize=7, loc="upper right", ncol=min(d, 4), markerscale=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
