@@ -15,9 +15,13 @@ from regal.optimize import optimize
 TUNED_PATH = os.path.join(os.path.dirname(__file__), "tuned_brkga.json")
 
 
-def solve(graph, devices, *, time_limit_s=None, seed=0, budget=5000, **options):
-    """Plain BRKGA with uniform priors and the default config (REGAL-NOTES.md)."""
-    sol = optimize(graph, devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s, **options)
+def solve(graph, devices, *, time_limit_s=None, seed=0, budget=5000, config=None, **options):
+    """Plain BRKGA with uniform priors; the default config (REGAL-NOTES.md) unless `config`
+    (a BrkgaConfig or a dict of its fields) is given."""
+    if isinstance(config, dict):
+        config = BrkgaConfig(**config)
+    sol = optimize(graph, devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s,
+                   config=config, **options)
     return _renamed(sol, "brkga")
 
 

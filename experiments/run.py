@@ -1,0 +1,140 @@
+"""Run one experiment from its config file and write its tables and plots.
+
+    python -m experiments.run experiments/configs/table1.json [--workers 2] [--scheduler tcp://HOST:PORT]
+
+Cells fan out over Dask: a local cluster of --workers processes by default, or the existing
+cluster at --scheduler; nothing else changes. Finished cells are cached under the config's cache
+folder, so an interrupted run resumes where it stopped. Results go to experiments/results/<name>/:
+cells.csv, per_graph.csv, summary.csv, README.md (the table, with the exact command, the commit and
+the machine), and the plots the config asks for.
+
+Config keys: name; datasets: [{label, split, synthetic (bool), max_nodes, limit}]; devices; seeds;
+reference (method name, default "brkga"); methods: [{name, solver, options, seeds}];
+long_reference (a long plain-BRKGA run, for "evaluations to match"); plots: any of
+"sample_efficiency", "scaling"; exclude_from_best (methods whose peaks do not define the best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from experiments import report  # noqa: E402
+from experiments.runner import Method, cells_for, load_results, run_cells  # noqa: E402
+
+
+def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
+    from regal.dataset import split_paths
+    paths = split_paths(ds["split"], manifest=manifest, synthetic=ds.get("synthetic", False),
+                        max_nodes=ds.get("max_nodes"))
+    return paths[:ds["limit"]] if ds.get("limit") else paths
+
+
+def machine() -> str:
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+               platform.processor() or "unknown cpu")
+    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, cwd=ROOT).stdout.strip()
+    return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
+
+
+def run(config_path: str, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
+        manifest: str | None = None, cache_dir: str | None = None, results_dir: str | None = None) -> dict:
+    with open(config_path) as f:
+        cfg = json.load(f)
+    name = cfg["name"]
+    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", name)
+    results_dir = results_dir or os.path.join(ROOT, "experiments", "results", name)
+    os.makedirs(results_dir, exist_ok=True)
+    methods = [Method.from_config(m) for m in cfg["methods"]]
+    reference = cfg.get("reference", "brkga")
+    label_of, cells = {}, []
+    for ds in cfg["datasets"]:
+        paths = dataset_graphs(ds, manifest)
+        for p in paths:
+            label_of[p] = ds["label"]
+        cells += cells_for(methods, paths, cfg["devices"], cfg["seeds"])
+    t0 = time.time()
+    from regal.parallel import dask_client
+    with dask_client(scheduler, workers) as client:
+        counts = run_cells(cells, cache_dir, client=client, progress=progress)
+    rows = load_results(cells, cache_dir)
+    path_of = {c.graph_name: c.graph_path for c in cells}
+    for r in rows:
+        r["dataset"] = label_of[path_of[r["graph"]]]
+    method_names = [m.name for m in methods]
+    graph_rows = report.per_graph(rows, reference, exclude_from_best=cfg.get("exclude_from_best", ()))
+    summary = report.summary_table(graph_rows, rows, method_names)
+    report.write_csv(os.path.join(results_dir, "cells.csv"), rows)
+    report.write_csv(os.path.join(results_dir, "per_graph.csv"), graph_rows)
+    report.write_csv(os.path.join(results_dir, "summary.csv"), summary)
+    table = report.markdown(summary, reference)
+    extra = []
+    plots = cfg.get("plots", [])
+    if "sample_efficiency" in plots:
+        curve_methods = cfg.get("sample_efficiency_methods", [reference, "regal"])
+        for d in cfg["devices"]:
+            sub = [r for r in rows if r["devices"] == d]
+            out = os.path.join(results_dir, f"sample_efficiency_d{d}.png")
+            report.plot_sample_efficiency(sub, out, curve_methods, reference,
+                                          budget=cfg.get("budget", 5000), title=f"{name}, d={d}")
+            extra.append(f"![sample efficiency d={d}](sample_efficiency_d{d}.png)")
+    if "scaling" in plots:
+        out = os.path.join(results_dir, "scaling.png")
+        report.plot_scaling(rows, out, method_names, title=name)
+        extra.append("![scaling](scaling.png)")
+    long_ref = cfg.get("long_reference")
+    if long_ref:
+        import numpy as np
+        match = report.evaluations_to_match(rows, cfg.get("match_method", "regal"), long_ref)
+        report.write_csv(os.path.join(results_dir, "evaluations_to_match.csv"), match)
+        reached = [m["evaluations"] for m in match if m["evaluations"] is not None]
+        if match:
+            budget = max(m["budget"] for m in match)
+            vals = [m["evaluations"] if m["evaluations"] is not None else np.inf for m in match]
+            med = float(np.median(vals))
+            extra.append(f"Evaluations plain BRKGA needs to match {cfg.get('match_method', 'regal')}'s "
+                         f"5,000-evaluation peak (same seed), median over {len(match)} runs: "
+                         f"{'more than %s' % f'{budget:,}' if np.isinf(med) else f'{med:,.0f}'} "
+                         f"({len(reached)}/{len(match)} runs reached it within {budget:,}).")
+    argv = " ".join(["python -m experiments.run"] + sys.argv[1:]) if sys.argv[0].endswith("run.py") else \
+        f"python -m experiments.run {os.path.relpath(config_path, ROOT)}"
+    doc = [f"# {name}", "",
+           f"Command: `{argv}`  ",
+           f"Commit: {commit()}  ",
+           f"Machine: {machine()}  ",
+           f"Cells: {counts['cells']} ({counts['computed']} computed in this run, {counts['cached']} cached); "
+           f"wall time {time.time() - t0:.0f} s; seeds {cfg['seeds']}; devices {cfg['devices']}.", "",
+           table, ""] + [e + "\n" for e in extra]
+    with open(os.path.join(results_dir, "README.md"), "w") as f:
+        f.write("\n".join(doc))
+    return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
+    ap.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: cores)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args()
+    out = run(args.config, args.scheduler, args.workers, progress=not args.no_progress)
+    print(out["table"])
+
+
+if __name__ == "__main__":
+    main()
