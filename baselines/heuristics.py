@@ -1,0 +1,617 @@
+"""Compiler schedules and simple heuristics, each scored by the SPEC.md section 3 simulator.
+
+- `solve_xla`: the order XLA itself chose (`graph.meta["xla_order"]` of a scheduled HLO module).
+- `solve_xla_heuristics`: the best of XLA's three memory schedulers (list, DFS, post-order),
+  re-implemented from `xla/hlo/transforms/simplifiers/hlo_memory_scheduler.cc`'s descriptions;
+  XLA's `DefaultMemoryScheduler` also keeps the lowest simulated heap of the three.
+- `solve_inductor_heuristics`: the best of PyTorch Inductor's peak-memory reorderings
+  (`torch/_inductor/memory.py`: the original order, least-peak-memory-first, BFS, DFS).
+- `solve_greedy`: a greedy list scheduler that chooses node and device together.
+- `solve_random`: uniform placement and a random topological order, the floor.
+
+The compilers schedule one device. For d > 1, `solve_xla` puts every node on device 0 (what a
+single-device compiler does); the xla- and inductor-heuristics take gp-dfs's METIS placement
+(`baselines.partition.metis_placement`) and pick their best order under the d-device simulator.
+Resident nodes are XLA's parameters and constants (ignored by its heuristics, as there) and
+Inductor's non-freeable inputs. The loops that scan a ready list are Numba kernels here, next to
+the one module that uses them, rather than in `regal._kernels`, which holds the library's own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+
+import numba
+import numpy as np
+
+from baselines.partition import _check_devices, _concat_csr, dfs_postorder, metis_placement
+from regal import _kernels
+from regal.graph import Graph
+from regal.simulate import kernel_graph, simulate
+from regal.solution import Solution, make_solution
+
+__all__ = ["solve_xla", "solve_xla_heuristics", "solve_inductor_heuristics", "solve_greedy",
+           "solve_random", "xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order",
+           "inductor_bfs_order", "inductor_dfs_order", "greedy_schedule"]
+
+_JIT = dict(nogil=True, cache=True)
+_BIG = np.int64(2 ** 62)
+#: XLA's list scheduler ranks effective scalars (one element) first; a graph keeps no shapes, so
+#: a node of 1 to SCALAR_BYTES bytes counts as one.
+SCALAR_BYTES = 8
+
+
+# ---------------------------------------------------------------------------- XLA
+@numba.njit(**_JIT)
+def _xla_list_kernel(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                     nbytes, resident, scalar_bytes, order):
+    """XLA's ListScheduler: repeatedly run the ready node of highest priority.
+
+    Priority = (bytes freed - bytes defined, number of users); effective scalars first. A
+    buffer is freed by the node that is its last unscheduled use; parameters and constants
+    (resident) are ignored on both sides. XLA keeps ready nodes in a multimap keyed by priority
+    and takes the last entry, so among equal priorities the most recently (re)inserted wins;
+    `stamp` reproduces that. O(n * ready + e * max consumers).
+    """
+    uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
+    for u in range(n):
+        uses[u] = out_ptr[u + 1] - out_ptr[u]
+    freed = np.zeros(n, dtype=np.int64)  # bytes v frees if run now
+    for v in range(n):
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and uses[u] == 1:
+                freed[v] += nbytes[u]
+    indeg = pred_cnt.copy()
+    scheduled = np.zeros(n, dtype=np.bool_)
+    in_ready = np.zeros(n, dtype=np.bool_)
+    stamp = np.zeros(n, dtype=np.int64)
+    changed = np.full(n, -1, dtype=np.int64)  # the step at which a node's priority last rose
+    ready = np.empty(n, dtype=np.int32)
+    size = 0
+    clock = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[size] = v
+            size += 1
+            in_ready[v] = True
+            clock += 1
+            stamp[v] = clock
+    t = 0
+    while size > 0:
+        best = -1
+        bp = np.int64(0)
+        bu = np.int64(0)
+        bs = np.int64(0)
+        for i in range(size):
+            v = ready[i]
+            if 0 < nbytes[v] <= scalar_bytes:
+                p = _BIG
+                nu = _BIG
+            else:
+                p = freed[v] - (0 if resident[v] else nbytes[v])
+                nu = out_ptr[v + 1] - out_ptr[v]
+            if best < 0 or p > bp or (p == bp and (nu > bu or (nu == bu and stamp[v] > bs))):
+                best, bp, bu, bs = i, p, nu, stamp[v]
+        v = ready[best]
+        size -= 1
+        ready[best] = ready[size]
+        in_ready[v] = False
+        scheduled[v] = True
+        order[t] = v
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            uses[u] -= 1
+            if uses[u] == 1 and not resident[u] and nbytes[u] > 0:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    w = out_idx[f]
+                    if not scheduled[w]:
+                        freed[w] += nbytes[u]
+                        changed[w] = t
+        # XLA then walks v's operands and their users, re-inserting (a new stamp) every ready
+        # entry whose priority changed, once, in that walk's order
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                w = out_idx[f]
+                if in_ready[w] and changed[w] == t and not (0 < nbytes[w] <= scalar_bytes):
+                    clock += 1
+                    stamp[w] = clock
+                    changed[w] = -1
+        t += 1
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[size] = w
+                size += 1
+                in_ready[w] = True
+                clock += 1
+                stamp[w] = clock
+    return t
+
+
+def xla_list_order(graph: Graph) -> np.ndarray:
+    """int32[n]: XLA's list scheduler (see `_xla_list_kernel`); control edges are honored."""
+    kg = kernel_graph(graph)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _xla_list_kernel(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
+                         kg.out_ptr, kg.out_idx, kg.nbytes, kg.resident, SCALAR_BYTES, order)
+    assert t == graph.num_nodes
+    return order
+
+
+def _sinks(graph: Graph) -> np.ndarray:
+    return np.flatnonzero(np.diff(graph.succ_ptr) == 0)
+
+
+def xla_post_order(graph: Graph) -> np.ndarray:
+    """int32[n]: XLA's PostOrderScheduler, `MakeInstructionPostOrder`.
+
+    A DFS from each instruction without users (no data consumers, in node order) emits a node
+    after its operands. XLA pushes the operands (reversed) and then the control predecessors on
+    its stack, so the control predecessors are visited first (last listed first), then the
+    operands in order. O(n + e).
+    """
+    ctrl_rev_ptr = graph.ctrl_in_ptr
+    ctrl_rev_idx = graph.ctrl_in_idx.copy()
+    for v in np.flatnonzero(np.diff(ctrl_rev_ptr) > 1):
+        a, b = ctrl_rev_ptr[v], ctrl_rev_ptr[v + 1]
+        ctrl_rev_idx[a:b] = ctrl_rev_idx[a:b][::-1]
+    ptr, idx = _concat_csr(ctrl_rev_ptr, ctrl_rev_idx, graph.in_ptr, graph.in_idx)
+    roots = np.flatnonzero(np.diff(graph.out_ptr) == 0)
+    order = dfs_postorder(roots, ptr, idx, graph.num_nodes)
+    assert order.shape[0] == graph.num_nodes
+    return order
+
+
+def xla_dfs_order(graph: Graph, post_order: np.ndarray | None = None) -> np.ndarray:
+    """int32[n]: XLA's DFSMemoryScheduler.
+
+    For each instruction, in post-order: `extra_users` = max(users - 1, 0) plus the operands'
+    (unique operands) `extra_users`, and `total_sizes` = its bytes plus the operands'
+    `total_sizes`, both transitive and double-counting shared ancestors; XLA caps them by the
+    running total of bytes and by the instruction count. Parameters and constants (resident)
+    count zero. Then a post-order DFS from the sinks (XLA: the unreachable roots, then the root;
+    here every node without successors, in node order) visits each node's operands and control
+    predecessors sorted by extra_users (descending), then total_sizes (descending), then name:
+    heavily shared and large subtrees are computed first. O(n + e log e).
+    """
+    n = graph.num_nodes
+    post = xla_post_order(graph) if post_order is None else post_order
+    extra = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n, dtype=np.int64)
+    users = np.diff(graph.out_ptr)
+    cumulative = 0
+    for v in post.tolist():
+        if graph.resident[v]:
+            continue
+        ops = np.unique(graph.inputs(v))
+        b = int(graph.bytes[v])
+        cumulative += b
+        extra[v] = min(max(int(users[v]) - 1, 0) + int(extra[ops].sum()), n)
+        total[v] = min(b + int(total[ops].sum()), cumulative)
+    ids = np.asarray(graph.ids, dtype=object)
+    name_rank = np.empty(n, dtype=np.int64)
+    name_rank[np.argsort(ids, kind="stable")] = np.arange(n)
+    ptr, idx = _concat_csr(graph.in_ptr, graph.in_idx, graph.ctrl_in_ptr, graph.ctrl_in_idx)
+    rows = np.repeat(np.arange(n), np.diff(ptr))
+    perm = np.lexsort((name_rank[idx], -total[idx], -extra[idx], rows))
+    idx = idx[perm]
+    # a node both a data and a control input is listed twice; the DFS skips the repeat
+    order = dfs_postorder(_sinks(graph), ptr, idx, n)
+    assert order.shape[0] == n
+    return order
+
+
+# ---------------------------------------------------------------------------- Inductor
+@numba.njit(**_JIT)
+def _lpmf_kernel(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                 nbytes, temp, resident, order):
+    """Inductor's least-peak-memory-first (`topological_sort_lpmf`).
+
+    For each ready node: mem1 = live + its output (+ temp here) is the memory while it runs,
+    and size - memory_to_free is the change after. Pick the node minimising
+    (max(mem1, max_memory_so_far), size - memory_to_free, index): while some node fits under the
+    peak so far, the one leaving the least memory, else the one raising the peak least.
+    Resident tensors are a constant offset (never freed); outputs are never freed.
+    O(n * ready + e * max consumers).
+    """
+    outdeg = np.empty(n, dtype=np.int64)
+    live = np.int64(0)
+    out_mem = np.int64(0)
+    for u in range(n):
+        outdeg[u] = out_ptr[u + 1] - out_ptr[u]
+        if resident[u]:
+            live += nbytes[u]
+        elif outdeg[u] == 0:
+            out_mem += nbytes[u]
+            outdeg[u] = 1  # graph outputs keep an implicit use
+    # Inductor starts its peak at max(freeable inputs, outputs); here no input is freeable and
+    # the resident bytes are a constant offset on both
+    max_mem = live + out_mem
+    size = np.zeros(n, dtype=np.int64)
+    to_free = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        if not resident[v]:
+            size[v] = nbytes[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and outdeg[u] == 1:
+                to_free[v] += nbytes[u]
+    indeg = pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    cnt = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[cnt] = v
+            cnt += 1
+    t = 0
+    while cnt > 0:
+        best = -1
+        k1 = np.int64(0)
+        k2 = np.int64(0)
+        bv = 0
+        for i in range(cnt):
+            v = ready[i]
+            a = max(live + size[v] + temp[v], max_mem)
+            b = size[v] - to_free[v]
+            if best < 0 or a < k1 or (a == k1 and (b < k2 or (b == k2 and v < bv))):
+                best, k1, k2, bv = i, a, b, v
+        v = bv
+        cnt -= 1
+        ready[best] = ready[cnt]
+        order[t] = v
+        t += 1
+        live += size[v] + temp[v]
+        if live > max_mem:
+            max_mem = live
+        live -= temp[v] + to_free[v]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if resident[u]:
+                continue
+            outdeg[u] -= 1
+            if outdeg[u] == 1:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    to_free[out_idx[f]] += nbytes[u]
+    return t
+
+
+def lpmf_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's least-peak-memory-first order (see `_lpmf_kernel`)."""
+    kg = kernel_graph(graph)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _lpmf_kernel(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
+                     kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, order)
+    assert t == graph.num_nodes
+    return order
+
+
+def inductor_bfs_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's `topological_sort_bfs`, a FIFO order.
+
+    A ready node's priority is the sorted list of the steps at which its predecessors ran; the
+    lexicographically smallest runs next (ties to the lower index), so the node whose inputs are
+    oldest goes first, which shortens the lives of the buffers created. O(e log n).
+    """
+    n = graph.num_nodes
+    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
+    succ_ptr, succ_idx = graph.succ_ptr, graph.succ_idx
+    indeg = np.diff(pred_ptr).tolist()
+    step = [0] * n
+    heap = [((), v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        step[v] = len(order)
+        order.append(v)
+        for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist():
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                prio = tuple(sorted(step[u] for u in pred_idx[pred_ptr[w]:pred_ptr[w + 1]].tolist()))
+                heapq.heappush(heap, (prio, w))
+    return np.asarray(order, dtype=np.int32)
+
+
+def inductor_dfs_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's `topological_sort_dfs`.
+
+    Each node's `size_with_reads` is its output bytes plus the bytes of the (freeable, i.e.
+    non-resident) buffers it reads. Nodes are taken in ascending (size_with_reads, index) as DFS
+    roots, and each visit first visits the node's predecessors in the same ascending order, then
+    emits it: small nodes, and the small inputs of a node, come first. O(e log e).
+    """
+    n = graph.num_nodes
+    nb = np.where(graph.resident, 0, graph.bytes)
+    dst = np.repeat(np.arange(n), np.diff(graph.in_ptr))
+    swr = nb.copy()
+    np.add.at(swr, dst, nb[graph.in_idx])
+    ptr, idx = graph.pred_ptr, graph.pred_idx
+    rows = np.repeat(np.arange(n), np.diff(ptr))
+    idx = idx[np.lexsort((idx, swr[idx], rows))]
+    roots = np.lexsort((np.arange(n), swr))
+    order = dfs_postorder(roots, ptr, idx, n)
+    assert order.shape[0] == n
+    return order
+
+
+# ---------------------------------------------------------------------------- greedy
+@numba.njit(**_JIT)
+def _greedy_kernel(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                   nbytes, temp, resident, placement, order):
+    """Greedy list scheduling over (ready node, device) pairs; see `greedy_schedule`."""
+    present = np.zeros(n * d, dtype=np.bool_)
+    left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
+    for u in range(n):
+        left[u] = out_ptr[u + 1] - out_ptr[u]
+        placement[u] = -1
+    level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
+    dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
+    rbase = np.zeros(d, dtype=np.int64)     # bytes of resident tensors placed on the device
+    peak = np.int64(0)
+    indeg = pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    cnt = 0
+    t = 0
+    for v in range(n):  # resident nodes are sources; they go first and are placed later
+        if resident[v] and d == 1:
+            placement[v] = 0
+            present[v] = True
+            rbase[0] += nbytes[v]
+            peak = rbase[0]
+        if indeg[v] == 0:
+            if resident[v]:
+                order[t] = v
+                t += 1
+            else:
+                ready[cnt] = v
+                cnt += 1
+    for i in range(t):
+        v = order[i]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    while cnt > 0:
+        best = -1
+        bk = 0
+        s1 = _BIG
+        s2 = _BIG
+        s3 = _BIG
+        for i in range(cnt):
+            v = ready[i]
+            # v's device: lowest (peak after, net bytes, memory while running, device)
+            vk = -1
+            f1 = _BIG
+            f2 = _BIG
+            f3 = _BIG
+            fx = np.int64(0)
+            for k in range(d):
+                extra_r = np.int64(0)   # unplaced resident inputs that would be homed on k
+                copy = np.int64(0)
+                freed = np.int64(0)
+                for e in range(in_ptr[v], in_ptr[v + 1]):
+                    u = in_idx[e]
+                    h = placement[u]
+                    if h < 0:
+                        extra_r += nbytes[u]
+                        continue
+                    here = present[u * d + k]
+                    if not here:
+                        copy += nbytes[u]
+                    if left[u] == 1:
+                        cnt_dev = 0
+                        for j in range(d):
+                            if present[u * d + j] or (j == k and not here):
+                                if not (resident[u] and j == h):
+                                    cnt_dev += 1
+                        freed += nbytes[u] * cnt_dev
+                run = rbase[k] + extra_r + level[k] + copy + nbytes[v] + temp[v]
+                a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
+                b = copy + nbytes[v] - freed
+                if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
+                    vk, f1, f2, f3, fx = k, a, b, run, extra_r
+            # the node: the same key without the resident bytes it homes, a cost paid wherever
+            # and whenever they are first read, so it steers the device but never delays a node
+            run = f3 - fx
+            a = max(peak, rbase[vk] + dynpeak[vk], run)
+            if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
+                    run < s3 or (run == s3 and v < ready[best]))))):
+                best, bk, s1, s2, s3 = i, vk, a, f2, run
+        v = ready[best]
+        k = bk
+        cnt -= 1
+        ready[best] = ready[cnt]
+        placement[v] = k
+        present[v * d + k] = True
+        order[t] = v
+        t += 1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if placement[u] < 0:
+                placement[u] = k
+                present[u * d + k] = True
+                rbase[k] += nbytes[u]
+            elif not present[u * d + k]:
+                present[u * d + k] = True
+                level[k] += nbytes[u]
+        level[k] += nbytes[v] + temp[v]
+        if level[k] > dynpeak[k]:
+            dynpeak[k] = level[k]
+        level[k] -= temp[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            left[u] -= 1
+            if left[u] == 0:
+                for j in range(d):
+                    if present[u * d + j] and not (resident[u] and j == placement[u]):
+                        present[u * d + j] = False
+                        level[j] -= nbytes[u]
+        if rbase[k] + dynpeak[k] > peak:
+            peak = rbase[k] + dynpeak[k]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    for v in range(n):  # resident tensors nobody reads: the device with the lowest peak
+        if placement[v] < 0:
+            k = 0
+            for j in range(1, d):
+                if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
+                    k = j
+            placement[v] = k
+            rbase[k] += nbytes[v]
+    return t
+
+
+def greedy_schedule(graph: Graph, devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(placement int32[n], order int32[n]) of the greedy list scheduler (`solve_greedy`)."""
+    kg = kernel_graph(graph)
+    placement = np.empty(graph.num_nodes, dtype=np.int32)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _greedy_kernel(kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr,
+                       kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
+                       placement, order)
+    assert t == graph.num_nodes
+    return placement, order
+
+
+# ---------------------------------------------------------------------------- solvers
+def _best_order(graph: Graph, devices: int, placement: np.ndarray, orders: dict, method: str,
+                t0: float, info: dict) -> Solution:
+    """Score every candidate order with the simulator; keep the first lowest (dict order)."""
+    peaks = {name: simulate(graph, placement, order, devices).peak_bytes for name, order in orders.items()}
+    chosen = min(peaks, key=peaks.__getitem__)
+    info = dict(info, chosen=chosen, peaks=peaks)
+    return make_solution(graph, placement, orders[chosen], devices, method=method,
+                         evaluations=len(orders), seconds=time.perf_counter() - t0, info=info)
+
+
+def _placement_for(graph: Graph, devices: int, seed: int) -> tuple[np.ndarray, dict]:
+    if devices == 1:
+        return np.zeros(graph.num_nodes, dtype=np.int32), {}
+    return metis_placement(graph, devices, seed), {
+        "placement": "gp-dfs METIS placement; the compiler heuristics order one device"}
+
+
+def solve_xla(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0, **options) -> Solution:
+    """XLA's own schedule, `graph.meta["xla_order"]` (node ids), on device 0.
+
+    A single-device compiler runs everything on one device, so for d > 1 every node still goes
+    to device 0 (info says so). Raises ValueError when the graph carries no usable xla_order.
+    """
+    _no_options("xla", options)
+    _check_devices(devices)
+    t0 = time.perf_counter()
+    ids = graph.meta.get("xla_order")
+    if not ids:
+        raise ValueError(f"graph '{graph.name}' has no meta['xla_order'] (not from a scheduled HLO module)")
+    index = graph.index
+    missing = [nid for nid in ids if nid not in index]
+    if missing or len(ids) != graph.num_nodes or len(set(ids)) != graph.num_nodes:
+        raise ValueError(f"graph '{graph.name}': meta['xla_order'] is not a permutation of its "
+                         f"{graph.num_nodes} nodes ({len(ids)} entries, {len(missing)} unknown)")
+    order = np.fromiter((index[nid] for nid in ids), dtype=np.int32, count=graph.num_nodes)
+    info = {"source": "meta['xla_order']"}
+    if devices > 1:
+        info["placement"] = f"all nodes on device 0 of {devices}: XLA schedules one device"
+    return make_solution(graph, np.zeros(graph.num_nodes, dtype=np.int32), order, devices,
+                         method="xla", evaluations=1, seconds=time.perf_counter() - t0, info=info)
+
+
+def solve_xla_heuristics(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0,
+                         **options) -> Solution:
+    """The lowest simulated peak of XLA's list, DFS and post-order schedulers.
+
+    As XLA's DefaultMemoryScheduler: ties prefer list, then DFS, then post-order. For d > 1 the
+    placement is gp-dfs's METIS partition (`seed` feeds METIS) and the orders are scored on it.
+    Three simulations; O(n * ready + e log e).
+    """
+    _no_options("xla-heuristics", options)
+    _check_devices(devices)
+    t0 = time.perf_counter()
+    placement, info = _placement_for(graph, devices, seed)
+    post = xla_post_order(graph)
+    orders = {"list": xla_list_order(graph), "dfs": xla_dfs_order(graph, post), "post_order": post}
+    return _best_order(graph, devices, placement, orders, "xla-heuristics", t0, info)
+
+
+def solve_inductor_heuristics(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0,
+                              **options) -> Solution:
+    """The lowest simulated peak of Inductor's `reorder_for_peak_memory` candidates.
+
+    Candidates, in Inductor's order (first wins a tie): the original order (Kahn by node index,
+    the file order of a topologically listed graph), least-peak-memory-first, BFS, DFS. For d > 1
+    the placement is gp-dfs's METIS partition. Four simulations; O(n * ready + e log e).
+    """
+    _no_options("inductor-heuristics", options)
+    _check_devices(devices)
+    t0 = time.perf_counter()
+    placement, info = _placement_for(graph, devices, seed)
+    orders = {"baseline": graph.topological_order().astype(np.int32), "lpmf": lpmf_order(graph),
+              "bfs": inductor_bfs_order(graph), "dfs": inductor_dfs_order(graph)}
+    return _best_order(graph, devices, placement, orders, "inductor-heuristics", t0, info)
+
+
+def solve_greedy(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0, **options) -> Solution:
+    """Greedy list scheduling of nodes and devices together, on a running memory state.
+
+    Resident nodes go first in the order. Then, at every step, every (ready node v, device k)
+    pair is scored on the current state: the copies v needs on k, its output and temp give the
+    memory while v runs; inputs whose last consumer is v are freed afterwards. Each ready node
+    takes its best device by (peak of all devices after it, net bytes it adds, memory on k while
+    it runs, device): keep the peak; among devices that do, add the least memory, which puts a
+    node where its inputs live unless that would raise the peak when another device would not;
+    then the emptier device. Among the ready nodes, the one run next minimises the same key
+    (then node index) with the bytes of the resident tensors it homes left out (below).
+    A resident tensor lives from the start on its home device. With one device that is device 0;
+    with more it is homed on the device of its first reader (it then counts on that device from
+    the start) or, if nobody reads it, on the lowest-peak device at the end. Its bytes are paid
+    wherever and whenever it is first read, so they steer the device, never the node's turn.
+    The running state frees a tensor, with all its copies, when its last consumer has run, since
+    the devices of consumers not yet placed are unknown; the returned peak is the exact simulation.
+    Deterministic (seed unused). O(n * ready * d * in-degree).
+    """
+    _no_options("greedy", options)
+    _check_devices(devices)
+    t0 = time.perf_counter()
+    placement, order = greedy_schedule(graph, devices)
+    return make_solution(graph, placement, order, devices, method="greedy", evaluations=1,
+                         seconds=time.perf_counter() - t0, info={"seed": seed})
+
+
+def solve_random(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0, **options) -> Solution:
+    """Uniform random placement and a random topological order (Kahn on uniform priorities).
+
+    The same as decoding one uniform random chromosome (SPEC.md section 5); deterministic per
+    seed. O(n log n + e).
+    """
+    _no_options("random", options)
+    _check_devices(devices)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    n = graph.num_nodes
+    placement = rng.integers(0, devices, size=n).astype(np.int32)
+    kg = kernel_graph(graph)
+    order = np.empty(n, dtype=np.int32)
+    _kernels.priority_order(rng.random(n), n, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, order)
+    return make_solution(graph, placement, order, devices, method="random", evaluations=1,
+                         seconds=time.perf_counter() - t0, info={"seed": seed})
+
+
+def _no_options(method: str, options: dict) -> None:
+    if options:
+        raise TypeError(f"{method}: unknown options {sorted(options)}")

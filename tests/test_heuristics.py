@@ -1,0 +1,448 @@
+"""The baselines gp-dfs, local-search, xla, xla-heuristics, inductor-heuristics, greedy, random."""
+
+import numpy as np
+import pytest
+
+from randgraph import random_dag
+from baselines import SOLVERS
+from baselines import heuristics as H
+from baselines import local_search, partition
+from regal.graph import Graph
+from regal.simulate import check_schedule, simulate
+
+METHODS = ["gp-dfs", "local-search", "xla", "xla-heuristics", "inductor-heuristics", "greedy", "random"]
+OPTIONS = {"local-search": {"budget": 150}}
+
+
+def _with_xla_order(g: Graph, seed: int) -> Graph:
+    """The same graph carrying a random topological order as meta['xla_order']."""
+    order = H.solve_random(g, 1, seed=seed).order
+    meta = dict(g.meta, xla_order=[g.ids[v] for v in order])
+    return Graph.from_records(g.to_records(), name=g.name, meta=meta)
+
+
+def _graph(seed: int) -> Graph:
+    return _with_xla_order(random_dag(seed, num_nodes=5 + seed % 40, resident_fraction=0.2,
+                                      control_fraction=0.3), seed)
+
+
+def _solve(method, g, d, seed=0):
+    return SOLVERS[method](g, d, seed=seed, **OPTIONS.get(method, {}))
+
+
+def _ids(g, order):
+    return [g.ids[v] for v in order]
+
+
+# ------------------------------------------------------------------------ every solver
+@pytest.mark.parametrize("method", METHODS)
+def test_solutions_are_valid_and_peaks_resimulated(method):
+    """On random DAGs with resident nodes and control edges (d = 1, 2, 3) every solver returns a
+    topological order of all nodes, devices in range, and the peaks a fresh simulation gives."""
+    graphs = [_graph(seed) for seed in range(24)]
+    assert sum(g.num_control_edges for g in graphs) > 10 and sum(int(g.resident.sum()) for g in graphs) > 20
+    for i, g in enumerate(graphs):
+        d = 1 + i % 3
+        sol = _solve(method, g, d, seed=i)
+        check_schedule(g, sol.placement, sol.order, d)  # raises on any invalid schedule
+        assert sorted(sol.order.tolist()) == list(range(g.num_nodes))
+        assert sol.placement.min() >= 0 and sol.placement.max() < d
+        sim = simulate(g, sol.placement, sol.order, d)
+        assert sol.peak_bytes == sim.peak_bytes
+        assert sol.device_peak_bytes.tolist() == sim.device_peak_bytes.tolist()
+        assert sol.method == method and sol.num_devices == d and sol.evaluations >= 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_solvers_are_deterministic_per_seed(method):
+    """The same graph, device count and seed give the same placement and order."""
+    for seed in (3, 8):
+        g = _graph(seed + 20)
+        a = _solve(method, g, 2, seed=seed)
+        b = _solve(method, g, 2, seed=seed)
+        assert a.placement.tolist() == b.placement.tolist() and a.order.tolist() == b.order.tolist()
+        assert a.peak_bytes == b.peak_bytes
+
+
+def test_random_solver_changes_with_the_seed():
+    """Different seeds give the random solver different schedules."""
+    g = random_dag(5, num_nodes=40)
+    sols = [H.solve_random(g, 3, seed=s) for s in range(4)]
+    assert len({(tuple(s.placement), tuple(s.order)) for s in sols}) == 4
+
+
+def test_one_device_puts_everything_on_device_zero():
+    """With d = 1 every solver places every node on device 0."""
+    g = _graph(11)
+    for method in METHODS:
+        assert _solve(method, g, 1).placement.tolist() == [0] * g.num_nodes
+
+
+def test_solvers_handle_four_devices_and_a_single_node():
+    """d = 4 on a larger DAG and a one-node graph both give valid, re-simulated schedules."""
+    big = _with_xla_order(random_dag(4, num_nodes=300), 4)
+    one = _with_xla_order(Graph.from_records([{"id": "x", "bytes": 7}], name="one"), 0)
+    for method in METHODS:
+        for g in (big, one):
+            sol = _solve(method, g, 4)
+            check_schedule(g, sol.placement, sol.order, 4)
+            assert sol.peak_bytes == simulate(g, sol.placement, sol.order, 4).peak_bytes
+    assert _solve("greedy", one, 4).peak_bytes == 7
+
+
+# ------------------------------------------------------------------------ hand-made graphs
+def _two_chains() -> Graph:
+    """s -> a1(100) -> a2(1), s -> b1(100) -> b2(1), t reads a2 and b2."""
+    return Graph.from_records([
+        {"id": "s", "bytes": 1},
+        {"id": "a1", "bytes": 100, "inputs": ["s"]},
+        {"id": "b1", "bytes": 100, "inputs": ["s"]},
+        {"id": "a2", "bytes": 1, "inputs": ["a1"]},
+        {"id": "b2", "bytes": 1, "inputs": ["b1"]},
+        {"id": "t", "bytes": 1, "inputs": ["a2", "b2"]},
+    ], name="two_chains")
+
+
+def test_dfs_beats_bfs_on_two_parallel_chains():
+    """Two chains that shrink: the DFS order finishes one (peak 102), BFS holds both big tensors (201)."""
+    g = _two_chains()
+    dfs = partition.dfs_order(g)
+    assert _ids(g, dfs) == ["s", "a1", "a2", "b1", "b2", "t"]
+    assert simulate(g, np.zeros(6, np.int32), dfs, 1).peak_bytes == 102
+    bfs = H.inductor_bfs_order(g)
+    assert _ids(g, bfs) == ["s", "a1", "b1", "a2", "b2", "t"]
+    assert simulate(g, np.zeros(6, np.int32), bfs, 1).peak_bytes == 201
+    assert _ids(g, H.lpmf_order(g)) == ["s", "a1", "a2", "b1", "b2", "t"]
+    assert partition.solve(g, 1).peak_bytes == 102
+    sol = H.solve_inductor_heuristics(g, 1)
+    assert sol.peak_bytes == 102 and sol.info["peaks"]["bfs"] == 201
+    assert sol.info["peaks"]["baseline"] == 201  # index order s a1 b1 ... is breadth-first here
+    assert H.solve_greedy(g, 1).peak_bytes == 102
+
+
+def _xla_example() -> Graph:
+    """The graph of hlo_memory_scheduler.cc's ListScheduler comment (--> 1 byte, ==> 2 bytes)."""
+    return Graph.from_records([
+        {"id": "A", "bytes": 1},
+        {"id": "B", "bytes": 2, "inputs": ["A"]},
+        {"id": "C", "bytes": 1, "inputs": ["B"]},
+        {"id": "D", "bytes": 1, "inputs": ["A"]},
+        {"id": "E", "bytes": 1, "inputs": ["A"]},
+        {"id": "F", "bytes": 2, "inputs": ["D", "E"]},
+        {"id": "G", "bytes": 1, "inputs": ["C", "F"]},
+    ], name="xla_example")
+
+
+def test_xla_heuristics_follow_their_rules_on_the_xla_example():
+    """Hand-run orders: post-order A B C D E F G; DFS takes F's larger, more shared cone first;
+    list takes the ready node freeing most (ties: latest inserted, XLA's multimap)."""
+    g = _xla_example()
+    assert _ids(g, H.xla_post_order(g)) == list("ABCDEFG")
+    assert _ids(g, H.xla_dfs_order(g)) == list("ADEFBCG")
+    assert _ids(g, H.xla_list_order(g)) == list("AEDFBCG")
+    sol = H.solve_xla_heuristics(g, 1)
+    assert sol.info["peaks"] == {"list": 5, "dfs": 5, "post_order": 5}
+    assert sol.info["chosen"] == "list" and _ids(g, sol.order) == list("AEDFBCG")
+
+
+def test_xla_list_scheduler_runs_the_freeing_node_first():
+    """x(10) feeds y(1) and z(20); w(30) reads z: list runs y, then z once it frees x."""
+    g = Graph.from_records([
+        {"id": "x", "bytes": 10},
+        {"id": "z", "bytes": 20, "inputs": ["x"]},
+        {"id": "y", "bytes": 1, "inputs": ["x"]},
+        {"id": "w", "bytes": 30, "inputs": ["z"]},
+    ], name="free_first")
+    assert _ids(g, H.xla_list_order(g)) == ["x", "y", "z", "w"]
+    assert H.solve_xla_heuristics(g, 1).peak_bytes == 51  # z 20 + w 30 + y 1
+
+
+def test_control_edges_are_honored_by_every_order_heuristic():
+    """A control edge b -> a forces b first even where every memory rule prefers a first."""
+    g = Graph.from_records([
+        {"id": "s", "bytes": 50},
+        {"id": "a", "bytes": 1, "inputs": ["s"], "control_inputs": ["b"]},
+        {"id": "b", "bytes": 40, "inputs": ["s"]},
+        {"id": "c", "bytes": 1, "inputs": ["a", "b"]},
+    ], name="ctrl")
+    for fn in (H.xla_list_order, H.xla_dfs_order, H.xla_post_order, H.lpmf_order,
+               H.inductor_bfs_order, H.inductor_dfs_order, partition.dfs_order):
+        order = _ids(g, fn(g))
+        assert order.index("b") < order.index("a"), fn.__name__
+    placement, order = H.greedy_schedule(g, 2)
+    assert _ids(g, order).index("b") < _ids(g, order).index("a")
+
+
+def test_greedy_puts_two_independent_chains_on_two_devices():
+    """Two chains of 10-byte nodes, d = 2: greedy splits them, peak 20 (one chain link at a time)."""
+    recs = []
+    for h in "ab":
+        for i in range(4):
+            recs.append({"id": f"{h}{i}", "bytes": 10, "inputs": [f"{h}{i - 1}"] if i else []})
+    g = Graph.from_records(recs, name="chains")
+    sol = H.solve_greedy(g, 2)
+    assert sol.peak_bytes == 20
+    assert len(set(sol.placement[:4])) == 1 and len(set(sol.placement[4:])) == 1
+    assert sol.placement[0] != sol.placement[4]
+    assert H.solve_greedy(g, 1).peak_bytes == 30  # one device: a chain link plus the other chain's head
+
+
+def _halves() -> Graph:
+    """Two disconnected, identical halves: a weight and a 6-node chain reading it twice."""
+    recs = []
+    for h in "ab":
+        recs.append({"id": f"{h}w", "bytes": 30, "resident": True})
+        for i in range(6):
+            ins = [f"{h}{i - 1}"] if i else []
+            if i in (2, 4):
+                ins.append(f"{h}w")
+            recs.append({"id": f"{h}{i}", "bytes": 10 + i, "inputs": ins})
+    return Graph.from_records(recs, name="halves")
+
+
+def test_gp_dfs_puts_disconnected_equal_halves_on_different_devices():
+    """METIS with d = 2 cuts no edge: each half on its own device, whatever the seed."""
+    g = _halves()
+    for seed in range(3):
+        sol = partition.solve(g, 2, seed=seed)
+        a, b = sol.placement[:7], sol.placement[7:]
+        assert len(set(a)) == 1 and len(set(b)) == 1 and a[0] != b[0]
+        assert sol.device_peak_bytes.tolist() == [59, 59]  # weight 30 + chain links 14 + 15
+    assert partition.solve(g, 1).peak_bytes == 104  # weights 60 + output a5 15 + links 14 + 15
+
+
+def test_metis_adjacency_merges_parallel_edges_and_keeps_weights_positive():
+    """Undirected adjacency: symmetric, one entry per neighbour, zero-byte producers weigh 1."""
+    g = Graph.from_records([
+        {"id": "a", "bytes": 0},
+        {"id": "b", "bytes": 5, "inputs": ["a"]},
+        {"id": "c", "bytes": 3, "inputs": ["a", "b"], "control_inputs": []},
+        {"id": "d", "bytes": 2, "inputs": ["c"], "control_inputs": ["a"]},
+    ], name="adj")
+    xadj, adjncy, w = partition.metis_adjacency(g)
+    rows = {g.ids[v]: dict(zip((g.ids[u] for u in adjncy[xadj[v]:xadj[v + 1]]), w[xadj[v]:xadj[v + 1]].tolist()))
+            for v in range(4)}
+    assert rows == {"a": {"b": 1, "c": 1}, "b": {"a": 1, "c": 5}, "c": {"a": 1, "b": 5, "d": 3},
+                    "d": {"c": 3}}
+
+
+# ------------------------------------------------------------------------ xla
+def test_xla_reproduces_meta_xla_order_exactly():
+    """solve_xla returns meta['xla_order'] as given, on device 0 even when d = 2."""
+    g = _with_xla_order(random_dag(9, num_nodes=40), 123)
+    want = g.meta["xla_order"]
+    assert want != list(g.ids)  # a non-trivial order
+    for d in (1, 2):
+        sol = H.solve_xla(g, d)
+        assert _ids(g, sol.order) == want
+        assert sol.placement.tolist() == [0] * g.num_nodes
+    assert "device 0" in H.solve_xla(g, 2).info["placement"]
+
+
+def test_xla_errors_without_xla_order():
+    """A graph without meta['xla_order'] gives a one-line ValueError naming the graph."""
+    g = random_dag(2, num_nodes=10)
+    with pytest.raises(ValueError, match=r"graph 'random2' has no meta\['xla_order'\]") as e:
+        H.solve_xla(g, 1)
+    assert "\n" not in str(e.value)
+    bad = Graph.from_records(g.to_records(), name="bad", meta={"xla_order": list(g.ids[:5])})
+    with pytest.raises(ValueError, match="bad"):
+        H.solve_xla(bad, 1)
+
+
+# ------------------------------------------------------------------------ local search
+def test_local_search_never_worse_than_its_start_and_within_budget():
+    """The returned peak is at most the start's, evaluations never exceed the budget, and with
+    budget left the search spends all of it."""
+    for seed in range(8):
+        g = random_dag(seed + 100, num_nodes=30 + 10 * seed)
+        d = 1 + seed % 3
+        budget = 60 + 20 * seed
+        sol = local_search.solve(g, d, seed=seed, budget=budget)
+        assert sol.peak_bytes <= sol.info["start_peak_bytes"]
+        assert sol.evaluations <= budget
+        assert sol.evaluations == budget or sol.info["stopped"] != "budget"
+        starts = [partition.solve(g, d, seed=seed).peak_bytes, H.solve_greedy(g, d).peak_bytes,
+                  H.solve_xla_heuristics(g, d, seed=seed).peak_bytes,
+                  min(p for name, p in H.solve_inductor_heuristics(g, d, seed=seed).info["peaks"].items()
+                      if name != "baseline")]
+        assert sol.info["start_peak_bytes"] == min(sol.info["start_peaks"].values()) == min(starts)
+        assert sorted(sol.info["start_peaks"]) == sorted(local_search.START_NAMES)
+
+
+def test_local_search_improves_on_its_start():
+    """Across a few random DAGs, 400 evaluations lower the start's peak on at least one."""
+    gains = []
+    for seed in range(4):
+        g = random_dag(seed + 200, num_nodes=80)
+        sol = local_search.solve(g, 1 + seed % 2, seed=seed, budget=400)
+        gains.append(sol.info["start_peak_bytes"] - sol.peak_bytes)
+    assert min(gains) >= 0 and max(gains) > 0
+
+
+def test_local_search_respects_tiny_budgets_and_time_limits():
+    """Budget 1 evaluates only the first start; time_limit_s = 0 stops right after it."""
+    g = random_dag(7, num_nodes=50)
+    one = local_search.solve(g, 2, budget=1)
+    assert one.evaluations == 1 and one.info["start"] == "gp-dfs"
+    assert one.peak_bytes == partition.solve(g, 2).peak_bytes
+    quick = local_search.solve(g, 2, budget=5000, time_limit_s=0.0)
+    assert quick.evaluations == 1 and quick.info["stopped"] == "time_limit"
+
+
+def test_local_search_stops_when_nothing_can_move():
+    """A chain on one device has one order and one placement: the search stops early."""
+    g = Graph.from_records([{"id": f"n{i}", "bytes": 5, "inputs": [f"n{i - 1}"] if i else []}
+                            for i in range(6)], name="chain")
+    sol = local_search.solve(g, 1, budget=5000)
+    assert sol.info["stopped"] == "no_moves" and sol.evaluations < 5000 and sol.peak_bytes == 10
+
+
+# ------------------------------------------------------------------------ naive twins
+def _naive_ready(g, done):
+    return [v for v in range(g.num_nodes) if v not in done
+            and set(g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]].tolist()) <= done]
+
+
+def _naive_lpmf(g):
+    """Inductor's LPMF rule, literally: min over ready of (max(live + out + temp, peak), out - freed, v)."""
+    nb, res, tmp = g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
+    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
+    live = sum(b for b, r in zip(nb, res) if r)
+    peak = live + sum(nb[u] for u in range(g.num_nodes) if not res[u] and left[u] == 0)
+    done, order = set(), []
+    while len(order) < g.num_nodes:
+        def key(v):
+            out = 0 if res[v] else nb[v]
+            freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
+            return (max(live + out + tmp[v], peak), out - freed, v), out, freed
+        (_, _, v), out, freed = min(key(v) for v in _naive_ready(g, done))
+        live += out + tmp[v]
+        peak = max(peak, live)
+        live -= tmp[v] + freed
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+        done.add(v)
+        order.append(v)
+    return order
+
+
+def _naive_xla_list(g):
+    """XLA's list rule, literally: max over ready of (freed - defined, users, insertion stamp)."""
+    nb, res = g.bytes.tolist(), g.resident.tolist()
+    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
+    stamp, clock, done, order = {}, 0, set(), []
+
+    def scalar(v):
+        return 0 < nb[v] <= H.SCALAR_BYTES
+
+    def prio(v):
+        if scalar(v):
+            return (2 ** 62, 2 ** 62)
+        freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
+        return (freed - (0 if res[v] else nb[v]), len(g.consumers(v)))
+
+    while len(order) < g.num_nodes:
+        ready = _naive_ready(g, done)
+        for v in ready:  # newly ready nodes get stamps in the order they became ready
+            if v not in stamp:
+                clock += 1
+                stamp[v] = clock
+        before = {v: prio(v) for v in ready}
+        v = max(ready, key=lambda v: (*before[v], stamp[v]))
+        done.add(v)
+        order.append(v)
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+        for u in g.inputs(v).tolist():  # XLA's walk: operands of v, then their users
+            for w in g.consumers(u).tolist():
+                if w in before and w != v and prio(w) != before[w]:
+                    clock += 1
+                    stamp[w] = clock
+                    before[w] = prio(w)
+        for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist():
+            if w not in stamp and set(g.pred_idx[g.pred_ptr[w]:g.pred_ptr[w + 1]].tolist()) <= done:
+                clock += 1
+                stamp[w] = clock
+    return order
+
+
+def test_order_kernels_agree_with_naive_twins():
+    """The LPMF and XLA list kernels equal literal transcriptions of their rules on 150 random DAGs."""
+    mismatches = []
+    for seed in range(150):
+        g = random_dag(seed, max_nodes=25, control_fraction=0.3)
+        if H.lpmf_order(g).tolist() != _naive_lpmf(g):
+            mismatches.append(("lpmf", seed))
+        if H.xla_list_order(g).tolist() != _naive_xla_list(g):
+            mismatches.append(("list", seed))
+    assert mismatches == []
+
+
+def _naive_greedy(g, d):
+    """The greedy rule, literally, with sets: (placement list, order list)."""
+    n, nb, res, tmp = g.num_nodes, g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
+    place, present = {}, {u: set() for u in range(n)}
+    left = {u: len(g.consumers(u)) for u in range(n)}
+    level, dyn, rbase, peak = [0] * d, [0] * d, [0] * d, 0
+    order = [v for v in range(n) if res[v]]
+    if d == 1:  # one device: every resident tensor is there from the start
+        place = {v: 0 for v in order}
+        present.update({v: {0} for v in order})
+        rbase[0] = peak = sum(nb[v] for v in order)
+    done = set(order)
+    while len(order) < n:
+        cands = []
+        for v in _naive_ready(g, done):
+            ins = g.inputs(v).tolist()
+            per_device = []
+            for k in range(d):
+                extra = sum(nb[u] for u in ins if u not in place)
+                copy = sum(nb[u] for u in ins if u in place and k not in present[u])
+                freed = sum(nb[u] * len((present[u] | {k}) - ({place[u]} if res[u] else set()))
+                            for u in ins if u in place and left[u] == 1)
+                run = rbase[k] + extra + level[k] + copy + nb[v] + tmp[v]
+                per_device.append((max(peak, rbase[k] + extra + dyn[k], run), copy + nb[v] - freed, run, k, extra))
+            _, net, run, k, extra = min(per_device)
+            cands.append((max(peak, rbase[k] + dyn[k], run - extra), net, run - extra, v, k))
+        *_, v, k = min(cands)
+        place[v] = k
+        present[v].add(k)
+        for u in g.inputs(v).tolist():
+            if u not in place:
+                place[u] = k
+                present[u].add(k)
+                rbase[k] += nb[u]
+            elif k not in present[u]:
+                present[u].add(k)
+                level[k] += nb[u]
+        dyn[k] = max(dyn[k], level[k] + nb[v] + tmp[v])
+        level[k] += nb[v]
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+            if left[u] == 0:
+                for j in sorted(present[u]):
+                    if not (res[u] and j == place[u]):
+                        present[u].discard(j)
+                        level[j] -= nb[u]
+        peak = max(peak, rbase[k] + dyn[k])
+        done.add(v)
+        order.append(v)
+    for v in range(n):
+        if v not in place:
+            k = min(range(d), key=lambda j: (rbase[j] + dyn[j], j))
+            place[v] = k
+            rbase[k] += nb[v]
+    return [place[v] for v in range(n)], order
+
+
+def test_greedy_kernel_agrees_with_naive_twin():
+    """The greedy kernel equals a literal transcription of its rule on 120 random DAGs, d = 1..4."""
+    mismatches = []
+    for seed in range(120):
+        g = random_dag(seed, max_nodes=25, control_fraction=0.3)
+        d = 1 + seed % 4
+        placement, order = H.greedy_schedule(g, d)
+        if (placement.tolist(), order.tolist()) != _naive_greedy(g, d):
+            mismatches.append((seed, d))
+    assert mismatches == []
