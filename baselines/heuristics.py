@@ -25,7 +25,8 @@ import time
 import numba
 import numpy as np
 
-from baselines.partition import _check_devices, _concat_csr, dfs_postorder, metis_placement
+from baselines.partition import _check_devices
+from regal.structure import concat_csr, dfs_postorder, metis_placement
 from regal import _kernels
 from regal.graph import Graph
 from regal.simulate import kernel_graph, simulate
@@ -159,7 +160,7 @@ def xla_post_order(graph: Graph) -> np.ndarray:
     for v in np.flatnonzero(np.diff(ctrl_rev_ptr) > 1):
         a, b = ctrl_rev_ptr[v], ctrl_rev_ptr[v + 1]
         ctrl_rev_idx[a:b] = ctrl_rev_idx[a:b][::-1]
-    ptr, idx = _concat_csr(ctrl_rev_ptr, ctrl_rev_idx, graph.in_ptr, graph.in_idx)
+    ptr, idx = concat_csr(ctrl_rev_ptr, ctrl_rev_idx, graph.in_ptr, graph.in_idx)
     roots = np.flatnonzero(np.diff(graph.out_ptr) == 0)
     order = dfs_postorder(roots, ptr, idx, graph.num_nodes)
     assert order.shape[0] == graph.num_nodes
@@ -195,7 +196,7 @@ def xla_dfs_order(graph: Graph, post_order: np.ndarray | None = None) -> np.ndar
     ids = np.asarray(graph.ids, dtype=object)
     name_rank = np.empty(n, dtype=np.int64)
     name_rank[np.argsort(ids, kind="stable")] = np.arange(n)
-    ptr, idx = _concat_csr(graph.in_ptr, graph.in_idx, graph.ctrl_in_ptr, graph.ctrl_in_idx)
+    ptr, idx = concat_csr(graph.in_ptr, graph.in_idx, graph.ctrl_in_ptr, graph.ctrl_in_idx)
     rows = np.repeat(np.arange(n), np.diff(ptr))
     perm = np.lexsort((name_rank[idx], -total[idx], -extra[idx], rows))
     idx = idx[perm]

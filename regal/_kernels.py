@@ -289,3 +289,40 @@ def biased_crossover(population, elite_parent, other_parent, coin, inherit, chil
         out = children[j]
         for g in range(L):
             out[g] = a[g] if c[g] < inherit[g] else b[g]
+
+
+@numba.njit(**_JIT)
+def dfs_postorder(roots, child_ptr, child_idx, n, order):
+    """Recursive-style post-order DFS without recursion.
+
+    roots: int32[*] visited in this order; children of v are child_idx[child_ptr[v]:child_ptr[v+1]],
+    visited in that order. Writes the emitted nodes to order: int32[n]; returns how many.
+    """
+    state = np.zeros(n, dtype=np.int8)  # 0 new, 1 on the stack, 2 emitted
+    stack = np.empty(n, dtype=np.int32)
+    edge = np.empty(n, dtype=np.int64)
+    t = 0
+    for r in roots:
+        if state[r] != 0:
+            continue
+        top = 0
+        stack[0] = r
+        edge[0] = child_ptr[r]
+        state[r] = 1
+        while top >= 0:
+            v = stack[top]
+            e = edge[top]
+            if e < child_ptr[v + 1]:
+                edge[top] = e + 1
+                w = child_idx[e]
+                if state[w] == 0:
+                    state[w] = 1
+                    top += 1
+                    stack[top] = w
+                    edge[top] = child_ptr[w]
+            else:
+                state[v] = 2
+                order[t] = v
+                t += 1
+                top -= 1
+    return t

@@ -57,7 +57,7 @@ class Policy:
     def logits(self, graph: Graph, devices: int, batch: GraphBatch | None = None) -> dict[str, np.ndarray]:
         """Unpadded logits: placement [n, devices, A], scheduling [n, A], elite [n, B]."""
         self._check_devices(devices)
-        batch = batch if batch is not None else build(graph, devices)
+        batch = batch if batch is not None else build(graph, devices, self.config.structure_features)
         out = self._apply(self.params, batch)
         n = graph.num_nodes
         return {"placement": np.asarray(out.placement)[:n, :devices],
@@ -123,5 +123,5 @@ def init_policy(config=None, seed: int = 0, example: Graph | None = None) -> Pol
     config = config or PolicyConfig()
     if example is None:
         example = Graph.from_records([{"id": "a", "bytes": 1}, {"id": "b", "bytes": 1, "inputs": ["a"]}])
-    params = make_network(config).init(jax.random.PRNGKey(seed), build(example, 1))
+    params = make_network(config).init(jax.random.PRNGKey(seed), build(example, 1, config.structure_features))
     return Policy(config, params, {"trained": False})

@@ -9,7 +9,12 @@ Node features (float32[N, NUM_NODE_FEATURES]), each roughly in [0, 1]:
     in/out degree, topological depth from the sources and to the sinks (fractions of the graph's
     depth), share of total bytes, bytes relative to the largest tensor, log bytes of all inputs,
     lifetime span (levels from the node to its last consumer, as a fraction of the depth),
-    is a graph output, log2(devices) / 3, log graph size.
+    is a graph output, log2(devices) / 3, log graph size, log depth.
+Structural features (zero when `structure=False`, an ablation): the node's position in a
+depth-first schedule (`regal.structure.dfs_order`, as a fraction of n), and a one-hot of its part
+in a METIS partition into `num_devices` parts (`regal.structure.metis_placement`, seed 0; four
+columns). They are not in REGAL's paper: they tell the policy where a memory-friendly schedule
+and a cut-minimising placement would put each node, which the heads can then turn into priors.
 Op type: int32[N] index into OP_VOCAB (unknown ops share the last bucket).
 Edges: senders/receivers int32[E] (data and control edges), edge features float32[E, 2]:
     log bytes moved, is control.
@@ -24,6 +29,7 @@ import numpy as np
 from regal import _kernels
 from regal.graph import Graph
 from regal.simulate import kernel_graph
+from regal.structure import dfs_order, metis_placement
 
 __all__ = ["GraphBatch", "OP_VOCAB", "NUM_NODE_FEATURES", "NUM_EDGE_FEATURES", "build", "bucket"]
 
@@ -37,7 +43,9 @@ OP_VOCAB = (
     "logistic", "abs", "power", "and", "or", "op", "<other>",
 )
 _OP_INDEX = {op: i for i, op in enumerate(OP_VOCAB)}
-NUM_NODE_FEATURES = 18
+NUM_BASE_FEATURES = 18
+NUM_PART_FEATURES = 4
+NUM_NODE_FEATURES = NUM_BASE_FEATURES + 1 + NUM_PART_FEATURES
 NUM_EDGE_FEATURES = 2
 _LOG_SCALE = 1.0 / 25.0  # log1p(bytes) of a 1 GiB tensor is ~20.8
 
@@ -78,7 +86,7 @@ def _order_and_levels(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return order, src, sink
 
 
-def build(graph: Graph, num_devices: int) -> GraphBatch:
+def build(graph: Graph, num_devices: int, structure: bool = True) -> GraphBatch:
     """Features of `graph` for a policy deciding over `num_devices` devices, padded."""
     n = graph.num_nodes
     order, src_level, sink_level = _order_and_levels(graph)
@@ -113,6 +121,14 @@ def build(graph: Graph, num_devices: int) -> GraphBatch:
         np.full(n, np.log1p(n) / 12.0),
         np.full(n, np.log1p(depth) / 12.0),
     ], axis=1)
+    extra = np.zeros((n, 1 + NUM_PART_FEATURES))
+    if structure:
+        extra[dfs_order(graph), 0] = np.arange(n) / max(1, n - 1)
+        if num_devices > 1:
+            part = metis_placement(graph, num_devices, seed=0)
+            keep = part < NUM_PART_FEATURES
+            extra[np.flatnonzero(keep), 1 + part[keep]] = 1.0
+    feats = np.concatenate([feats, extra], axis=1)
     assert feats.shape[1] == NUM_NODE_FEATURES
 
     # edges: data edges then control edges, producer -> consumer

@@ -38,6 +38,7 @@ class PolicyConfig(NamedTuple):
     scheduling: bool = True
     elite: bool = False
     default_bias: float = 2.0    # initial logit bonus of action 0
+    structure_features: bool = True  # DFS position and METIS part as node features
 
 
 class Logits(NamedTuple):

@@ -245,7 +245,7 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
         path = train_paths[state.order[step % len(state.order)]]
         d = tc.devices[step % len(tc.devices)]
         g = load(path)
-        batch = build(g, d)
+        batch = build(g, d, cfg.structure_features)
         key, sub = jax.random.split(state.key)
         acts = learner.sample(state.params, batch, sub)
         seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)

@@ -1,0 +1,191 @@
+"""baselines.cpsat and baselines.exact: proven optima against brute force, and their contracts."""
+
+import functools
+
+import numpy as np
+import pytest
+
+import naive
+from randgraph import random_dag
+from baselines import SOLVERS
+from baselines import cpsat, exact
+from regal.decode import chromosome_length, decode
+from regal.graph import Graph
+from regal.simulate import check_schedule, simulate
+from regal.solution import make_solution
+
+# Brute-forceable graphs: 9 nodes on one device, 7 on two (seeds fixed).
+ONE_DEVICE = [(seed, 9) for seed in range(30)]
+TWO_DEVICES = [(500 + seed, 7) for seed in range(15)]
+
+
+@functools.lru_cache(maxsize=None)
+def _graph(seed, n):
+    return random_dag(seed, num_nodes=n)
+
+
+@functools.lru_cache(maxsize=None)
+def _brute_force(seed, n, d):
+    return naive.brute_force_peak(_graph(seed, n), d)
+
+
+def _poor_hint(g, d):
+    """Index-order topological schedule, round-robin placement: CP-SAT must do the work itself."""
+    return make_solution(g, np.arange(g.num_nodes) % d, g.topological_order(), d, method="topo")
+
+
+def test_cases_cover_every_rule():
+    """The brute-force graphs include resident nodes, temp bytes, control edges and outputs."""
+    graphs = [_graph(s, n) for s, n in ONE_DEVICE + TWO_DEVICES]
+    assert sum(int(g.resident.sum()) for g in graphs) >= 10
+    assert sum(int((g.temp_bytes > 0).sum()) for g in graphs) >= 30
+    assert sum(g.num_control_edges for g in graphs) >= 5
+    assert all(any(g.consumers(v).size == 0 for v in range(g.num_nodes)) for g in graphs)
+
+
+def test_cpsat_proves_brute_force_optimum_on_one_device():
+    """On 30 random 9-node DAGs, d = 1, CP-SAT from a poor hint reaches the brute-force optimum, proven."""
+    got = []
+    for seed, n in ONE_DEVICE:
+        sol = cpsat.solve(_graph(seed, n), 1, hint=_poor_hint(_graph(seed, n), 1), time_limit_s=20)
+        got.append((seed, sol.peak_bytes, sol.info["optimal"], sol.info["bound_bytes"]))
+    want = [(seed, _brute_force(seed, n, 1), True, _brute_force(seed, n, 1)) for seed, n in ONE_DEVICE]
+    assert got == want
+
+
+def test_cpsat_proves_brute_force_optimum_on_two_devices():
+    """On 15 random 7-node DAGs, d = 2, CP-SAT from a poor hint reaches the brute-force optimum, proven."""
+    got = []
+    for seed, n in TWO_DEVICES:
+        sol = cpsat.solve(_graph(seed, n), 2, hint=_poor_hint(_graph(seed, n), 2), time_limit_s=20)
+        got.append((seed, sol.peak_bytes, sol.info["optimal"]))
+    want = [(seed, _brute_force(seed, n, 2), True) for seed, n in TWO_DEVICES]
+    assert got == want
+
+
+def test_exact_matches_brute_force_on_one_device():
+    """On the same 30 DAGs the DP, plain and with all reductions, returns the brute-force optimum."""
+    got, num_lazy = [], 0
+    for seed, n in ONE_DEVICE:
+        g = _graph(seed, n)
+        reduced = exact.solve(g, 1, hint=_poor_hint(g, 1))
+        num_lazy += reduced.info["num_lazy"]
+        got.append((seed, exact.solve(g, 1, prune=False, dominance=False).peak_bytes, reduced.peak_bytes))
+    assert got == [(seed, _brute_force(seed, n, 1), _brute_force(seed, n, 1)) for seed, n in ONE_DEVICE]
+    assert num_lazy >= 10  # the lazy-node reduction is exercised
+
+
+def test_exact_and_cpsat_agree_on_larger_graphs():
+    """On 12 random DAGs of 14-22 nodes (too big to brute-force), plain DP, reduced DP and CP-SAT agree."""
+    got, want = [], []
+    for seed in range(12):
+        g = random_dag(2000 + seed, num_nodes=14 + seed % 9)
+        sol = cpsat.solve(g, 1, time_limit_s=20)
+        assert sol.info["optimal"], f"CP-SAT did not prove graph {seed} in 20 s"
+        plain = exact.solve(g, 1, prune=False, dominance=False).peak_bytes
+        got.append((sol.peak_bytes, exact.solve(g, 1).peak_bytes))
+        want.append((plain, plain))
+    assert got == want
+
+
+def test_model_objective_equals_simulation_for_fixed_schedules():
+    """With placement and order fixed, the CP-SAT model's optimum is the SPEC simulation, d = 1..3."""
+    mismatches = []
+    for seed in range(36):
+        d = 1 + seed % 3
+        g = random_dag(3000 + seed, num_nodes=10 + seed % 25)
+        keys = np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d))
+        placement, order = decode(g, keys, d)
+        built = cpsat.build_model(g, d)
+        built.add_hint(placement, order, fix=True)
+        solver = cpsat.cp_model.CpSolver()
+        solver.parameters.num_workers = 2
+        solver.parameters.max_time_in_seconds = 20
+        status = solver.solve(built.model)
+        canonical = cpsat._canonical_devices(np.asarray(placement), d)
+        want = simulate(g, canonical, order, d).peak_bytes
+        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        if got != want:
+            mismatches.append((seed, d, got, want))
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("name,d", [("cpsat", 1), ("cpsat", 2), ("exact", 1)])
+def test_solution_peak_is_fresh_simulation_and_bounds_hold(name, d):
+    """Registry solvers return valid schedules: peak = fresh simulation >= lower bound >= ... bound <= peak."""
+    for seed in range(6):
+        g = random_dag(4000 + seed, num_nodes=10 + 2 * seed)
+        sol = SOLVERS[name](g, d, time_limit_s=2, seed=seed)
+        check_schedule(g, sol.placement, sol.order, d)
+        assert sol.method == name
+        assert sol.peak_bytes == simulate(g, sol.placement, sol.order, d).peak_bytes
+        assert sol.peak_bytes >= g.lower_bound(d)
+        assert g.lower_bound(d) <= sol.info["bound_bytes"] <= sol.peak_bytes
+        if sol.info["optimal"]:
+            assert sol.info["bound_bytes"] == sol.peak_bytes
+
+
+def test_cpsat_never_returns_worse_than_its_hint_on_a_large_graph():
+    """On a 150-node DAG with a 5 s limit, CP-SAT returns a valid schedule no worse than its hint, d = 1, 2."""
+    g = random_dag(77, num_nodes=150)
+    for d in (1, 2):
+        hint = make_solution(g, np.arange(g.num_nodes) % d, g.topological_order(), d, method="topo")
+        sol = cpsat.solve(g, d, hint=hint, time_limit_s=5)
+        check_schedule(g, sol.placement, sol.order, d)
+        assert sol.info["hint_peak_bytes"] == hint.peak_bytes
+        assert sol.peak_bytes <= hint.peak_bytes
+        assert sol.peak_bytes == simulate(g, sol.placement, sol.order, d).peak_bytes
+        assert sol.info["bound_bytes"] <= sol.peak_bytes
+        assert sol.seconds < 5 + 3
+
+
+def test_exact_refuses_a_too_wide_graph_by_name():
+    """40 independent consumers of one root have C(40, k) executable sets: the DP refuses, naming the graph."""
+    g = Graph.from_records([{"id": "root", "bytes": 7}]
+                           + [{"id": f"v{i}", "bytes": 1 + i, "inputs": ["root"]} for i in range(40)],
+                           name="wide40")
+    with pytest.raises(ValueError, match=r"exact: graph 'wide40' has more than 10,000 executable sets"):
+        exact.solve(g, 1, max_states=10_000, prune=False)
+
+
+def test_exact_refuses_more_than_one_device_by_name():
+    """The DP orders one device; d = 2 is refused with a message naming the graph."""
+    g = random_dag(1, num_nodes=5)
+    with pytest.raises(ValueError, match=r"exact: graph 'random1' asks for 2 devices"):
+        exact.solve(g, 2)
+
+
+def test_exact_keeps_resident_nodes_first_and_all_on_device_zero():
+    """The DP's order starts with the resident nodes and its placement is all device 0."""
+    g = random_dag(11, num_nodes=14)
+    sol = exact.solve(g, 1)
+    num_resident = int(g.resident.sum())
+    assert num_resident > 0
+    assert sorted(sol.order[:num_resident].tolist()) == np.flatnonzero(g.resident).tolist()
+    assert sol.placement.tolist() == [0] * g.num_nodes
+
+
+def test_spec_worked_example_chain_is_solved_exactly():
+    """SPEC section 3: chain a(4) -> b(2) -> c(1) has optimum 6 on one device for both solvers."""
+    g = Graph.from_records([{"id": "a", "bytes": 4}, {"id": "b", "bytes": 2, "inputs": ["a"]},
+                            {"id": "c", "bytes": 1, "inputs": ["b"]}], name="chain")
+    assert exact.solve(g, 1).peak_bytes == 6
+    sol = cpsat.solve(g, 1)
+    assert (sol.peak_bytes, sol.info["optimal"]) == (6, True)
+
+
+@pytest.mark.slow
+def test_cpsat_and_exact_match_brute_force_on_bigger_graphs():
+    """Slow: 10-node DAGs on one device and 7-node DAGs on two, against brute force."""
+    for seed in range(20):
+        g = random_dag(6000 + seed, num_nodes=10)
+        want = naive.brute_force_peak(g, 1)
+        sol = cpsat.solve(g, 1, hint=_poor_hint(g, 1), time_limit_s=30)
+        assert (sol.peak_bytes, sol.info["optimal"]) == (want, True)
+        assert exact.solve(g, 1, prune=False, dominance=False).peak_bytes == want
+        assert exact.solve(g, 1).peak_bytes == want
+    for seed in range(15):
+        g = random_dag(7000 + seed, num_nodes=7)
+        want = naive.brute_force_peak(g, 2)
+        sol = cpsat.solve(g, 2, hint=_poor_hint(g, 2), time_limit_s=30)
+        assert (sol.peak_bytes, sol.info["optimal"]) == (want, True)
