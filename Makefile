@@ -12,7 +12,7 @@ $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=23"
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
-	$(BIN)/python -c "import regal.optimize as o; o.warmup()"
+	$(BIN)/python -c "import regal; regal.warmup()"
 	touch $@
 
 demo: $(BIN)/.installed

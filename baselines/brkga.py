@@ -10,7 +10,7 @@ import json
 import os
 
 from regal.brkga import BrkgaConfig
-from regal.optimize import optimize
+from regal.search import optimize
 
 TUNED_PATH = os.path.join(os.path.dirname(__file__), "tuned_brkga.json")
 

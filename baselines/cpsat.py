@@ -81,7 +81,7 @@ def solve(graph: Graph, devices: int, *, time_limit_s: float | None = None, seed
 
     # 1. Hint: a heuristic solution (plain BRKGA unless one is given).
     if hint is None:
-        from regal.optimize import optimize
+        from regal.search import optimize
         hint = optimize(graph, devices=devices, budget=hint_budget, seed=seed, time_limit_s=limit / 4)
         hint_source = f"brkga-{hint_budget}"
     else:

@@ -80,7 +80,7 @@ def solve(graph: Graph, devices: int = 1, *, time_limit_s: float | None = None, 
     upper = None
     if prune:
         if hint is None:
-            from regal.optimize import optimize
+            from regal.search import optimize
             hint = optimize(graph, devices=1, budget=hint_budget, seed=seed)
         else:
             hint = make_solution(graph, np.zeros(n, dtype=np.int32), hint.order, 1, method=hint.method)

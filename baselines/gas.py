@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from regal.optimize import optimize
+from regal.search import optimize
 
 
 def solve(graph, devices, *, time_limit_s=None, seed=0, budget=5000, policy="gas", **options):

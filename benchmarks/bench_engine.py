@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import regal  # noqa: E402
 from regal.decode import chromosome_length, decode_evaluate, evaluate_population  # noqa: E402
-from regal.optimize import numba_threads, optimize, warmup  # noqa: E402
+from regal.search import numba_threads, optimize, warmup  # noqa: E402
 
 
 def median_time(fn, repeats: int) -> float:
@@ -128,7 +128,7 @@ def population_rss_mib(d: int) -> float:
     """Peak RSS growth of a fresh process running 3 generations (population 100) on the 80K graph."""
     code = (
         "import resource, sys; sys.path.insert(0, '.');"
-        "from benchmarks.bench_engine import graph_80k; from regal.optimize import optimize;"
+        "from benchmarks.bench_engine import graph_80k; from regal.search import optimize;"
         "g = graph_80k(); optimize(g, devices=%d, budget=30, seed=0);"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
         "optimize(g, devices=%d, budget=260, seed=0);"

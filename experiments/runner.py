@@ -68,7 +68,7 @@ def _solve(method: Method, graph, devices: int, seed: int):
     if method.solver == "regal":
         from dataclasses import replace
 
-        from regal.optimize import optimize
+        from regal.search import optimize
         from regal.policy import load_policy
         pol = load_policy(opts.pop("policy", "default"))
         heads = opts.pop("heads", None)

@@ -146,7 +146,7 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, threads, output, as_json):
-    from regal.optimize import optimize
+    from regal.search import optimize
     g = load_graph(graph_path)
     interrupted = []
 

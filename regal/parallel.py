@@ -52,7 +52,7 @@ def cached_graph(path: str):
 
 def run_brkga(path: str, devices: int, seed: int, budget: int, priors_arrays=None) -> int:
     """Peak of one BRKGA run on one thread: plain, or with priors given as (alpha, beta, inherit)."""
-    from regal.optimize import optimize
+    from regal.search import optimize
     from regal.priors import Priors
     g = cached_graph(path)
     priors = Priors(*priors_arrays) if priors_arrays is not None else None

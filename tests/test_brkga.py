@@ -1,4 +1,4 @@
-"""regal.brkga, regal.priors and regal.optimize: the BRKGA's invariants."""
+"""regal.brkga, regal.priors and regal.search (regal.optimize): the BRKGA's invariants."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from randgraph import random_dag
 from regal import brkga
 from regal.brkga import BrkgaConfig
 from regal.decode import chromosome_length
-from regal.optimize import optimize
+from regal.search import optimize
 from regal.priors import Priors, sample_keys, uniform_priors
 
 CFG = BrkgaConfig(population_size=20, elite_fraction=0.2, mutant_fraction=0.15, elite_inheritance=0.7)

@@ -102,7 +102,7 @@ def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch)
     """A SIGINT during the search stops it and the best solution so far is still written."""
     import os
     import signal
-    import regal.optimize as opt
+    import regal.search as opt
     g, p = graph_file
     real = opt.evaluate_population
     calls = []

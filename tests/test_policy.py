@@ -7,7 +7,7 @@ import pytest
 
 from randgraph import random_dag
 from regal.graph import save
-from regal.optimize import optimize
+from regal.search import optimize
 from regal.policy import Actions, init_policy, load_policy, to_priors
 from regal.policy.features import NUM_NODE_FEATURES, build, bucket
 from regal.policy.network import PolicyConfig
