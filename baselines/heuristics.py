@@ -26,11 +26,11 @@ import numba
 import numpy as np
 
 from baselines.partition import _check_devices
-from regal.structure import concat_csr, dfs_postorder, metis_placement
-from regal import _kernels
+from regal.decode import order_by_priority
 from regal.graph import Graph
 from regal.simulate import kernel_graph, simulate
 from regal.solution import Solution, make_solution
+from regal.structure import concat_csr, dfs_postorder, metis_placement
 
 __all__ = ["solve_xla", "solve_xla_heuristics", "solve_inductor_heuristics", "solve_greedy",
            "solve_random", "xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order",
@@ -606,9 +606,7 @@ def solve_random(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0
     rng = np.random.default_rng(seed)
     n = graph.num_nodes
     placement = rng.integers(0, devices, size=n).astype(np.int32)
-    kg = kernel_graph(graph)
-    order = np.empty(n, dtype=np.int32)
-    _kernels.priority_order(rng.random(n), n, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, order)
+    order = order_by_priority(graph, rng.random(n))
     return make_solution(graph, placement, order, devices, method="random", evaluations=1,
                          seconds=time.perf_counter() - t0, info={"seed": seed})
 

@@ -41,9 +41,8 @@ import time
 import numpy as np
 
 from baselines.partition import _check_devices, dfs_order, metis_placement
-from regal import _kernels
 from regal.graph import Graph
-from regal.simulate import kernel_graph
+from regal.simulate import kernel_graph, peak_of
 from regal.solution import Solution, make_solution
 
 __all__ = ["solve", "SHIFT", "START_NAMES"]
@@ -92,10 +91,7 @@ class _Evaluator:
 
     def __call__(self, placement: np.ndarray, order: np.ndarray, trace: np.ndarray) -> tuple:
         """The score of one schedule (one evaluation); its step trace is written to `trace`."""
-        kg = self.kg
-        peak = int(_kernels.simulate_peak(order, placement, kg.num_nodes, self.d, kg.in_ptr,
-                                          kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp,
-                                          kg.resident, self.device_peak, trace))
+        peak = peak_of(self.kg, placement, order, self.d, self.device_peak, trace)
         self.count += 1
         at_peak = trace == peak
         at_peak = int(np.count_nonzero(at_peak[~self.resident[order]]))  # resident steps repeat

@@ -127,7 +127,8 @@ def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str =
     import matplotlib.pyplot as plt
     ref_final = {(r["dataset"], r["graph"], r["devices"], r["seed"]): r["peak_bytes"]
                  for r in rows if r["method"] == reference and r.get("peak_bytes")}
-    grid = np.unique(np.geomspace(100, max(budget, 100), 60).astype(int))
+    longest = max([r.get("evaluations", 0) or 0 for r in rows if r["method"] in methods] + [budget, 100])
+    grid = np.unique(np.geomspace(100, longest, 80).astype(int))
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, m in enumerate(methods):
         curves = []
@@ -137,8 +138,9 @@ def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str =
                 curves.append(_curve(r["info"]["history"], grid) / ref_final[key])
         if not curves:
             continue
-        c = np.nanmean(np.array(curves), axis=0)
-        ax.plot(grid, (c - 1) * 100, color=f"C{i}", label=f"{m} ({len(curves)} runs)")
+        c = np.array(curves)
+        upto = grid <= max(r["evaluations"] for r in rows if r["method"] == m)
+        ax.plot(grid[upto], (np.nanmean(c, axis=0)[upto] - 1) * 100, color=f"C{i}", label=f"{m} ({len(curves)} runs)")
     ax.axhline(0, color="k", lw=0.5)
     ax.axvline(budget, color="0.6", ls=":", lw=0.8)
     ax.set_xscale("log")

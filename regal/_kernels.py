@@ -81,22 +81,51 @@ def _heap_pop(hkey, hnode, size):
 
 
 @numba.njit(**_JIT)
-def priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, order):
+def priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, resident, order):
     """Kahn's algorithm taking the ready node of highest prio (ties to the lower index).
 
     prio: float64[n]. Writes order: int32[n]; returns the number of nodes ordered (n for a DAG).
     The ready set is a binary max-heap holding keys inline (no indirect loads when sifting).
+    Resident nodes (no inputs, ready from the start, often hundreds of weights) wait in a list
+    sorted once by (priority desc, index) instead, and each step takes the higher of the two
+    heads: the same order, with a heap that stays small.
     """
     indeg = pred_cnt.copy()
     hkey = np.empty(n, dtype=np.float64)
     hnode = np.empty(n, dtype=np.int32)
     size = 0
+    num_res = 0
     for v in range(n):
-        if indeg[v] == 0:
+        if resident[v]:
+            num_res += 1
+    res_key = np.empty(num_res, dtype=np.float64)
+    res_node = np.empty(num_res, dtype=np.int32)
+    j = 0
+    for v in range(n):
+        if resident[v]:
+            res_key[j] = -prio[v]
+            res_node[j] = v
+            j += 1
+        elif indeg[v] == 0:
             size = _heap_push(hkey, hnode, size, prio[v], v)
+    by_prio = np.argsort(res_key, kind="mergesort")  # stable: equal keys keep increasing index
+    next_res = 0
     t = 0
-    while size > 0:
-        v, size = _heap_pop(hkey, hnode, size)
+    while size > 0 or next_res < num_res:
+        take_res = False
+        if next_res < num_res:
+            r = res_node[by_prio[next_res]]
+            if size == 0:
+                take_res = True
+            else:
+                pr = prio[r]
+                top = hkey[0]
+                take_res = pr > top or (pr == top and r < hnode[0])
+        if take_res:
+            v = res_node[by_prio[next_res]]
+            next_res += 1
+        else:
+            v, size = _heap_pop(hkey, hnode, size)
         order[t] = v
         t += 1
         for e in range(succ_ptr[v], succ_ptr[v + 1]):
@@ -129,11 +158,13 @@ def longest_path_levels(order, succ_ptr, succ_idx, from_sources, to_sinks):
 
 
 @numba.njit(**_JIT)
-def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
+def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
                   nbytes, temp, resident, device_peak, trace):
     """Peak memory of a placement and global order under SPEC.md section 3.
 
-    order: int32[n] topological; placement: int32[n] in [0, d). Writes device_peak: int64[d]
+    order: int32[n] topological; placement: int32[n] in [0, d); in_bytes: int64[E] and
+    in_resident: bool[E] are the bytes and resident flag of each data edge's producer (per-edge
+    copies, read sequentially). Writes device_peak: int64[d]
     and returns max(device_peak). trace: int64[n, d] or int64[0, d]; when it has n rows, row t
     receives every device's bytes while step t runs (temp included on the running device).
     """
@@ -172,19 +203,25 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
         device_peak[0] = peak
         return peak
 
-    # remaining[u*d + k]: consumers of u placed on k that have not run yet.
-    # pending[u]: devices other than u's home that host a consumer of u and lack their copy.
-    remaining = np.zeros(n * d, dtype=np.int32)
-    pending = np.zeros(n, dtype=np.int32)
+    # One record per node, so that an input's whole state is one cache line:
+    #   st[u, 0]            u's home device
+    #   st[u, 1]            devices other than home that host a consumer of u and lack the copy
+    #   st[u, 2 + k]        consumers of u on device k that have not run yet
+    #   st[u, 2 + d + k]    for a remote k: u's copy has arrived; for k = home: u has been freed
+    # Each step walks its inputs once: copies in, and the frees it causes, which are applied
+    # after the peak is taken (an input's state depends only on its own iteration). The updates
+    # are written without branches: placements are random, so branches would mispredict.
+    W = 2 + 2 * d
+    st = np.zeros((n, W), dtype=np.int32)
+    for v in range(n):
+        st[v, 0] = placement[v]
     for u in range(n):
-        home_slot = u * d + placement[u]
+        h = st[u, 0]
         for e in range(out_ptr[u], out_ptr[u + 1]):
-            slot = u * d + placement[out_idx[e]]
-            if remaining[slot] == 0 and slot != home_slot:
-                pending[u] += 1
-            remaining[slot] += 1
-    # done[u*d + k]: for a remote device k, u's copy has arrived; for k = u's home, u is freed.
-    done = np.zeros(n * d, dtype=np.bool_)
+            k = st[out_idx[e], 0]
+            c = st[u, 2 + k]
+            st[u, 1] += (c == 0) & (k != h)
+            st[u, 2 + k] = c + 1
 
     for t in range(n):
         v = order[t]
@@ -193,18 +230,29 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
                 for j in range(d):
                     trace[t, j] = res[j]
             continue
-        k = placement[v]
+        k = st[v, 0]
         r = res[k]
-        first = in_ptr[v]
-        last = in_ptr[v + 1]
-        # 1. copy in
-        for e in range(first, last):
+        freed = 0
+        for e in range(in_ptr[v], in_ptr[v + 1]):
             u = in_idx[e]
-            slot = u * d + k
-            if placement[u] != k and not done[slot]:
-                done[slot] = True
-                r += nbytes[u]
-                pending[u] -= 1
+            b = in_bytes[e]
+            h = st[u, 0]
+            remote = h != k
+            # 1. copy in
+            need = remote & (st[u, 2 + d + k] == 0)
+            st[u, 2 + d + k] |= need
+            r += b * need
+            pend = st[u, 1] - need
+            st[u, 1] = pend
+            # 3. free (deferred): the copy on k after its last consumer there; the home copy
+            # once every home consumer has run and every other device has its copy
+            left = st[u, 2 + k] - 1
+            st[u, 2 + k] = left
+            freed += b * (remote & (left == 0))
+            free_home = (not in_resident[e]) & (pend == 0) & (st[u, 2 + h] == 0) & (st[u, 2 + d + h] == 0)
+            st[u, 2 + d + h] |= free_home
+            freed += b * (free_home & (not remote))
+            res[h] -= b * (free_home & remote)
         # 2. run
         r += nbytes[v]
         if r + temp[v] > device_peak[k]:
@@ -213,24 +261,7 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
             res[k] = r + temp[v]
             for j in range(d):
                 trace[t, j] = res[j]
-        # 3. free
-        for e in range(first, last):
-            u = in_idx[e]
-            h = placement[u]
-            slot = u * d + k
-            left = remaining[slot] - 1
-            remaining[slot] = left
-            if h != k:
-                if left == 0:
-                    r -= nbytes[u]  # the last consumer on k has run: drop the copy
-                home = u * d + h
-                if pending[u] == 0 and remaining[home] == 0 and not resident[u] and not done[home]:
-                    done[home] = True
-                    res[h] -= nbytes[u]
-            elif left == 0 and pending[u] == 0 and not resident[u]:
-                done[slot] = True
-                r -= nbytes[u]
-        res[k] = r
+        res[k] = r - freed
 
     peak = device_peak[0]
     for k in range(1, d):
@@ -240,8 +271,8 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
 
 
 @numba.njit(**_JIT)
-def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                    nbytes, temp, resident, placement, order, device_peak, no_trace):
+def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident,
+                    out_ptr, out_idx, nbytes, temp, resident, placement, order, device_peak, no_trace):
     """Decode one chromosome (SPEC.md section 5) and return its peak memory (section 3).
 
     keys: float64[n*(d+1)], node v's affinities at keys[v*(d+1) : v*(d+1)+d], its priority at
@@ -252,14 +283,14 @@ def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, ou
     w = d + 1
     for v in range(n):
         prio[v] = keys[v * w + d]
-    priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, order)
-    return simulate_peak(order, placement, n, d, in_ptr, in_idx, out_ptr, out_idx,
+    priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, resident, order)
+    return simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
                          nbytes, temp, resident, device_peak, no_trace)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                        out_ptr, out_idx, nbytes, temp, resident, fitness):
+def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes,
+                        in_resident, out_ptr, out_idx, nbytes, temp, resident, fitness):
     """fitness[i] = peak memory of chromosome population[i]; chromosomes decoded in parallel.
 
     population: float64[m, n*(d+1)]; fitness: float64[m]. Each chromosome is decoded on its own,
@@ -272,17 +303,19 @@ def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, 
         order = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
         fitness[i] = decode_simulate(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr,
-                                     in_idx, out_ptr, out_idx, nbytes, temp, resident,
-                                     placement, order, device_peak, no_trace)
+                                     in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
+                                     resident, placement, order, device_peak, no_trace)
 
 
-@numba.njit(**_JIT)
+@numba.njit(parallel=True, nogil=True, cache=True)
 def biased_crossover(population, elite_parent, other_parent, coin, inherit, children):
     """children[j] takes gene g from population[elite_parent[j]] when coin[j, g] < inherit[g],
     else from population[other_parent[j]] (Goncalves and Resende's parametrized uniform crossover).
+
+    coin: uint16[m, L] uniform random; inherit: int32[L], the inheritance probability times 65536.
     """
     m, L = children.shape
-    for j in range(m):
+    for j in numba.prange(m):
         a = population[elite_parent[j]]
         b = population[other_parent[j]]
         c = coin[j]

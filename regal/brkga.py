@@ -8,7 +8,9 @@ An ask/tell optimizer over chromosomes of random keys in [0, 1). It sees keys an
 One generation: the elite (the best `num_elites` chromosomes) survives unchanged and keeps its
 fitness; `num_mutants` new chromosomes are drawn from the priors; the rest are children of one
 elite and one non-elite parent, each gene taken from the elite parent with the elite-inheritance
-probability. Only mutants and children are evaluated, so a generation costs
+probability (drawn as a 16-bit coin: the probability is rounded to a multiple of 1/65536, which
+costs a quarter of a float64 draw per gene). Only mutants and children are evaluated, so a
+generation costs
 `population_size - num_elites` evaluations. A fitness that is NaN (a failed evaluation) counts
 as +inf and can never become the best.
 
@@ -110,9 +112,10 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
     sample_keys(priors, candidates[:M])
     elite_parent = rng.integers(0, E, size=num_children)
     other_parent = rng.integers(E, P, size=num_children)
-    coin = rng.random((num_children, L))
-    inherit = (priors.gene_inheritance(config.elite_inheritance) if priors is not None
-               and priors.elite_inheritance is not None else np.full(L, config.elite_inheritance))
+    coin = rng.integers(0, 65536, size=(num_children, L), dtype=np.uint16)
+    rho = (priors.gene_inheritance(config.elite_inheritance) if priors is not None
+           and priors.elite_inheritance is not None else np.full(L, config.elite_inheritance))
+    inherit = np.rint(rho * 65536).astype(np.int32)
     _kernels.biased_crossover(state.population, elite_parent, other_parent, coin, inherit,
                               candidates[M:])
     return candidates, state

@@ -266,6 +266,8 @@ def solve_cmd(method, graph_path, devices, time_limit_s, seed, output, list_meth
 @click.option("--budget", default=5000, show_default=True, type=click.IntRange(1))
 @click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
 @click.option("--entropy", "entropy_coef", default=0.01, show_default=True, type=float)
+@click.option("--imitate", "imitation_steps", default=0, show_default=True, type=click.IntRange(0),
+              help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
 @click.option("--heads", default="placement,scheduling", show_default=True,
               help="active heads: any of placement, scheduling, elite")
@@ -276,8 +278,9 @@ def solve_cmd(method, graph_path, devices, time_limit_s, seed, output, list_meth
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @_friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
-              budget, learning_rate, entropy_coef, kind, heads, workers, scheduler, seed, fresh, out_dir):
-    from regal.dataset import split_paths
+              budget, learning_rate, entropy_coef, imitation_steps, kind, heads, workers, scheduler, seed,
+              fresh, out_dir):
+    from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
     from regal.policy.reinforce import TrainConfig, train
@@ -288,13 +291,14 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     train_paths = split_paths(split, manifest=manifest, max_nodes=max_nodes)
     if synthetic:
         train_paths += split_paths(split, manifest=manifest, synthetic=True)
-    valid_paths = split_paths(valid_split, manifest=manifest, max_nodes=max_nodes)[:max_valid]
+    valid_paths = spread(split_paths(valid_split, manifest=manifest, max_nodes=max_nodes), max_valid, manifest)
     if not train_paths:
         raise click.ClickException(f"no training graphs in split {split!r}")
     pc = PolicyConfig(kind=kind, placement="placement" in active, scheduling="scheduling" in active,
                       elite="elite" in active, max_devices=max(4, max(devices)))
     tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
-                     learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed)
+                     learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
+                     imitation_steps=imitation_steps)
     click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
                f"devices {list(devices)}, heads {sorted(active)}")
     with dask_client(scheduler, workers) as client:

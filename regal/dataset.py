@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["DATA_DIR", "manifest_path", "load_manifest", "split_paths", "split_names"]
+__all__ = ["DATA_DIR", "manifest_path", "load_manifest", "split_paths", "split_names", "spread"]
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 
@@ -50,4 +50,23 @@ def split_paths(split: str, manifest: str | None = None, synthetic: bool = False
         if shipped_only and not os.path.exists(path):
             continue
         out.append(path)
+    return out
+
+
+def spread(paths: list[str], k: int, manifest: str | None = None, synthetic: bool = False) -> list[str]:
+    """Up to k of `paths`, taken round-robin over model families (then in manifest order)."""
+    if k >= len(paths):
+        return list(paths)
+    graphs = load_manifest(manifest, synthetic)["graphs"]
+    by_family: dict[str, list[str]] = {}
+    for p in paths:
+        name = os.path.basename(p)[:-len(".json.gz")] if p.endswith(".json.gz") else os.path.basename(p)
+        by_family.setdefault(graphs.get(name, {}).get("family", ""), []).append(p)
+    queues = [list(v[::-1]) for v in by_family.values()]
+    out: list[str] = []
+    while len(out) < k:
+        for q in queues:
+            if q and len(out) < k:
+                # the family's graphs are taken evenly spaced: first, last, middle, ...
+                out.append(q.pop(len(q) // 2 if len(out) >= len(queues) else -1))
     return out

@@ -14,7 +14,7 @@ from regal.graph import Graph
 from regal.simulate import Simulation, kernel_graph
 
 __all__ = ["chromosome_length", "priority_gene_mask", "decode", "decode_evaluate", "encode",
-           "evaluate_population"]
+           "evaluate_population", "order_by_priority"]
 
 
 def chromosome_length(num_nodes: int, num_devices: int) -> int:
@@ -46,9 +46,9 @@ def decode_evaluate(graph: Graph, keys, num_devices: int) -> tuple[np.ndarray, n
     order = np.empty(n, dtype=np.int32)
     device_peak = np.empty(num_devices, dtype=np.int64)
     peak = _kernels.decode_simulate(keys, n, num_devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx,
-                                    kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes,
-                                    kg.temp, kg.resident, placement, order, device_peak,
-                                    np.empty((0, num_devices), dtype=np.int64))
+                                    kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
+                                    kg.out_idx, kg.nbytes, kg.temp, kg.resident, placement, order,
+                                    device_peak, np.empty((0, num_devices), dtype=np.int64))
     return placement, order, Simulation(int(peak), device_peak)
 
 
@@ -85,6 +85,15 @@ def evaluate_population(graph: Graph, population, num_devices: int) -> np.ndarra
     kg = kernel_graph(graph)
     fitness = np.empty(population.shape[0], dtype=np.float64)
     _kernels.evaluate_population(population, kg.num_nodes, num_devices, kg.pred_cnt, kg.succ_ptr,
-                                 kg.succ_idx, kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx,
-                                 kg.nbytes, kg.temp, kg.resident, fitness)
+                                 kg.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident,
+                                 kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, fitness)
     return fitness
+
+
+def order_by_priority(graph: Graph, prio: np.ndarray) -> np.ndarray:
+    """int32[n]: Kahn's algorithm taking the ready node of highest `prio` (ties to the lower index)."""
+    kg = kernel_graph(graph)
+    order = np.empty(kg.num_nodes, dtype=np.int32)
+    _kernels.priority_order(np.ascontiguousarray(prio, dtype=np.float64), kg.num_nodes, kg.pred_cnt,
+                            kg.succ_ptr, kg.succ_idx, kg.resident, order)
+    return order

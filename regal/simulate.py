@@ -14,7 +14,7 @@ from regal import _kernels
 from regal.graph import Graph
 
 __all__ = ["ScheduleError", "Simulation", "KernelGraph", "kernel_graph", "check_schedule",
-           "simulate", "memory_trace"]
+           "simulate", "memory_trace", "peak_of"]
 
 
 class ScheduleError(ValueError):
@@ -39,6 +39,8 @@ class KernelGraph(NamedTuple):
     nbytes: np.ndarray     # int64[n]
     temp: np.ndarray       # int64[n]
     resident: np.ndarray   # bool[n]
+    in_bytes: np.ndarray   # int64[E]  bytes of each data edge's producer (nbytes[in_idx])
+    in_resident: np.ndarray  # bool[E]  whether each data edge's producer is resident
 
 
 def kernel_graph(graph: Graph) -> KernelGraph:
@@ -52,7 +54,9 @@ def kernel_graph(graph: Graph) -> KernelGraph:
             in_ptr=c(graph.in_ptr, dtype=np.int64), in_idx=c(graph.in_idx, dtype=np.int32),
             out_ptr=c(graph.out_ptr, dtype=np.int64), out_idx=c(graph.out_idx, dtype=np.int32),
             nbytes=c(graph.bytes, dtype=np.int64), temp=c(graph.temp_bytes, dtype=np.int64),
-            resident=c(graph.resident, dtype=np.bool_))
+            resident=c(graph.resident, dtype=np.bool_),
+            in_bytes=c(graph.bytes[graph.in_idx], dtype=np.int64),
+            in_resident=c(graph.resident[graph.in_idx], dtype=np.bool_))
     return graph._cached("kernel_graph", make)
 
 
@@ -95,14 +99,24 @@ def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np
     return (np.ascontiguousarray(placement, dtype=np.int32), np.ascontiguousarray(order, dtype=np.int32))
 
 
+def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, num_devices: int,
+            device_peak: np.ndarray, trace: np.ndarray | None = None) -> int:
+    """The kernel, unchecked: for callers that evaluate many schedules they built themselves.
+
+    placement, order: int32[n], already valid; device_peak: int64[num_devices] is written.
+    """
+    if trace is None:
+        trace = np.empty((0, num_devices), dtype=np.int64)
+    return int(_kernels.simulate_peak(order, placement, kg.num_nodes, num_devices, kg.in_ptr, kg.in_idx,
+                                      kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes,
+                                      kg.temp, kg.resident, device_peak, trace))
+
+
 def _run(graph: Graph, placement, order, num_devices: int, trace: np.ndarray) -> Simulation:
     placement, order = check_schedule(graph, placement, order, num_devices)
-    kg = kernel_graph(graph)
     device_peak = np.zeros(num_devices, dtype=np.int64)
-    peak = _kernels.simulate_peak(order, placement, kg.num_nodes, num_devices, kg.in_ptr, kg.in_idx,
-                                  kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
-                                  device_peak, trace)
-    return Simulation(int(peak), device_peak)
+    peak = peak_of(kernel_graph(graph), placement, order, num_devices, device_peak, trace)
+    return Simulation(peak, device_peak)
 
 
 def simulate(graph: Graph, placement, order, num_devices: int) -> Simulation:

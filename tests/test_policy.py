@@ -67,7 +67,10 @@ def test_untrained_policy_prefers_plain_brkga_and_saves_losslessly(kind, tmp_pat
 
 
 def test_gnn_is_permutation_equivariant():
-    """Renumbering the nodes renumbers the GNN's outputs and changes nothing else."""
+    """Renumbering the nodes renumbers the GNN's outputs and changes nothing else.
+
+    (Checked without the structural features: a DFS order and a METIS partition break ties by
+    node index, so those two features themselves depend on the numbering.)"""
     import regal
     from regal.decode import decode
     g = random_dag(8, num_nodes=40)
@@ -75,7 +78,7 @@ def test_gnn_is_permutation_equivariant():
     _, order = decode(g, np.random.default_rng(0).random(2 * g.num_nodes), 1)  # a random topological order
     h = regal.Graph.from_records([recs[v] for v in order])
     assert h.ids != g.ids
-    pol = init_policy(PolicyConfig(kind="gnn"), seed=3)
+    pol = init_policy(PolicyConfig(kind="gnn", structure_features=False), seed=3)
     # give the heads non-zero weights so the outputs depend on the node
     pol.params = {m: {k: (v + 0.1 if m.startswith("head") and k == "w" else v) for k, v in d.items()}
                   for m, d in pol.params.items()}

@@ -28,6 +28,7 @@ import numpy as np
 
 from regal import _kernels
 from regal.graph import Graph
+from regal.decode import order_by_priority
 from regal.simulate import kernel_graph
 from regal.structure import dfs_order, metis_placement
 
@@ -78,8 +79,7 @@ def _order_and_levels(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """A topological order, and each node's longest-path level from the sources and to the sinks."""
     kg = kernel_graph(graph)
     n = graph.num_nodes
-    order = np.empty(n, dtype=np.int32)
-    _kernels.priority_order(np.zeros(n), n, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, order)
+    order = order_by_priority(graph, np.zeros(n))  # lowest index first among ready nodes
     src = np.zeros(n, dtype=np.int64)
     sink = np.zeros(n, dtype=np.int64)
     _kernels.longest_path_levels(order, kg.succ_ptr, kg.succ_idx, src, sink)

@@ -10,7 +10,7 @@
 - "gas" (graph-as-sequence, REGAL's GAS baseline): the same embeddings read as a sequence in a
   topological order by a bidirectional GRU; no message passing.
 
-Both end in the same per-node heads. Head biases start at a preference for action 0 (plain
+Both end in the same per-node heads, which read the final node state and the raw node features. Head biases start at a preference for action 0 (plain
 BRKGA's choice), so an untrained policy begins near plain BRKGA and learns departures from it.
 The functions are pure and jit-able; callers decide where to `jit`.
 """
@@ -102,6 +102,9 @@ def make_network(cfg: PolicyConfig) -> hk.Transformed:
 
     def forward(batch: GraphBatch) -> Logits:
         h = _gnn(batch, cfg) if cfg.kind == "gnn" else _gas(batch, cfg)
+        # the heads also read the raw node features (a skip connection), so a prior that is a
+        # simple function of one feature (e.g. the DFS position) is one linear map away
+        h = jnp.concatenate([h, batch.nodes], axis=-1)
         zeros = hk.initializers.Constant(0.0)
         prefer_a = jnp.zeros(A).at[0].set(cfg.default_bias)
         prefer_b = jnp.zeros(B).at[0].set(cfg.default_bias)

@@ -47,6 +47,9 @@ class TrainConfig(NamedTuple):
     checkpoint_every: int = 20
     validate_every: int = 50
     valid_seeds: int = 2
+    imitation_steps: int = 0     # warm start: cross-entropy steps toward the structural teacher
+    imitation_smoothing: float = 0.3
+    imitation_lr: float = 1e-3
 
 
 class _TrainState(NamedTuple):
@@ -125,6 +128,65 @@ def _actions_of(acts: dict, j: int, n: int, d: int, cfg) -> Actions:
     return Actions(np.asarray(acts["placement"][j])[:n, :d] if cfg.placement else None,
                    np.asarray(acts["scheduling"][j])[:n] if cfg.scheduling else None,
                    np.asarray(acts["elite"][j])[:n] if cfg.elite else None)
+
+
+def imitate(policy: Policy, paths, devices, steps: int, lr: float, smoothing: float, seed: int = 0,
+            log=print) -> dict:
+    """Warm start: `steps` Adam steps of label-smoothed cross-entropy toward `teacher_actions`."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from regal.policy.network import make_network
+    from regal.policy.teacher import teacher_actions
+    cfg = policy.config
+    net = make_network(cfg)
+    opt = optax.adam(lr)
+
+    def loss(params, batch, acts, num_devices):
+        lg = net.apply(params, None, batch)
+        mask = batch.node_mask.astype(jnp.float32)
+        dev_mask = (jnp.arange(cfg.max_devices) < num_devices).astype(jnp.float32)
+        total = 0.0
+
+        def xent(logits, a, m):
+            k = logits.shape[-1]
+            target = jax.nn.one_hot(a, k) * (1 - smoothing) + smoothing / k
+            return -(target * jax.nn.log_softmax(logits)).sum(-1) * m
+
+        if cfg.scheduling:
+            total += xent(lg.scheduling, acts["scheduling"], mask).sum() / mask.sum()
+        if cfg.placement:
+            m = mask[:, None] * dev_mask[None, :]
+            total += xent(lg.placement, acts["placement"], m).sum() / jnp.maximum(m.sum(), 1.0)
+        return total
+
+    @jax.jit
+    def update(params, opt_state, batch, acts, num_devices):
+        val, grads = jax.value_and_grad(loss)(params, batch, acts, num_devices)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, val
+
+    rng = np.random.default_rng(seed)
+    params, opt_state = policy.params, opt.init(policy.params)
+    cache = {}
+    for step in range(steps):
+        path = paths[rng.integers(len(paths))]
+        d = devices[step % len(devices)]
+        if (path, d) not in cache:
+            g = load(path)
+            t = teacher_actions(g, d)
+            batch = build(g, d, cfg.structure_features)
+            N = batch.nodes.shape[0]
+            place = np.zeros((N, cfg.max_devices), dtype=np.int32)
+            place[:g.num_nodes, :d] = t.placement
+            sched = np.zeros(N, dtype=np.int32)
+            sched[:g.num_nodes] = t.scheduling
+            cache[(path, d)] = (batch, {"placement": place, "scheduling": sched})
+        batch, acts = cache[(path, d)]
+        params, opt_state, val = update(params, opt_state, batch, acts, jnp.asarray(d))
+        if (step + 1) % 50 == 0 or step + 1 == steps:
+            log(f"imitation step {step + 1}/{steps}: cross-entropy {float(val):.4f}")
+    return params
 
 
 class _References:
@@ -209,8 +271,11 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
         log(f"resumed from {ckpt_path} at step {state.step}")
     else:
         order = list(rng.permutation(len(train_paths)))
-        state = _TrainState(policy.params, learner.opt.init(policy.params), 0, jax.random.PRNGKey(tc.seed),
-                            -np.inf, order)
+        params = policy.params
+        if tc.imitation_steps:
+            params = imitate(policy, train_paths, tc.devices, tc.imitation_steps, tc.imitation_lr,
+                             tc.imitation_smoothing, tc.seed, log)
+        state = _TrainState(params, learner.opt.init(params), 0, jax.random.PRNGKey(tc.seed), -np.inf, order)
         for name in ("train.csv", "valid.csv"):
             if os.path.exists(os.path.join(out_dir, name)):
                 os.remove(os.path.join(out_dir, name))
@@ -260,6 +325,7 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
         rewards = (plain - np.array(peaks[:len(jobs)], dtype=np.float64)) / plain * 100.0  # percent
         S = len(rewards)
         adv = rewards - (rewards.sum() - rewards) / max(S - 1, 1)
+        adv = adv / max(float(rewards.std()), 1.0)  # graphs with a wide reward spread do not dominate
         params, opt_state, loss, ent = learner.update(state.params, state.opt_state, batch, acts,
                                                       jnp.asarray(adv, jnp.float32), jnp.asarray(d))
         state = state._replace(params=params, opt_state=opt_state, step=step + 1, key=key)
