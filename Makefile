@@ -1,10 +1,10 @@
 # Two commands on a fresh machine with Python 3.11 and pip:
-#   make demo   - create .venv, install regal, optimize a shipped real graph
+#   make demo   - create .venv, install regal, optimize a shipped real graph (BRKGA, then REGAL)
 #   make test   - create .venv, install regal, run the default test suite
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-DEMO_GRAPH ?= data/graphs/real/resnet18_b8_train_opt.json.gz
+DEMO_GRAPH ?= data/graphs/real/unet_d4_c32_bn_b1_train_opt.json.gz
 
 .PHONY: demo test test-slow bench clean
 
@@ -16,6 +16,9 @@ $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
 	touch $@
 
 demo: $(BIN)/.installed
+	@echo "== plain BRKGA, 5,000 evaluations"
+	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 --policy none -o demo_brkga.json
+	@echo "== REGAL: the shipped policy's priors, same budget and seed"
 	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 -o demo_solution.json
 
 test: $(BIN)/.installed
@@ -25,4 +28,4 @@ test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) demo_solution.json
+	rm -rf $(VENV) demo_solution.json demo_brkga.json

@@ -26,8 +26,8 @@ _REGISTRY = {
     "xla": ("baselines.heuristics", "solve_xla", "XLA's own schedule from a scheduled HLO module"),
     "xla-heuristics": ("baselines.heuristics", "solve_xla_heuristics", "best of XLA's list, DFS and post-order schedulers"),
     "inductor-heuristics": ("baselines.heuristics", "solve_inductor_heuristics", "best of Inductor's LPMF, BFS and DFS orders"),
-    "greedy": ("baselines.heuristics", "solve_greedy", "greedy list scheduling by memory delta"),
-    "random": ("baselines.heuristics", "solve_random", "random placement and random topological order"),
+    "greedy": ("baselines.greedy", "solve_greedy", "greedy list scheduling by memory delta"),
+    "random": ("baselines.greedy", "solve_random", "random placement and random topological order"),
     "gas": ("baselines.gas", "solve", "graph-as-sequence policy priors for BRKGA"),
 }
 

@@ -60,12 +60,13 @@ def _start_solution(graph: Graph, d: int, name: str, seed: int, cache: dict) -> 
     """(placement int32[n], order int32[n]) of one heuristic start; the compiler orders (one
     device) go with gp-dfs's METIS placement, as in `baselines.heuristics`."""
     from baselines import heuristics as H
+    from baselines.greedy import greedy_schedule, solve_random
     if "metis" not in cache and name not in ("greedy", "random"):
         cache["metis"] = metis_placement(graph, d, seed)
     if name == "greedy":
-        placement, order = H.greedy_schedule(graph, d)
+        placement, order = greedy_schedule(graph, d)
     elif name == "random":
-        r = H.solve_random(graph, d, seed=seed)
+        r = solve_random(graph, d, seed=seed)
         placement, order = r.placement, r.order
     else:
         orders = {"gp-dfs": dfs_order, "xla-list": H.xla_list_order, "xla-dfs": H.xla_dfs_order,

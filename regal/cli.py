@@ -54,6 +54,20 @@ def load_graph(path: str) -> Graph:
     return load(path)
 
 
+def use_jax_cache() -> None:
+    """Keep compiled policy networks across runs (JAX's persistent cache), for the CLI only.
+
+    The library never touches JAX's global configuration; the command line, an application,
+    does: in $REGAL_JAX_CACHE_DIR or ~/.cache/regal/jax. REGAL_JAX_CACHE=0 turns it off.
+    """
+    if os.environ.get("REGAL_JAX_CACHE", "1") == "0":
+        return
+    import jax
+    path = os.environ.get("REGAL_JAX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "regal", "jax")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -137,8 +151,8 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
               help="evaluations (decode + simulate), initial population included")
 @click.option("--seed", "-s", default=0, show_default=True, type=int)
-@click.option("--policy", default="none", show_default=True,
-              help="'default' (the shipped trained policy), 'none' (plain BRKGA) or a policy file")
+@click.option("--policy", default="default", show_default=True,
+              help="'default' (REGAL: the shipped trained policy), 'none' (plain BRKGA) or a policy file")
 @click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -148,6 +162,8 @@ def _print_solution(g: Graph, sol, output: str | None):
 def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, threads, output, as_json):
     from regal.search import optimize
     g = load_graph(graph_path)
+    if policy != "none":
+        use_jax_cache()
     interrupted = []
 
     def on_sigint(signum, frame):

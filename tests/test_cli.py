@@ -28,7 +28,7 @@ def test_optimize_writes_a_valid_solution_and_prints_a_summary(graph_file, tmp_p
     """regal optimize writes regal-solution/1 whose peak equals a fresh simulation, and prints it."""
     g, p = graph_file
     out = tmp_path / "sol.json"
-    r = _invoke("optimize", p, "--devices", 2, "--budget", 300, "--seed", 4, "-o", out)
+    r = _invoke("optimize", p, "--devices", 2, "--budget", 300, "--seed", 4, "--policy", "none", "-o", out)
     assert r.exit_code == 0, r.output
     sol = load_solution(out, g)  # re-simulates and checks the claimed peaks
     doc = json.loads(out.read_text())
@@ -39,7 +39,7 @@ def test_optimize_writes_a_valid_solution_and_prints_a_summary(graph_file, tmp_p
 def test_optimize_json_output(graph_file):
     """--json prints a machine-readable summary with the lower bound."""
     g, p = graph_file
-    r = _invoke("optimize", p, "--budget", 200, "--json")
+    r = _invoke("optimize", p, "--budget", 200, "--policy", "none", "--json")
     doc = json.loads(r.output)
     assert doc["evaluations"] == 200 and doc["lower_bound_bytes"] == g.lower_bound(1)
     assert doc["peak_bytes"] >= doc["lower_bound_bytes"]
@@ -49,7 +49,7 @@ def test_evaluate_accepts_a_valid_file(graph_file, tmp_path):
     """regal evaluate re-simulates a solution and reports its peak."""
     g, p = graph_file
     out = tmp_path / "sol.json"
-    _invoke("optimize", p, "-d", 3, "-n", 150, "-o", out)
+    _invoke("optimize", p, "-d", 3, "-n", 150, "--policy", "none", "-o", out)
     r = _invoke("evaluate", p, out, "--json")
     assert r.exit_code == 0 and json.loads(r.output)["peak_bytes"] == json.loads(out.read_text())["peak_bytes"]
 
@@ -66,7 +66,7 @@ def test_evaluate_rejects_invalid_solutions_with_one_line(graph_file, tmp_path, 
     """An invalid solution exits non-zero with a one-line reason and no traceback."""
     g, p = graph_file
     out = tmp_path / "sol.json"
-    _invoke("optimize", p, "-d", 2, "-n", 120, "-o", out)
+    _invoke("optimize", p, "-d", 2, "-n", 120, "--policy", "none", "-o", out)
     doc = json.loads(out.read_text())
     edit(doc)
     bad = tmp_path / "bad.json"
@@ -115,7 +115,7 @@ def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch)
 
     monkeypatch.setattr(opt, "evaluate_population", interrupting)
     out = tmp_path / "sol.json"
-    r = _invoke("optimize", p, "-n", 5000, "-o", out)
+    r = _invoke("optimize", p, "-n", 5000, "--policy", "none", "-o", out)
     assert r.exit_code == 0 and "interrupted" in r.output
     sol = load_solution(out, g)
     assert sol.evaluations == 100 + 2 * 80 and sol.info["stopped"] == "interrupted"
@@ -128,8 +128,8 @@ def test_import_hlo_then_optimize_the_module_directly(tmp_path):
     out = tmp_path / "tiny.json.gz"
     r = _invoke("import-hlo", tiny, "-o", out)
     assert r.exit_code == 0 and "8 nodes" in r.output and "6 aliases folded" in r.output
-    a = json.loads(_invoke("optimize", out, "-n", 50, "--json").output)
-    b = json.loads(_invoke("optimize", tiny, "-n", 50, "--json").output)
+    a = json.loads(_invoke("optimize", out, "-n", 50, "--policy", "none", "--json").output)
+    b = json.loads(_invoke("optimize", tiny, "-n", 50, "--policy", "none", "--json").output)
     assert a["peak_bytes"] == b["peak_bytes"] and a["graph"] == b["graph"] == "tiny"
 
 
@@ -146,7 +146,7 @@ def test_plot_writes_a_png(graph_file, tmp_path):
     """regal plot draws a PNG of a valid solution and refuses an invalid one."""
     g, p = graph_file
     sol = tmp_path / "sol.json"
-    _invoke("optimize", p, "-d", 2, "-n", 100, "-o", sol)
+    _invoke("optimize", p, "-d", 2, "-n", 100, "--policy", "none", "-o", sol)
     fig = tmp_path / "fig.png"
     r = _invoke("plot", sol, p, "-o", fig)
     assert r.exit_code == 0 and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -155,3 +155,22 @@ def test_plot_writes_a_png(graph_file, tmp_path):
     sol.write_text(json.dumps(doc))
     r = _invoke("plot", sol, p, "-o", fig)
     assert r.exit_code == 1 and "claims peak_bytes" in r.output
+
+
+def test_optimize_with_the_shipped_policy(graph_file, tmp_path, monkeypatch):
+    """The default policy (REGAL) runs from the CLI and its solution re-simulates."""
+    monkeypatch.setenv("REGAL_JAX_CACHE_DIR", str(tmp_path / "jax"))
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    r = _invoke("optimize", p, "-d", 2, "-n", 300, "-o", out)
+    assert r.exit_code == 0, r.output
+    sol = load_solution(out, g)
+    assert sol.method == "regal" and sol.evaluations == 300
+
+
+def test_unknown_policy_file_is_one_line_error(graph_file):
+    """--policy naming a missing file exits 1 with one line."""
+    g, p = graph_file
+    r = _invoke("optimize", p, "--policy", "nope.npz")
+    assert r.exit_code == 1 and "nope.npz: no such policy file" in r.output
+    assert len(r.output.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ import pytest
 
 from randgraph import random_dag
 from baselines import SOLVERS
+from baselines import greedy as G
 from baselines import heuristics as H
 from baselines import local_search, partition
 from regal.graph import Graph
@@ -16,7 +17,7 @@ OPTIONS = {"local-search": {"budget": 150}}
 
 def _with_xla_order(g: Graph, seed: int) -> Graph:
     """The same graph carrying a random topological order as meta['xla_order']."""
-    order = H.solve_random(g, 1, seed=seed).order
+    order = G.solve_random(g, 1, seed=seed).order
     meta = dict(g.meta, xla_order=[g.ids[v] for v in order])
     return Graph.from_records(g.to_records(), name=g.name, meta=meta)
 
@@ -67,7 +68,7 @@ def test_solvers_are_deterministic_per_seed(method):
 def test_random_solver_changes_with_the_seed():
     """Different seeds give the random solver different schedules."""
     g = random_dag(5, num_nodes=40)
-    sols = [H.solve_random(g, 3, seed=s) for s in range(4)]
+    sols = [G.solve_random(g, 3, seed=s) for s in range(4)]
     assert len({(tuple(s.placement), tuple(s.order)) for s in sols}) == 4
 
 
@@ -117,7 +118,7 @@ def test_dfs_beats_bfs_on_two_parallel_chains():
     sol = H.solve_inductor_heuristics(g, 1)
     assert sol.peak_bytes == 102 and sol.info["peaks"]["bfs"] == 201
     assert sol.info["peaks"]["baseline"] == 201  # index order s a1 b1 ... is breadth-first here
-    assert H.solve_greedy(g, 1).peak_bytes == 102
+    assert G.solve_greedy(g, 1).peak_bytes == 102
 
 
 def _xla_example() -> Graph:
@@ -169,7 +170,7 @@ def test_control_edges_are_honored_by_every_order_heuristic():
                H.inductor_bfs_order, H.inductor_dfs_order, partition.dfs_order):
         order = _ids(g, fn(g))
         assert order.index("b") < order.index("a"), fn.__name__
-    placement, order = H.greedy_schedule(g, 2)
+    placement, order = G.greedy_schedule(g, 2)
     assert _ids(g, order).index("b") < _ids(g, order).index("a")
 
 
@@ -180,11 +181,11 @@ def test_greedy_puts_two_independent_chains_on_two_devices():
         for i in range(4):
             recs.append({"id": f"{h}{i}", "bytes": 10, "inputs": [f"{h}{i - 1}"] if i else []})
     g = Graph.from_records(recs, name="chains")
-    sol = H.solve_greedy(g, 2)
+    sol = G.solve_greedy(g, 2)
     assert sol.peak_bytes == 20
     assert len(set(sol.placement[:4])) == 1 and len(set(sol.placement[4:])) == 1
     assert sol.placement[0] != sol.placement[4]
-    assert H.solve_greedy(g, 1).peak_bytes == 30  # one device: a chain link plus the other chain's head
+    assert G.solve_greedy(g, 1).peak_bytes == 30  # one device: a chain link plus the other chain's head
 
 
 def _halves() -> Graph:
@@ -262,7 +263,7 @@ def test_local_search_never_worse_than_its_start_and_within_budget():
         assert sol.peak_bytes <= sol.info["start_peak_bytes"]
         assert sol.evaluations <= budget
         assert sol.evaluations == budget or sol.info["stopped"] != "budget"
-        starts = [partition.solve(g, d, seed=seed).peak_bytes, H.solve_greedy(g, d).peak_bytes,
+        starts = [partition.solve(g, d, seed=seed).peak_bytes, G.solve_greedy(g, d).peak_bytes,
                   H.solve_xla_heuristics(g, d, seed=seed).peak_bytes,
                   min(p for name, p in H.solve_inductor_heuristics(g, d, seed=seed).info["peaks"].items()
                       if name != "baseline")]
@@ -442,7 +443,7 @@ def test_greedy_kernel_agrees_with_naive_twin():
     for seed in range(120):
         g = random_dag(seed, max_nodes=25, control_fraction=0.3)
         d = 1 + seed % 4
-        placement, order = H.greedy_schedule(g, d)
+        placement, order = G.greedy_schedule(g, d)
         if (placement.tolist(), order.tolist()) != _naive_greedy(g, d):
             mismatches.append((seed, d))
     assert mismatches == []
