@@ -10,8 +10,9 @@ never carried over from inside a search.
 
 Methods are named in the experiment config:
     {"name": "cpsat", "solver": "cpsat", "options": {"time_limit_s": 30}, "seeds": [0]}
-`solver` is a key of `baselines.SOLVERS`, or "regal" (BRKGA with a policy's priors; option
-`policy`: "default", "gas" or a path; `heads`: the heads to use, for ablations).
+`solver` is a key of `baselines.SOLVERS`, "regal" (BRKGA with a policy's priors; option
+`policy`: "default", "gas" or a path relative to the repository; `heads`: the heads to use), or
+"teacher" (BRKGA with the structural teacher's priors, `regal.policy.teacher`: no learning).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import time
 from typing import NamedTuple
 
 __all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results"]
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Method(NamedTuple):
@@ -65,12 +68,24 @@ def cells_for(methods, graph_paths, devices, seeds) -> list[Cell]:
 
 def _solve(method: Method, graph, devices: int, seed: int):
     opts = dict(method.options)
+    if method.solver == "teacher":  # the structural teacher's priors, no learning (an ablation)
+        from dataclasses import replace
+
+        from regal.policy.actions import to_priors
+        from regal.policy.teacher import teacher_actions
+        from regal.search import optimize
+        priors = to_priors(teacher_actions(graph, devices), graph.num_nodes, devices)
+        sol = optimize(graph, devices=devices, seed=seed, priors=priors, num_threads=1, **opts)
+        return replace(sol, method=method.name)
     if method.solver == "regal":
         from dataclasses import replace
 
-        from regal.search import optimize
         from regal.policy import load_policy
-        pol = load_policy(opts.pop("policy", "default"))
+        from regal.search import optimize
+        policy = opts.pop("policy", "default")
+        if policy not in ("default", "gas") and not os.path.isabs(policy):
+            policy = os.path.join(_ROOT, policy)  # config paths are relative to the repository
+        pol = load_policy(policy)
         heads = opts.pop("heads", None)
         if heads is not None:
             cfg = pol.config._replace(placement="placement" in heads, scheduling="scheduling" in heads,
