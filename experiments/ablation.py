@@ -22,10 +22,11 @@ if ROOT not in sys.path:
 
 POLICY_DIR = os.path.join(ROOT, "experiments", "policies")
 
-PROTOCOL = dict(devices=(1, 2), steps=150, samples=6, budget=5000, learning_rate=1e-4,
-                entropy_coef=0.0005, validate_every=50, checkpoint_every=25, imitation_steps=400)
+PROTOCOL = dict(devices=(1, 2), steps=40, samples=6, budget=5000, learning_rate=1e-4,
+                entropy_coef=0.0005, validate_every=20, valid_seeds=1, checkpoint_every=10,
+                imitation_steps=300)
 MAX_NODES = 2000
-MAX_VALID = 12
+MAX_VALID = 8
 
 VARIANTS = {
     "P": dict(heads=("placement",)),

@@ -8,7 +8,8 @@ folder, so an interrupted run resumes where it stopped. Results go to experiment
 cells.csv, per_graph.csv, summary.csv, README.md (the table, with the exact command, the commit and
 the machine), and the plots the config asks for.
 
-Config keys: name; datasets: [{label, split, synthetic (bool), max_nodes, limit}]; devices; seeds;
+Config keys: name; datasets: [{label, split, synthetic (bool), max_nodes, spread
+(k graphs round-robin over model families), limit (the first k)}]; devices; seeds;
 reference (method name, default "brkga"); methods: [{name, solver, options, seeds}];
 long_reference (a long plain-BRKGA run, for "evaluations to match"); plots: any of
 "sample_efficiency", "scaling"; exclude_from_best (methods whose peaks do not define the best).
@@ -36,6 +37,9 @@ def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
     from regal.dataset import split_paths
     paths = split_paths(ds["split"], manifest=manifest, synthetic=ds.get("synthetic", False),
                         max_nodes=ds.get("max_nodes"))
+    if ds.get("spread"):
+        from regal.dataset import spread
+        paths = spread(paths, ds["spread"], manifest=manifest, synthetic=ds.get("synthetic", False))
     return paths[:ds["limit"]] if ds.get("limit") else paths
 
 
