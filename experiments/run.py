@@ -115,6 +115,9 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
                          f"5,000-evaluation peak (same seed), median over {len(match)} runs: "
                          f"{'more than %s' % f'{budget:,}' if np.isinf(med) else f'{med:,.0f}'} "
                          f"({len(reached)}/{len(match)} runs reached it within {budget:,}).")
+    focus = cfg.get("match_method")
+    if focus:
+        extra.append(_focus_tables(focus, reference, summary, graph_rows))
     argv = " ".join(["python -m experiments.run"] + sys.argv[1:]) if sys.argv[0].endswith("run.py") else \
         f"python -m experiments.run {os.path.relpath(config_path, ROOT)}"
     doc = [f"# {name}", "",
@@ -127,6 +130,29 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
     with open(os.path.join(results_dir, "README.md"), "w") as f:
         f.write("\n".join(doc))
     return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+
+
+def _focus_tables(method: str, reference: str, summary, graph_rows) -> str:
+    """One method against the reference: per (dataset, devices) mean, median, win rate; then per graph."""
+    import numpy as np
+    lines = [f"## {method} against {reference}, per graph", "",
+             f"| dataset | d | graphs | mean % improvement | median | win rate (runs) | graphs better / worse |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [r for r in graph_rows if r["method"] == method]
+    for r in summary:
+        if r["method"] != method:
+            continue
+        g = [x for x in rows if x["dataset"] == r["dataset"] and x["devices"] == r["devices"]]
+        imp = [x["improvement_pct"] for x in g]
+        lines.append(f"| {r['dataset']} | {r['devices']} | {len(g)} | {np.mean(imp):+.2f} | {np.median(imp):+.2f} | "
+                     f"{100 * r['win_rate']:.0f}% | {sum(i > 0 for i in imp)} / {sum(i < 0 for i in imp)} |")
+    lines += ["", "<details><summary>every graph</summary>", "",
+              "| dataset | graph | d | % improvement (mean over seeds) | win rate |", "|---|---|---:|---:|---:|"]
+    for x in sorted(rows, key=lambda x: (x["dataset"], x["devices"], x["graph"])):
+        lines.append(f"| {x['dataset']} | {x['graph']} | {x['devices']} | {x['improvement_pct']:+.2f} | "
+                     f"{100 * x['win_rate']:.0f}% |")
+    lines += ["", "</details>"]
+    return "\n".join(lines)
 
 
 def main():
