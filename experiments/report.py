@@ -174,7 +174,7 @@ def plot_scaling(rows, path: str, methods: list[str], title: str = "") -> str:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
     for i, m in enumerate(methods):
         pts = sorted((r["nodes"], r["seconds"]) for r in rows
                      if r["method"] == m and r.get("seconds") is not None and r.get("nodes"))
@@ -190,13 +190,14 @@ def plot_scaling(rows, path: str, methods: list[str], title: str = "") -> str:
             if sel.any():
                 mid.append(np.sqrt(lo * hi))
                 med.append(np.median(y[sel]))
-        ax.plot(mid, np.maximum(med, 1e-4), color=f"C{i % 10}", label=m)
+        ax.plot(mid, np.maximum(med, 1e-4), color=f"C{i % 10}", linestyle=("-", "--", ":")[i // 10 % 3],
+                label=m)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("nodes")
     ax.set_ylabel("seconds per graph (one run)")
     ax.set_title(title or "scaling")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
