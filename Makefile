@@ -4,7 +4,7 @@
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-DEMO_GRAPH ?= data/graphs/real/unet_d4_c32_bn_b1_train_opt.json.gz
+DEMO_GRAPH ?= data/graphs/real/vit_l8_d256_b8_train_opt.json.gz
 
 .PHONY: demo test test-slow bench clean
 
