@@ -101,6 +101,19 @@ def markdown(summary, reference: str = "brkga") -> str:
     return "\n".join(lines)
 
 
+def seconds_markdown(summary) -> str:
+    """Median seconds per graph (one run), one row per method, a column per (dataset, devices)."""
+    cols = sorted({(r["dataset"], r["devices"]) for r in summary})
+    methods = list(dict.fromkeys(r["method"] for r in summary))
+    cell = {(r["dataset"], r["devices"], r["method"]): r for r in summary}
+    lines = ["| method | " + " | ".join(f"{ds} d={d}: median s per graph" for ds, d in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for m in methods:
+        vals = [f"{cell[(ds, d, m)]['median_seconds']:.3g}" if (ds, d, m) in cell else "-" for ds, d in cols]
+        lines.append(f"| {m} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
 def write_csv(path: str, rows: list[dict]) -> None:
     if not rows:
         return

@@ -134,7 +134,8 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
            f"Cells: {counts['cells']} ({counts['computed']} computed in this run, {counts['cached']} cached); "
            f"wall time {time.time() - t0:.0f} s (solver seconds over all cells: "
            f"{sum(r.get('seconds') or 0 for r in rows):,.0f}); seeds {cfg['seeds']}; devices {cfg['devices']}.", "",
-           table, ""] + [e + "\n" for e in extra]
+           table, "", "Seconds per graph (one run of one seed; wall time of the solver inside its worker):", "",
+           report.seconds_markdown(summary), ""] + [e + "\n" for e in extra]
     with open(os.path.join(results_dir, "README.md"), "w") as f:
         f.write("\n".join(doc))
     return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
