@@ -51,8 +51,9 @@ def machine() -> str:
 
 def commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!experiments/results"], capture_output=True,
-                           text=True, cwd=ROOT).stdout.strip()
+    # the results folder is what a run writes, so its own changes do not make the code dirty
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!experiments/results"],
+                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
     return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
 
 
