@@ -24,8 +24,8 @@ def dfs_postorder(roots, child_ptr, child_idx, num_nodes: int) -> np.ndarray:
     """int32[<= n]: post-order DFS from `roots` over the CSR `child_ptr/child_idx` (int64/int32)."""
     order = np.empty(num_nodes, dtype=np.int32)
     t = _kernels.dfs_postorder(np.ascontiguousarray(roots, dtype=np.int32),
-                       np.ascontiguousarray(child_ptr, dtype=np.int64),
-                       np.ascontiguousarray(child_idx, dtype=np.int32), num_nodes, order)
+                               np.ascontiguousarray(child_ptr, dtype=np.int64),
+                               np.ascontiguousarray(child_idx, dtype=np.int32), num_nodes, order)
     return order[:t]
 
 
