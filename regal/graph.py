@@ -26,9 +26,17 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["FORMAT", "Graph", "GraphError", "load", "save", "from_json", "from_networkx", "to_networkx"]
+__all__ = ["FORMAT", "Graph", "GraphError", "check_devices", "load", "save", "from_json", "from_networkx",
+           "to_networkx"]
 
 FORMAT = "regal-graph/1"
+
+
+def check_devices(devices, name: str = "devices") -> int:
+    """The device count as an int; ValueError naming `name` unless it is a positive integer."""
+    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
+        raise ValueError(f"{name} must be a positive integer, got {devices!r}")
+    return int(devices)
 
 
 class GraphError(ValueError):
