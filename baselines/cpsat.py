@@ -51,7 +51,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
-from regal.graph import Graph
+from regal.graph import Graph, check_devices
 from regal.solution import Solution, make_solution
 
 __all__ = ["solve", "build_model"]
@@ -73,16 +73,14 @@ def solve(graph: Graph, devices: int, *, time_limit_s: float | None = None, seed
     """
     if options:
         raise TypeError(f"cpsat: unknown options {sorted(options)}")
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(f"devices must be a positive integer, got {devices!r}")
-    devices = int(devices)
+    devices = check_devices(devices)
     t0 = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
 
     # 1. Hint: a heuristic solution (plain BRKGA unless one is given).
     if hint is None:
-        from regal.search import optimize
-        hint = optimize(graph, devices=devices, budget=hint_budget, seed=seed, time_limit_s=limit / 4)
+        from regal.search import brkga_search
+        hint = brkga_search(graph, devices, budget=hint_budget, seed=seed, time_limit_s=limit / 4)
         hint_source = f"brkga-{hint_budget}"
     else:
         if hint.num_devices != devices or len(hint.node_ids) != graph.num_nodes:

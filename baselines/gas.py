@@ -7,14 +7,17 @@ topological order, `regal.policy.network`) is trained exactly like REGAL's GNN (
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
 
-from regal.search import optimize
+from regal.graph import check_devices
+from regal.search import brkga_search
 
 
 def solve(graph, devices, *, time_limit_s=None, seed=0, budget=5000, policy="gas", **options):
+    """BRKGA with the GAS policy's priors (`policy`: "gas", a path or a Policy)."""
+    t0 = time.perf_counter()
     from regal.policy import load_policy
-    pol = load_policy(policy)
-    sol = optimize(graph, devices=devices, budget=budget, seed=seed, priors=pol.priors(graph, devices),
-                   time_limit_s=time_limit_s, **options)
-    return replace(sol, method="gas")
+    pol = load_policy(policy) if isinstance(policy, str) else policy
+    priors = pol.priors(graph, check_devices(devices))
+    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, time_limit_s=time_limit_s,
+                        method="gas", t0=t0, **options)

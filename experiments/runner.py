@@ -10,9 +10,9 @@ never carried over from inside a search.
 
 Methods are named in the experiment config:
     {"name": "cpsat", "solver": "cpsat", "options": {"time_limit_s": 30}, "seeds": [0]}
-`solver` is a key of `baselines.SOLVERS`, "regal" (BRKGA with a policy's priors; option
-`policy`: "default", "gas" or a path relative to the repository; `heads`: the heads to use), or
-"teacher" (BRKGA with the structural teacher's priors, `regal.policy.teacher`: no learning).
+`solver` is a method of the registry, `regal.methods` (default: the config's name); a `policy`
+option that is a path is relative to the repository. A solution file carries the solver's own
+method name; reports label it with the config's `name`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 __all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results"]
@@ -67,40 +68,15 @@ def cells_for(methods, graph_paths, devices, seeds) -> list[Cell]:
 
 
 def _solve(method: Method, graph, devices: int, seed: int):
+    """Run the cell's method through the registry (`regal.methods`), one core per Dask worker."""
+    import regal.methods
     opts = dict(method.options)
-    if method.solver == "teacher":  # the structural teacher's priors, no learning (an ablation)
-        from dataclasses import replace
-
-        from regal.policy.actions import to_priors
-        from regal.policy.teacher import teacher_actions
-        from regal.search import optimize
-        priors = to_priors(teacher_actions(graph, devices), graph.num_nodes, devices)
-        sol = optimize(graph, devices=devices, seed=seed, priors=priors, num_threads=1, **opts)
-        return replace(sol, method=method.name)
-    if method.solver == "regal":
-        from dataclasses import replace
-
-        from regal.policy import load_policy
-        from regal.search import optimize
-        policy = opts.pop("policy", "default")
-        if policy not in ("default", "gas") and not os.path.isabs(policy):
-            policy = os.path.join(_ROOT, policy)  # config paths are relative to the repository
-        pol = load_policy(policy)
-        heads = opts.pop("heads", None)
-        if heads is not None:
-            cfg = pol.config._replace(placement="placement" in heads, scheduling="scheduling" in heads,
-                                      elite="elite" in heads)
-            pol = type(pol)(cfg, pol.params, pol.meta)
-        priors = pol.priors(graph, devices)
-        sol = optimize(graph, devices=devices, seed=seed, priors=priors, num_threads=1, **opts)
-        return replace(sol, method=method.name)
-    from dataclasses import replace
-
-    import baselines
-    if method.solver in ("brkga", "tuned-brkga", "gas"):
-        opts.setdefault("num_threads", 1)  # one core per Dask worker
-    sol = baselines.solve(method.solver, graph, devices, seed=seed, **opts)
-    return replace(sol, method=method.name)
+    policy = opts.get("policy")
+    if isinstance(policy, str) and policy not in ("default", "gas", "none") and not os.path.isabs(policy):
+        opts["policy"] = os.path.join(_ROOT, policy)  # config paths are relative to the repository
+    if regal.methods.get(method.solver).takes_threads:
+        opts.setdefault("num_threads", 1)
+    return regal.methods.solve(method.solver, graph, devices, seed=seed, **opts)
 
 
 def run_cell(cell: Cell, cache_dir: str) -> dict:
@@ -117,7 +93,7 @@ def run_cell(cell: Cell, cache_dir: str) -> dict:
             json.dump({"refused": str(e).splitlines()[0], "method": cell.method.name}, f)
         os.replace(out + ".tmp", out)
         return {"cell": out, "refused": True}
-    sol.info["wall_seconds"] = time.perf_counter() - t
+    sol = replace(sol, info={**sol.info, "wall_seconds": time.perf_counter() - t})
     tmp = out + ".tmp"
     sol.save(tmp)
     os.replace(tmp, out)

@@ -22,6 +22,7 @@ as +inf and can never become the best.
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import numpy as np
@@ -70,7 +71,8 @@ class BrkgaState(NamedTuple):
     fitness: float64[P], ascending
     generation: int (0 until the initial population has been told)
     evaluations: int, chromosomes evaluated so far (elites are never re-evaluated)
-    rng: numpy Generator, the state's only source of randomness
+    rng: numpy Generator, the state's only source of randomness; `ask` copies it, never
+        advances the one inside a state it was given
     """
     population: np.ndarray
     fitness: np.ndarray
@@ -98,10 +100,13 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
     """Chromosomes to evaluate next: the initial population, or a generation's mutants + children.
 
     Returns float64[m, L] with m = population_size at first, population_size - num_elites after.
+    Pure in `state`: its generator is copied, advanced, and returned in the new state, so asking
+    twice with the same state gives the same candidates (evosax's explicit state).
     Random numbers are drawn in a fixed order (mutant uniforms, parents, coins), the same with
     or without priors, so uniform priors give plain BRKGA's trajectory exactly.
     """
-    rng = state.rng
+    rng = copy.deepcopy(state.rng)  # `state` is never changed: asking twice gives the same candidates
+    state = state._replace(rng=rng)
     L = state.population.shape[1]
     if state.generation == 0:
         return sample_keys(priors, rng.random((config.population_size, L))), state

@@ -6,6 +6,7 @@ Every expected failure (a bad graph, HLO or solution file, a bad option) ends as
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -189,7 +190,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, thread
         if bar is not None:
             bar.close()
     if interrupted:
-        sol.info["stopped"] = "interrupted"
+        sol = dataclasses.replace(sol, info={**sol.info, "stopped": "interrupted"})
     if output:
         sol.save(output)
     if as_json:
@@ -223,35 +224,31 @@ def evaluate_cmd(graph_path, solution_path, as_json):
         click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(sol.device_peak_bytes[k]):,} B)")
 
 
-if __name__ == "__main__":
-    main()
-
-
 @main.command("solve", help=(
-    "Run baseline METHOD on GRAPH and write its regal-solution/1 file. Methods: cpsat, exact, "
-    "gp-dfs, local-search, brkga, tuned-brkga, xla, xla-heuristics, inductor-heuristics, greedy, "
-    "random, gas (`regal solve --list` describes them)."))
+    "Run METHOD (any method of the registry: the library's searches and the baselines) on GRAPH and "
+    "write its regal-solution/1 file. `regal solve --list` names and describes them."))
 @click.argument("method", required=False)
 @click.argument("graph_path", metavar="GRAPH", required=False)
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--budget", "-n", type=click.IntRange(1), default=None,
+              help="evaluations, for the methods that take a budget (default: the method's)")
 @click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
-@click.option("--seed", "-s", default=0, show_default=True, type=int)
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @_friendly_errors
-def solve_cmd(method, graph_path, devices, time_limit_s, seed, output, list_methods, as_json):
-    import baselines
+def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json):
+    import regal.methods
     if list_methods:
-        for name in baselines.SOLVERS:
-            click.echo(f"{name:20s} {baselines.describe(name)}")
+        for name in regal.methods.names():
+            click.echo(f"{name:20s} {regal.methods.get(name).description}")
         return
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
-    if method not in baselines.SOLVERS:
-        raise click.ClickException(f"unknown method {method!r}; known: {', '.join(baselines.SOLVERS)}")
+    regal.methods.get(method)  # an unknown name fails before the graph is read
     g = load_graph(graph_path)
-    sol = baselines.solve(method, g, devices, time_limit_s=time_limit_s, seed=seed)
+    sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget)
     if output:
         sol.save(output)
     if as_json:
@@ -337,3 +334,7 @@ def plot_cmd(solution_path, graph_path, output):
     sol = load_solution(solution_path, g)
     plot_solution(g, sol, output)
     click.echo(f"wrote {output} (peak {human_bytes(sol.peak_bytes)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,10 @@
-"""The shipped data set: which graph files make up each split (data/manifest.json).
+"""The data set: which graph files make up each split (a manifest such as data/manifest.json).
 
-Paths in a manifest are relative to the manifest's folder's `graphs/` directory. The real set's
-manifest is `data/manifest.json`, the synthetic set's `data/manifest_synthetic.json`.
+Paths in a manifest are relative to the manifest's folder's `graphs/` directory (or its "root").
+The data set is not part of the installed package; it is found at an explicit path: the
+`manifest` argument, else `$REGAL_DATA_DIR`, else `./data` in the current directory (a checkout
+of the repository). The real set's manifest is `manifest.json`, the synthetic set's
+`manifest_synthetic.json`.
 """
 
 from __future__ import annotations
@@ -9,13 +12,20 @@ from __future__ import annotations
 import json
 import os
 
-__all__ = ["DATA_DIR", "manifest_path", "load_manifest", "split_paths", "split_names", "spread"]
+__all__ = ["data_dir", "manifest_path", "load_manifest", "split_paths", "split_names", "spread"]
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+
+def data_dir() -> str:
+    """The data set's folder: $REGAL_DATA_DIR, else ./data; ValueError if it has no manifest."""
+    path = os.environ.get("REGAL_DATA_DIR") or os.path.join(os.getcwd(), "data")
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        raise ValueError(f"no data set at {path}: pass a manifest (--manifest), set REGAL_DATA_DIR, "
+                         "or run from a checkout of the repository")
+    return path
 
 
 def manifest_path(synthetic: bool = False) -> str:
-    return os.path.join(DATA_DIR, "manifest_synthetic.json" if synthetic else "manifest.json")
+    return os.path.join(data_dir(), "manifest_synthetic.json" if synthetic else "manifest.json")
 
 
 def load_manifest(manifest: str | None = None, synthetic: bool = False) -> dict:
@@ -26,7 +36,7 @@ def load_manifest(manifest: str | None = None, synthetic: bool = False) -> dict:
         raise ValueError(f"{path}: no such manifest (build the data set: python -m data.build_dataset)")
     with open(path) as f:
         doc = json.load(f)
-    doc["_root"] = os.path.join(os.path.dirname(os.path.abspath(path)), "graphs")
+    doc["_root"] = os.path.join(os.path.dirname(os.path.abspath(path)), doc.get("root", "graphs"))
     return doc
 
 

@@ -15,7 +15,7 @@ import os
 from contextlib import contextmanager
 from functools import lru_cache
 
-__all__ = ["dask_client", "cached_graph", "run_brkga"]
+__all__ = ["dask_client", "cached_graph"]
 
 
 @contextmanager
@@ -49,11 +49,3 @@ def cached_graph(path: str):
     from regal.graph import load
     return load(path)
 
-
-def run_brkga(path: str, devices: int, seed: int, budget: int, priors_arrays=None) -> int:
-    """Peak of one BRKGA run on one thread: plain, or with priors given as (alpha, beta, inherit)."""
-    from regal.search import optimize
-    from regal.priors import Priors
-    g = cached_graph(path)
-    priors = Priors(*priors_arrays) if priors_arrays is not None else None
-    return optimize(g, devices=devices, budget=budget, seed=seed, priors=priors, num_threads=1).peak_bytes

@@ -17,11 +17,12 @@ import numpy as np
 from regal import brkga
 from regal.brkga import BrkgaConfig
 from regal.decode import chromosome_length, decode, evaluate_population
-from regal.graph import Graph
+from regal.graph import Graph, check_devices
 from regal.priors import Priors
 from regal.solution import Solution, make_solution
 
-__all__ = ["Progress", "optimize", "warmup", "numba_threads"]
+__all__ = ["Progress", "optimize", "brkga_search", "warmup", "numba_threads", "solve_brkga", "solve_regal",
+           "solve_teacher", "brkga_peak"]
 
 
 class Progress(NamedTuple):
@@ -50,46 +51,45 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
-def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> tuple[Priors | None, str]:
-    """Priors to search with and the method name: explicit priors, a policy's, or none (BRKGA)."""
+def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> Priors | None:
+    """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), or none."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
     if priors is not None:
         if priors.num_keys != chromosome_length(graph.num_nodes, devices):
             raise ValueError(f"priors have {priors.num_keys} genes; the graph needs "
                              f"{chromosome_length(graph.num_nodes, devices)} for {devices} devices")
-        return priors, "brkga+priors"
+        return priors
     if policy is None or policy == "none":
-        return None, "brkga"
+        return None
     from regal.policy import load_policy  # JAX is paid for only here
     pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
-    return pol.priors(graph, devices), "regal"
+    return pol.priors(graph, devices)
 
 
-def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0,
-             priors: Priors | None = None, policy=None, config: BrkgaConfig | None = None,
-             time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
-             num_threads: int | None = None, initial: list[np.ndarray] | None = None) -> Solution:
-    """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
+def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 0,
+                 priors: Priors | None = None, config: BrkgaConfig | None = None,
+                 time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
+                 num_threads: int | None = None, initial: list[np.ndarray] | None = None,
+                 method: str = "brkga", t0: float | None = None) -> Solution:
+    """The BRKGA loop: `budget` evaluations of `graph` on `devices` devices, best Solution back.
 
     budget: evaluations (decode + simulate), the initial population included; the last
         generation is cut short so that exactly `budget` are spent (unless time runs out).
-    priors / policy: REGAL's per-gene Beta priors, given directly or predicted by a policy
-        ("default" for the shipped one, a path, or a loaded Policy); neither means plain BRKGA.
+    priors: REGAL's per-gene Beta priors for the mutants (None: uniform, plain BRKGA).
     time_limit_s: stop after the first generation that ends past this many seconds.
     callback: called with a `Progress` after every generation; returning True stops the search.
     num_threads: Numba threads for decoding the population; the result is the same for any value.
     initial: chromosomes (float64[L] each, e.g. `regal.decode.encode` of a heuristic solution)
         that replace the first members of the initial population.
+    method: the name the Solution carries. t0: perf_counter() at which the caller started.
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
     """
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(f"devices must be a positive integer, got {devices!r}")
-    if budget < 1:
-        raise ValueError(f"budget must be at least 1 evaluation, got {budget}")
+    devices = check_devices(devices)
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise ValueError(f"budget must be a positive integer number of evaluations, got {budget!r}")
     config = (config or BrkgaConfig()).validate()
-    t0 = time.perf_counter()
-    priors, method = resolve_priors(graph, devices, priors, policy)
+    t0 = time.perf_counter() if t0 is None else t0
     L = chromosome_length(graph.num_nodes, devices)
     state = brkga.init(L, config, seed)
     history: list[list[float]] = []
@@ -121,6 +121,72 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0,
     assert sol.peak_bytes == state.best_fitness, "decoder and simulator disagree"
     return sol
 
+
+def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0,
+             priors: Priors | None = None, policy=None, config: BrkgaConfig | None = None,
+             time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
+             num_threads: int | None = None, initial: list[np.ndarray] | None = None) -> Solution:
+    """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
+
+    priors / policy: REGAL's per-gene Beta priors, given directly or predicted by a policy
+        ("default" for the shipped one, a path, or a loaded Policy); neither means plain BRKGA.
+    The method is named "regal" with a policy, "brkga+priors" with explicit priors, else "brkga".
+    Everything else as `brkga_search`.
+    """
+    t0 = time.perf_counter()
+    method = "brkga" if priors is None and policy in (None, "none") else (
+        "brkga+priors" if priors is not None else "regal")
+    priors = resolve_priors(graph, check_devices(devices), priors, policy)
+    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, config=config,
+                        time_limit_s=time_limit_s, callback=callback, num_threads=num_threads,
+                        initial=initial, method=method, t0=t0)
+
+
+# ---------------------------------------------------------------- registry entries (regal.methods)
+def solve_brkga(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
+                budget: int = 5000, config: BrkgaConfig | dict | None = None, **options) -> Solution:
+    """Plain BRKGA (uniform mutants); the default config (REGAL-NOTES.md) unless `config` is given."""
+    if isinstance(config, dict):
+        config = BrkgaConfig(**config)
+    return brkga_search(graph, devices, budget=budget, seed=seed, config=config, time_limit_s=time_limit_s,
+                        method="brkga", **options)
+
+
+def solve_regal(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
+                budget: int = 5000, policy="default", heads=None, **options) -> Solution:
+    """BRKGA with a policy's priors (REGAL as in the paper). policy: "default", "gas", a path or a
+    Policy; heads: the heads to use (a subset of placement, scheduling, elite), None for all."""
+    t0 = time.perf_counter()
+    from regal.policy import load_policy  # JAX is paid for only here
+    pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    if heads is not None:
+        cfg = pol.config._replace(placement="placement" in heads, scheduling="scheduling" in heads,
+                                  elite="elite" in heads)
+        pol = type(pol)(cfg, pol.params, pol.meta)
+    priors = pol.priors(graph, check_devices(devices))
+    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, time_limit_s=time_limit_s,
+                        method="regal", t0=t0, **options)
+
+
+def solve_teacher(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
+                  budget: int = 5000, **options) -> Solution:
+    """BRKGA with the structural teacher's priors (`regal.policy.teacher`, NumPy only): an ablation."""
+    t0 = time.perf_counter()
+    from regal.policy.actions import to_priors
+    from regal.policy.teacher import teacher_actions
+    devices = check_devices(devices)
+    priors = to_priors(teacher_actions(graph, devices), graph.num_nodes, devices)
+    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, time_limit_s=time_limit_s,
+                        method="teacher", t0=t0, **options)
+
+
+def brkga_peak(path: str, devices: int, seed: int, budget: int, priors_arrays=None) -> int:
+    """Peak of one BRKGA run on one thread, on the graph file `path` (loaded once per process):
+    plain, or with priors given as (alpha, beta, inherit) arrays. A Dask task of training."""
+    from regal.parallel import cached_graph
+    priors = Priors(*priors_arrays) if priors_arrays is not None else None
+    return brkga_search(cached_graph(path), devices, budget=budget, seed=seed, priors=priors,
+                        num_threads=1).peak_bytes
 
 
 def warmup() -> None:

@@ -1,4 +1,1 @@
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))  # naive.py, randgraph.py
+"""Shared fixtures live in the test modules; tests/ is on sys.path through pyproject's `pythonpath`."""

@@ -175,3 +175,16 @@ def test_priors_of_the_wrong_length_are_refused():
     g = random_dag(4, num_nodes=10)
     with pytest.raises(ValueError, match="genes"):
         optimize(g, devices=2, budget=10, priors=uniform_priors(10, 3))
+
+
+def test_ask_is_pure_in_its_state():
+    """Asking twice with the same state gives the same candidates; the state is never changed."""
+    config = BrkgaConfig(population_size=10)
+    state = brkga.init(12, config, seed=3)
+    first, s1 = brkga.ask(state, config)
+    again, _ = brkga.ask(state, config)
+    np.testing.assert_array_equal(first, again)
+    state = brkga.tell(s1, first, first.sum(axis=1), config)
+    a, _ = brkga.ask(state, config)
+    b, _ = brkga.ask(state, config)
+    np.testing.assert_array_equal(a, b)
