@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from regal.graph import Graph
+from regal.graph import Graph, check_devices
 from regal.simulate import simulate
 from regal.solution import Solution, make_solution
 from regal.structure import dfs_order, dfs_postorder, metis_adjacency, metis_placement  # noqa: F401 (re-exported)
@@ -49,7 +49,7 @@ def solve(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0, dfs: 
     """
     if options:
         raise TypeError(f"gp-dfs: unknown options {sorted(options)}")
-    _check_devices(devices)
+    check_devices(devices)
     t0 = time.perf_counter()
     placement = metis_placement(graph, devices, seed)
     kinds = ("outputs", "inputs") if dfs == "best" else (dfs,)
@@ -61,8 +61,3 @@ def solve(graph: Graph, devices: int, *, time_limit_s=None, seed: int = 0, dfs: 
             "device_bytes": np.bincount(placement, weights=graph.bytes, minlength=devices).astype(np.int64)}
     return make_solution(graph, placement, orders[kind], devices, method="gp-dfs",
                          evaluations=len(kinds), seconds=time.perf_counter() - t0, info=info)
-
-
-def _check_devices(devices) -> None:
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or devices < 1:
-        raise ValueError(f"devices must be a positive integer, got {devices!r}")

@@ -1,8 +1,10 @@
-"""Every Numba kernel of regal: decode a chromosome and simulate peak memory (SPEC.md sections 3, 5).
+"""Every Numba kernel of regal: decode a chromosome, simulate peak memory (SPEC.md sections 3, 5),
+and the list schedulers behind `regal.heuristics` (XLA's list, Inductor's LPMF, greedy).
 
 Arrays and scalars in, arrays out. No Python objects, no RNG, no formatted errors: the public
-wrappers in `regal.decode` and `regal.simulate` validate first. The reference twins of these
-kernels, written for clarity instead of speed, are in `tests/naive.py`.
+wrappers in `regal.decode`, `regal.simulate`, `regal.structure` and `regal.heuristics` validate
+first. One set of JIT options, `_JIT`, for every kernel but the two parallel ones. The reference
+twins of these kernels, written for clarity instead of speed, are in `tests/naive.py`.
 
 Graph arrays used below (n nodes, d devices):
     pred_cnt:  int32[n]    number of distinct predecessors (data and control)
@@ -358,4 +360,318 @@ def dfs_postorder(roots, child_ptr, child_idx, n, order):
                 order[t] = v
                 t += 1
                 top -= 1
+    return t
+
+
+# ---------------------------------------------------------------------------- list schedulers
+# The compiler heuristics and the greedy scheduler of `regal.heuristics` (its wrappers build the
+# graph arrays and check that every node was ordered).
+
+_BIG = np.int64(2 ** 62)
+#: XLA's list scheduler ranks effective scalars (one element) first; a graph keeps no shapes, so
+#: a node of 1 to SCALAR_BYTES bytes counts as one.
+SCALAR_BYTES = 8
+
+
+@numba.njit(**_JIT)
+def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                   nbytes, resident, scalar_bytes, order):
+    """XLA's ListScheduler: repeatedly run the ready node of highest priority.
+
+    Priority = (bytes freed - bytes defined, number of users); effective scalars first. A
+    buffer is freed by the node that is its last unscheduled use; parameters and constants
+    (resident) are ignored on both sides. XLA keeps ready nodes in a multimap keyed by priority
+    and takes the last entry, so among equal priorities the most recently (re)inserted wins;
+    `stamp` reproduces that. scalar_bytes: the largest effective scalar (`SCALAR_BYTES`).
+    Writes order: int32[n]; returns the number of nodes ordered. O(n * ready + e * max consumers).
+    """
+    uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
+    for u in range(n):
+        uses[u] = out_ptr[u + 1] - out_ptr[u]
+    freed = np.zeros(n, dtype=np.int64)  # bytes v frees if run now
+    for v in range(n):
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and uses[u] == 1:
+                freed[v] += nbytes[u]
+    indeg = pred_cnt.copy()
+    scheduled = np.zeros(n, dtype=np.bool_)
+    in_ready = np.zeros(n, dtype=np.bool_)
+    stamp = np.zeros(n, dtype=np.int64)
+    changed = np.full(n, -1, dtype=np.int64)  # the step at which a node's priority last rose
+    ready = np.empty(n, dtype=np.int32)
+    size = 0
+    clock = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[size] = v
+            size += 1
+            in_ready[v] = True
+            clock += 1
+            stamp[v] = clock
+    t = 0
+    while size > 0:
+        best = -1
+        bp = np.int64(0)
+        bu = np.int64(0)
+        bs = np.int64(0)
+        for i in range(size):
+            v = ready[i]
+            if 0 < nbytes[v] <= scalar_bytes:
+                p = _BIG
+                nu = _BIG
+            else:
+                p = freed[v] - (0 if resident[v] else nbytes[v])
+                nu = out_ptr[v + 1] - out_ptr[v]
+            if best < 0 or p > bp or (p == bp and (nu > bu or (nu == bu and stamp[v] > bs))):
+                best, bp, bu, bs = i, p, nu, stamp[v]
+        v = ready[best]
+        size -= 1
+        ready[best] = ready[size]
+        in_ready[v] = False
+        scheduled[v] = True
+        order[t] = v
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            uses[u] -= 1
+            if uses[u] == 1 and not resident[u] and nbytes[u] > 0:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    w = out_idx[f]
+                    if not scheduled[w]:
+                        freed[w] += nbytes[u]
+                        changed[w] = t
+        # XLA then walks v's operands and their users, re-inserting (a new stamp) every ready
+        # entry whose priority changed, once, in that walk's order
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                w = out_idx[f]
+                if in_ready[w] and changed[w] == t and not (0 < nbytes[w] <= scalar_bytes):
+                    clock += 1
+                    stamp[w] = clock
+                    changed[w] = -1
+        t += 1
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[size] = w
+                size += 1
+                in_ready[w] = True
+                clock += 1
+                stamp[w] = clock
+    return t
+
+
+@numba.njit(**_JIT)
+def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+               nbytes, temp, resident, order):
+    """Inductor's least-peak-memory-first (`topological_sort_lpmf`).
+
+    For each ready node: mem1 = live + its output (+ temp here) is the memory while it runs,
+    and size - memory_to_free is the change after. Pick the node minimising
+    (max(mem1, max_memory_so_far), size - memory_to_free, index): while some node fits under the
+    peak so far, the one leaving the least memory, else the one raising the peak least.
+    Resident tensors are a constant offset (never freed); outputs are never freed.
+    Writes order: int32[n]; returns the number of nodes ordered. O(n * ready + e * max consumers).
+    """
+    outdeg = np.empty(n, dtype=np.int64)
+    live = np.int64(0)
+    out_mem = np.int64(0)
+    for u in range(n):
+        outdeg[u] = out_ptr[u + 1] - out_ptr[u]
+        if resident[u]:
+            live += nbytes[u]
+        elif outdeg[u] == 0:
+            out_mem += nbytes[u]
+            outdeg[u] = 1  # graph outputs keep an implicit use
+    # Inductor starts its peak at max(freeable inputs, outputs); here no input is freeable and
+    # the resident bytes are a constant offset on both
+    max_mem = live + out_mem
+    size = np.zeros(n, dtype=np.int64)
+    to_free = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        if not resident[v]:
+            size[v] = nbytes[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and outdeg[u] == 1:
+                to_free[v] += nbytes[u]
+    indeg = pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    cnt = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[cnt] = v
+            cnt += 1
+    t = 0
+    while cnt > 0:
+        best = -1
+        k1 = np.int64(0)
+        k2 = np.int64(0)
+        bv = 0
+        for i in range(cnt):
+            v = ready[i]
+            a = max(live + size[v] + temp[v], max_mem)
+            b = size[v] - to_free[v]
+            if best < 0 or a < k1 or (a == k1 and (b < k2 or (b == k2 and v < bv))):
+                best, k1, k2, bv = i, a, b, v
+        v = bv
+        cnt -= 1
+        ready[best] = ready[cnt]
+        order[t] = v
+        t += 1
+        live += size[v] + temp[v]
+        if live > max_mem:
+            max_mem = live
+        live -= temp[v] + to_free[v]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if resident[u]:
+                continue
+            outdeg[u] -= 1
+            if outdeg[u] == 1:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    to_free[out_idx[f]] += nbytes[u]
+    return t
+
+
+@numba.njit(**_JIT)
+def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                    nbytes, temp, resident, placement, order):
+    """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
+
+    Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered.
+    """
+    present = np.zeros(n * d, dtype=np.bool_)
+    left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
+    for u in range(n):
+        left[u] = out_ptr[u + 1] - out_ptr[u]
+        placement[u] = -1
+    level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
+    dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
+    rbase = np.zeros(d, dtype=np.int64)     # bytes of resident tensors placed on the device
+    peak = np.int64(0)
+    indeg = pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    cnt = 0
+    t = 0
+    for v in range(n):  # resident nodes are sources; they go first and are placed later
+        if resident[v] and d == 1:
+            placement[v] = 0
+            present[v] = True
+            rbase[0] += nbytes[v]
+            peak = rbase[0]
+        if indeg[v] == 0:
+            if resident[v]:
+                order[t] = v
+                t += 1
+            else:
+                ready[cnt] = v
+                cnt += 1
+    for i in range(t):
+        v = order[i]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    while cnt > 0:
+        best = -1
+        bk = 0
+        s1 = _BIG
+        s2 = _BIG
+        s3 = _BIG
+        for i in range(cnt):
+            v = ready[i]
+            # v's device: lowest (peak after, net bytes, memory while running, device)
+            vk = -1
+            f1 = _BIG
+            f2 = _BIG
+            f3 = _BIG
+            fx = np.int64(0)
+            for k in range(d):
+                extra_r = np.int64(0)   # unplaced resident inputs that would be homed on k
+                copy = np.int64(0)
+                freed = np.int64(0)
+                for e in range(in_ptr[v], in_ptr[v + 1]):
+                    u = in_idx[e]
+                    h = placement[u]
+                    if h < 0:
+                        extra_r += nbytes[u]
+                        continue
+                    here = present[u * d + k]
+                    if not here:
+                        copy += nbytes[u]
+                    if left[u] == 1:
+                        cnt_dev = 0
+                        for j in range(d):
+                            if present[u * d + j] or (j == k and not here):
+                                if not (resident[u] and j == h):
+                                    cnt_dev += 1
+                        freed += nbytes[u] * cnt_dev
+                run = rbase[k] + extra_r + level[k] + copy + nbytes[v] + temp[v]
+                a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
+                b = copy + nbytes[v] - freed
+                if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
+                    vk, f1, f2, f3, fx = k, a, b, run, extra_r
+            # the node: the same key without the resident bytes it homes, a cost paid wherever
+            # and whenever they are first read, so it steers the device but never delays a node
+            run = f3 - fx
+            a = max(peak, rbase[vk] + dynpeak[vk], run)
+            if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
+                    run < s3 or (run == s3 and v < ready[best]))))):
+                best, bk, s1, s2, s3 = i, vk, a, f2, run
+        v = ready[best]
+        k = bk
+        cnt -= 1
+        ready[best] = ready[cnt]
+        placement[v] = k
+        present[v * d + k] = True
+        order[t] = v
+        t += 1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if placement[u] < 0:
+                placement[u] = k
+                present[u * d + k] = True
+                rbase[k] += nbytes[u]
+            elif not present[u * d + k]:
+                present[u * d + k] = True
+                level[k] += nbytes[u]
+        level[k] += nbytes[v] + temp[v]
+        if level[k] > dynpeak[k]:
+            dynpeak[k] = level[k]
+        level[k] -= temp[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            left[u] -= 1
+            if left[u] == 0:
+                for j in range(d):
+                    if present[u * d + j] and not (resident[u] and j == placement[u]):
+                        present[u * d + j] = False
+                        level[j] -= nbytes[u]
+        if rbase[k] + dynpeak[k] > peak:
+            peak = rbase[k] + dynpeak[k]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    for v in range(n):  # resident tensors nobody reads: the device with the lowest peak
+        if placement[v] < 0:
+            k = 0
+            for j in range(1, d):
+                if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
+                    k = j
+            placement[v] = k
+            rbase[k] += nbytes[v]
     return t

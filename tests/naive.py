@@ -1,7 +1,8 @@
 """Slow, obviously correct reference implementations (the "naive twins" of regal's kernels).
 
-Each function transcribes SPEC.md literally, with dicts and sets and no cleverness, so that the
-Numba kernels can be checked against it on many random graphs.
+Each function transcribes SPEC.md, or the rule a heuristic of `regal.heuristics` states, literally,
+with dicts and sets and no cleverness, so that the Numba kernels can be checked against it on many
+random graphs.
 """
 
 from __future__ import annotations
@@ -126,3 +127,149 @@ def brute_force_peak(graph, num_devices):
             if best is None or p < best:
                 best = p
     return best
+
+
+def ready_nodes(g, done):
+    """The nodes not in `done` whose predecessors (data and control) all are."""
+    return [v for v in range(g.num_nodes) if v not in done
+            and set(g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]].tolist()) <= done]
+
+
+def lpmf_order(g):
+    """Inductor's LPMF rule, literally: min over ready of (max(live + out + temp, peak), out - freed, v)."""
+    nb, res, tmp = g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
+    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
+    live = sum(b for b, r in zip(nb, res) if r)
+    peak = live + sum(nb[u] for u in range(g.num_nodes) if not res[u] and left[u] == 0)
+    done, order = set(), []
+    while len(order) < g.num_nodes:
+        def key(v):
+            out = 0 if res[v] else nb[v]
+            freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
+            return (max(live + out + tmp[v], peak), out - freed, v), out, freed
+        (_, _, v), out, freed = min(key(v) for v in ready_nodes(g, done))
+        live += out + tmp[v]
+        peak = max(peak, live)
+        live -= tmp[v] + freed
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+        done.add(v)
+        order.append(v)
+    return order
+
+
+def xla_list_order(g, scalar_bytes):
+    """XLA's list rule, literally: max over ready of (freed - defined, users, insertion stamp)."""
+    nb, res = g.bytes.tolist(), g.resident.tolist()
+    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
+    stamp, clock, done, order = {}, 0, set(), []
+
+    def scalar(v):
+        return 0 < nb[v] <= scalar_bytes
+
+    def prio(v):
+        if scalar(v):
+            return (2 ** 62, 2 ** 62)
+        freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
+        return (freed - (0 if res[v] else nb[v]), len(g.consumers(v)))
+
+    while len(order) < g.num_nodes:
+        ready = ready_nodes(g, done)
+        for v in ready:  # newly ready nodes get stamps in the order they became ready
+            if v not in stamp:
+                clock += 1
+                stamp[v] = clock
+        before = {v: prio(v) for v in ready}
+        v = max(ready, key=lambda v: (*before[v], stamp[v]))
+        done.add(v)
+        order.append(v)
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+        for u in g.inputs(v).tolist():  # XLA's walk: operands of v, then their users
+            for w in g.consumers(u).tolist():
+                if w in before and w != v and prio(w) != before[w]:
+                    clock += 1
+                    stamp[w] = clock
+                    before[w] = prio(w)
+        for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist():
+            if w not in stamp and set(g.pred_idx[g.pred_ptr[w]:g.pred_ptr[w + 1]].tolist()) <= done:
+                clock += 1
+                stamp[w] = clock
+    return order
+
+
+def greedy_schedule(g, d):
+    """The greedy rule, literally, with sets: (placement list, order list)."""
+    n, nb, res, tmp = g.num_nodes, g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
+    place, present = {}, {u: set() for u in range(n)}
+    left = {u: len(g.consumers(u)) for u in range(n)}
+    level, dyn, rbase, peak = [0] * d, [0] * d, [0] * d, 0
+    order = [v for v in range(n) if res[v]]
+    if d == 1:  # one device: every resident tensor is there from the start
+        place = {v: 0 for v in order}
+        present.update({v: {0} for v in order})
+        rbase[0] = peak = sum(nb[v] for v in order)
+    done = set(order)
+    while len(order) < n:
+        cands = []
+        for v in ready_nodes(g, done):
+            ins = g.inputs(v).tolist()
+            per_device = []
+            for k in range(d):
+                extra = sum(nb[u] for u in ins if u not in place)
+                copy = sum(nb[u] for u in ins if u in place and k not in present[u])
+                freed = sum(nb[u] * len((present[u] | {k}) - ({place[u]} if res[u] else set()))
+                            for u in ins if u in place and left[u] == 1)
+                run = rbase[k] + extra + level[k] + copy + nb[v] + tmp[v]
+                per_device.append((max(peak, rbase[k] + extra + dyn[k], run), copy + nb[v] - freed, run, k, extra))
+            _, net, run, k, extra = min(per_device)
+            cands.append((max(peak, rbase[k] + dyn[k], run - extra), net, run - extra, v, k))
+        *_, v, k = min(cands)
+        place[v] = k
+        present[v].add(k)
+        for u in g.inputs(v).tolist():
+            if u not in place:
+                place[u] = k
+                present[u].add(k)
+                rbase[k] += nb[u]
+            elif k not in present[u]:
+                present[u].add(k)
+                level[k] += nb[u]
+        dyn[k] = max(dyn[k], level[k] + nb[v] + tmp[v])
+        level[k] += nb[v]
+        for u in g.inputs(v).tolist():
+            left[u] -= 1
+            if left[u] == 0:
+                for j in sorted(present[u]):
+                    if not (res[u] and j == place[u]):
+                        present[u].discard(j)
+                        level[j] -= nb[u]
+        peak = max(peak, rbase[k] + dyn[k])
+        done.add(v)
+        order.append(v)
+    for v in range(n):
+        if v not in place:
+            k = min(range(d), key=lambda j: (rbase[j] + dyn[j], j))
+            place[v] = k
+            rbase[k] += nb[v]
+    return [place[v] for v in range(n)], order
+
+
+def longest_path_levels(graph):
+    """(from_sources, to_sinks): each node's longest path, in edges (data and control), from any
+    source and to any sink, by relaxing every edge until nothing changes."""
+    n = graph.num_nodes
+    edges = [(u, v) for v in range(n)
+             for u in graph.pred_idx[graph.pred_ptr[v]:graph.pred_ptr[v + 1]].tolist()]
+    down, up = [0] * n, [0] * n
+    changed = True
+    while changed:
+        changed = False
+        for u, v in edges:
+            if down[u] + 1 > down[v]:
+                down[v] = down[u] + 1
+                changed = True
+            if up[v] + 1 > up[u]:
+                up[u] = up[v] + 1
+                changed = True
+    return down, up

@@ -1,15 +1,18 @@
-"""The baselines gp-dfs, local-search, xla, xla-heuristics, inductor-heuristics, greedy, random."""
+"""The baselines gp-dfs, local-search, xla, xla-heuristics, inductor-heuristics, greedy, random,
+and the orders and kernels of `regal.heuristics` they use."""
 
 import numpy as np
 import pytest
 
+import naive
 from randgraph import random_dag
-from baselines import SOLVERS
-from baselines import greedy as G
-from baselines import heuristics as H
-from baselines import local_search, partition
+import regal.methods
+from regal import _kernels, heuristics
+from regal_baselines import greedy as G
+from regal_baselines import heuristics as H
+from regal_baselines import local_search, partition
 from regal.graph import Graph
-from regal.simulate import check_schedule, simulate
+from regal.simulate import check_schedule, kernel_graph, simulate
 
 METHODS = ["gp-dfs", "local-search", "xla", "xla-heuristics", "inductor-heuristics", "greedy", "random"]
 OPTIONS = {"local-search": {"budget": 150}}
@@ -28,7 +31,7 @@ def _graph(seed: int) -> Graph:
 
 
 def _solve(method, g, d, seed=0):
-    return SOLVERS[method](g, d, seed=seed, **OPTIONS.get(method, {}))
+    return regal.methods.solve(method, g, d, seed=seed, **OPTIONS.get(method, {}))
 
 
 def _ids(g, order):
@@ -110,10 +113,10 @@ def test_dfs_beats_bfs_on_two_parallel_chains():
     dfs = partition.dfs_order(g)
     assert _ids(g, dfs) == ["s", "a1", "a2", "b1", "b2", "t"]
     assert simulate(g, np.zeros(6, np.int32), dfs, 1).peak_bytes == 102
-    bfs = H.inductor_bfs_order(g)
+    bfs = heuristics.inductor_bfs_order(g)
     assert _ids(g, bfs) == ["s", "a1", "b1", "a2", "b2", "t"]
     assert simulate(g, np.zeros(6, np.int32), bfs, 1).peak_bytes == 201
-    assert _ids(g, H.lpmf_order(g)) == ["s", "a1", "a2", "b1", "b2", "t"]
+    assert _ids(g, heuristics.lpmf_order(g)) == ["s", "a1", "a2", "b1", "b2", "t"]
     assert partition.solve(g, 1).peak_bytes == 102
     sol = H.solve_inductor_heuristics(g, 1)
     assert sol.peak_bytes == 102 and sol.info["peaks"]["bfs"] == 201
@@ -138,9 +141,9 @@ def test_xla_heuristics_follow_their_rules_on_the_xla_example():
     """Hand-run orders: post-order A B C D E F G; DFS takes F's larger, more shared cone first;
     list takes the ready node freeing most (ties: latest inserted, XLA's multimap)."""
     g = _xla_example()
-    assert _ids(g, H.xla_post_order(g)) == list("ABCDEFG")
-    assert _ids(g, H.xla_dfs_order(g)) == list("ADEFBCG")
-    assert _ids(g, H.xla_list_order(g)) == list("AEDFBCG")
+    assert _ids(g, heuristics.xla_post_order(g)) == list("ABCDEFG")
+    assert _ids(g, heuristics.xla_dfs_order(g)) == list("ADEFBCG")
+    assert _ids(g, heuristics.xla_list_order(g)) == list("AEDFBCG")
     sol = H.solve_xla_heuristics(g, 1)
     assert sol.info["peaks"] == {"list": 5, "dfs": 5, "post_order": 5}
     assert sol.info["chosen"] == "list" and _ids(g, sol.order) == list("AEDFBCG")
@@ -154,7 +157,7 @@ def test_xla_list_scheduler_runs_the_freeing_node_first():
         {"id": "y", "bytes": 1, "inputs": ["x"]},
         {"id": "w", "bytes": 30, "inputs": ["z"]},
     ], name="free_first")
-    assert _ids(g, H.xla_list_order(g)) == ["x", "y", "z", "w"]
+    assert _ids(g, heuristics.xla_list_order(g)) == ["x", "y", "z", "w"]
     assert H.solve_xla_heuristics(g, 1).peak_bytes == 51  # z 20 + w 30 + y 1
 
 
@@ -166,11 +169,11 @@ def test_control_edges_are_honored_by_every_order_heuristic():
         {"id": "b", "bytes": 40, "inputs": ["s"]},
         {"id": "c", "bytes": 1, "inputs": ["a", "b"]},
     ], name="ctrl")
-    for fn in (H.xla_list_order, H.xla_dfs_order, H.xla_post_order, H.lpmf_order,
-               H.inductor_bfs_order, H.inductor_dfs_order, partition.dfs_order):
+    for fn in (heuristics.xla_list_order, heuristics.xla_dfs_order, heuristics.xla_post_order, heuristics.lpmf_order,
+               heuristics.inductor_bfs_order, heuristics.inductor_dfs_order, partition.dfs_order):
         order = _ids(g, fn(g))
         assert order.index("b") < order.index("a"), fn.__name__
-    placement, order = G.greedy_schedule(g, 2)
+    placement, order = heuristics.greedy_schedule(g, 2)
     assert _ids(g, order).index("b") < _ids(g, order).index("a")
 
 
@@ -268,7 +271,7 @@ def test_local_search_never_worse_than_its_start_and_within_budget():
                   min(p for name, p in H.solve_inductor_heuristics(g, d, seed=seed).info["peaks"].items()
                       if name != "baseline")]
         assert sol.info["start_peak_bytes"] == min(sol.info["start_peaks"].values()) == min(starts)
-        assert sorted(sol.info["start_peaks"]) == sorted(local_search.START_NAMES)
+        assert sorted(sol.info["start_peaks"]) == sorted(heuristics.START_NAMES)
 
 
 def test_local_search_improves_on_its_start():
@@ -300,141 +303,16 @@ def test_local_search_stops_when_nothing_can_move():
 
 
 # ------------------------------------------------------------------------ naive twins
-def _naive_ready(g, done):
-    return [v for v in range(g.num_nodes) if v not in done
-            and set(g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]].tolist()) <= done]
-
-
-def _naive_lpmf(g):
-    """Inductor's LPMF rule, literally: min over ready of (max(live + out + temp, peak), out - freed, v)."""
-    nb, res, tmp = g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
-    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
-    live = sum(b for b, r in zip(nb, res) if r)
-    peak = live + sum(nb[u] for u in range(g.num_nodes) if not res[u] and left[u] == 0)
-    done, order = set(), []
-    while len(order) < g.num_nodes:
-        def key(v):
-            out = 0 if res[v] else nb[v]
-            freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
-            return (max(live + out + tmp[v], peak), out - freed, v), out, freed
-        (_, _, v), out, freed = min(key(v) for v in _naive_ready(g, done))
-        live += out + tmp[v]
-        peak = max(peak, live)
-        live -= tmp[v] + freed
-        for u in g.inputs(v).tolist():
-            left[u] -= 1
-        done.add(v)
-        order.append(v)
-    return order
-
-
-def _naive_xla_list(g):
-    """XLA's list rule, literally: max over ready of (freed - defined, users, insertion stamp)."""
-    nb, res = g.bytes.tolist(), g.resident.tolist()
-    left = {u: len(g.consumers(u)) for u in range(g.num_nodes)}
-    stamp, clock, done, order = {}, 0, set(), []
-
-    def scalar(v):
-        return 0 < nb[v] <= H.SCALAR_BYTES
-
-    def prio(v):
-        if scalar(v):
-            return (2 ** 62, 2 ** 62)
-        freed = sum(nb[u] for u in g.inputs(v).tolist() if not res[u] and left[u] == 1)
-        return (freed - (0 if res[v] else nb[v]), len(g.consumers(v)))
-
-    while len(order) < g.num_nodes:
-        ready = _naive_ready(g, done)
-        for v in ready:  # newly ready nodes get stamps in the order they became ready
-            if v not in stamp:
-                clock += 1
-                stamp[v] = clock
-        before = {v: prio(v) for v in ready}
-        v = max(ready, key=lambda v: (*before[v], stamp[v]))
-        done.add(v)
-        order.append(v)
-        for u in g.inputs(v).tolist():
-            left[u] -= 1
-        for u in g.inputs(v).tolist():  # XLA's walk: operands of v, then their users
-            for w in g.consumers(u).tolist():
-                if w in before and w != v and prio(w) != before[w]:
-                    clock += 1
-                    stamp[w] = clock
-                    before[w] = prio(w)
-        for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist():
-            if w not in stamp and set(g.pred_idx[g.pred_ptr[w]:g.pred_ptr[w + 1]].tolist()) <= done:
-                clock += 1
-                stamp[w] = clock
-    return order
-
-
 def test_order_kernels_agree_with_naive_twins():
     """The LPMF and XLA list kernels equal literal transcriptions of their rules on 150 random DAGs."""
     mismatches = []
     for seed in range(150):
         g = random_dag(seed, max_nodes=25, control_fraction=0.3)
-        if H.lpmf_order(g).tolist() != _naive_lpmf(g):
+        if heuristics.lpmf_order(g).tolist() != naive.lpmf_order(g):
             mismatches.append(("lpmf", seed))
-        if H.xla_list_order(g).tolist() != _naive_xla_list(g):
+        if heuristics.xla_list_order(g).tolist() != naive.xla_list_order(g, heuristics.SCALAR_BYTES):
             mismatches.append(("list", seed))
     assert mismatches == []
-
-
-def _naive_greedy(g, d):
-    """The greedy rule, literally, with sets: (placement list, order list)."""
-    n, nb, res, tmp = g.num_nodes, g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
-    place, present = {}, {u: set() for u in range(n)}
-    left = {u: len(g.consumers(u)) for u in range(n)}
-    level, dyn, rbase, peak = [0] * d, [0] * d, [0] * d, 0
-    order = [v for v in range(n) if res[v]]
-    if d == 1:  # one device: every resident tensor is there from the start
-        place = {v: 0 for v in order}
-        present.update({v: {0} for v in order})
-        rbase[0] = peak = sum(nb[v] for v in order)
-    done = set(order)
-    while len(order) < n:
-        cands = []
-        for v in _naive_ready(g, done):
-            ins = g.inputs(v).tolist()
-            per_device = []
-            for k in range(d):
-                extra = sum(nb[u] for u in ins if u not in place)
-                copy = sum(nb[u] for u in ins if u in place and k not in present[u])
-                freed = sum(nb[u] * len((present[u] | {k}) - ({place[u]} if res[u] else set()))
-                            for u in ins if u in place and left[u] == 1)
-                run = rbase[k] + extra + level[k] + copy + nb[v] + tmp[v]
-                per_device.append((max(peak, rbase[k] + extra + dyn[k], run), copy + nb[v] - freed, run, k, extra))
-            _, net, run, k, extra = min(per_device)
-            cands.append((max(peak, rbase[k] + dyn[k], run - extra), net, run - extra, v, k))
-        *_, v, k = min(cands)
-        place[v] = k
-        present[v].add(k)
-        for u in g.inputs(v).tolist():
-            if u not in place:
-                place[u] = k
-                present[u].add(k)
-                rbase[k] += nb[u]
-            elif k not in present[u]:
-                present[u].add(k)
-                level[k] += nb[u]
-        dyn[k] = max(dyn[k], level[k] + nb[v] + tmp[v])
-        level[k] += nb[v]
-        for u in g.inputs(v).tolist():
-            left[u] -= 1
-            if left[u] == 0:
-                for j in sorted(present[u]):
-                    if not (res[u] and j == place[u]):
-                        present[u].discard(j)
-                        level[j] -= nb[u]
-        peak = max(peak, rbase[k] + dyn[k])
-        done.add(v)
-        order.append(v)
-    for v in range(n):
-        if v not in place:
-            k = min(range(d), key=lambda j: (rbase[j] + dyn[j], j))
-            place[v] = k
-            rbase[k] += nb[v]
-    return [place[v] for v in range(n)], order
 
 
 def test_greedy_kernel_agrees_with_naive_twin():
@@ -443,7 +321,44 @@ def test_greedy_kernel_agrees_with_naive_twin():
     for seed in range(120):
         g = random_dag(seed, max_nodes=25, control_fraction=0.3)
         d = 1 + seed % 4
-        placement, order = G.greedy_schedule(g, d)
-        if (placement.tolist(), order.tolist()) != _naive_greedy(g, d):
+        placement, order = heuristics.greedy_schedule(g, d)
+        if (placement.tolist(), order.tolist()) != naive.greedy_schedule(g, d):
             mismatches.append((seed, d))
     assert mismatches == []
+
+
+def test_longest_path_levels_agree_with_naive_twin():
+    """`_kernels.longest_path_levels`, given a random topological order, equals edge relaxation
+    to a fixpoint on 100 random DAGs."""
+    mismatches = []
+    for seed in range(100):
+        g = random_dag(seed, max_nodes=40, control_fraction=0.3)
+        kg = kernel_graph(g)
+        down = np.zeros(g.num_nodes, dtype=np.int64)
+        up = np.zeros(g.num_nodes, dtype=np.int64)
+        _, order = heuristics.random_solution(g, 1, seed)
+        _kernels.longest_path_levels(order, kg.succ_ptr, kg.succ_idx, down, up)
+        if (down.tolist(), up.tolist()) != naive.longest_path_levels(g):
+            mismatches.append(seed)
+    assert mismatches == []
+
+
+def test_heuristic_solutions_yield_each_named_start_as_a_fresh_valid_schedule():
+    """Every name in order, a valid schedule each; the compiler orders share gp-dfs's placement
+    in value but not in memory, and greedy's and random's equal their own functions."""
+    g = _graph(13)
+    names = heuristics.START_NAMES + ("random",)
+    sols = list(heuristics.heuristic_solutions(g, 2, 4, names))
+    assert [name for name, _, _ in sols] == list(names)
+    for _, placement, order in sols:
+        check_schedule(g, placement, order, 2)
+    by_name = {name: (p, o) for name, p, o in sols}
+    metis = by_name["gp-dfs"][0]
+    assert all(by_name[name][0].tolist() == metis.tolist() and by_name[name][0] is not metis
+               for name in names if name not in ("gp-dfs", "greedy", "random"))
+    assert by_name["xla-list"][1].tolist() == heuristics.xla_list_order(g).tolist()
+    for name, fn in (("greedy", lambda: heuristics.greedy_schedule(g, 2)),
+                     ("random", lambda: heuristics.random_solution(g, 2, 4))):
+        assert [a.tolist() for a in by_name[name]] == [a.tolist() for a in fn()]
+    with pytest.raises(ValueError, match="unknown heuristic"):
+        heuristics.heuristic_solutions(g, 2, 0, ("nope",))

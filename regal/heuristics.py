@@ -1,0 +1,259 @@
+"""Cheap heuristic schedules: compiler orders, a greedy list scheduler, a random floor.
+
+Every solution here costs no search, so the search seeds its population with them and the
+local search starts from the best (`heuristic_solutions`).
+
+- XLA's three memory schedulers (list, DFS, post-order), re-implemented from
+  `xla/hlo/transforms/simplifiers/hlo_memory_scheduler.cc`'s descriptions: `xla_list_order`,
+  `xla_dfs_order`, `xla_post_order`.
+- PyTorch Inductor's peak-memory reorderings (`torch/_inductor/memory.py`): `lpmf_order`
+  (least-peak-memory-first), `inductor_bfs_order`, `inductor_dfs_order`.
+- `greedy_schedule`: a greedy list scheduler that chooses node and device together on a running
+  memory state (what a simple hand-written scheduler would do).
+- `random_solution`: uniform placement and a random topological order (one random chromosome).
+
+The compilers schedule one device: their orders go with gp-dfs's METIS placement
+(`regal.structure.metis_placement`, Paliwal et al., ICLR 2020's GP + DFS). Resident nodes are
+XLA's parameters and constants (ignored by its heuristics, as there) and Inductor's
+non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal._kernels`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from regal import _kernels
+from regal._kernels import SCALAR_BYTES
+from regal.decode import order_by_priority
+from regal.graph import Graph, check_devices
+from regal.simulate import kernel_graph
+from regal.structure import concat_csr, dfs_order, dfs_postorder, metis_placement
+
+__all__ = ["xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order", "inductor_bfs_order",
+           "inductor_dfs_order", "greedy_schedule", "random_solution", "heuristic_solutions",
+           "START_NAMES", "SCALAR_BYTES"]
+
+#: The heuristic starts, in the order they are evaluated (the first wins ties): gp-dfs, greedy,
+#: then the compiler orders on the METIS placement. "random" is accepted as well, never implied.
+START_NAMES = ("gp-dfs", "greedy", "xla-list", "xla-dfs", "xla-post-order", "inductor-lpmf",
+               "inductor-bfs", "inductor-dfs")
+
+
+# ---------------------------------------------------------------------------- XLA
+def xla_list_order(graph: Graph) -> np.ndarray:
+    """int32[n]: XLA's list scheduler (`_kernels.xla_list_order`); control edges are honored."""
+    kg = kernel_graph(graph)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _kernels.xla_list_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr,
+                                kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.resident,
+                                SCALAR_BYTES, order)
+    assert t == graph.num_nodes
+    return order
+
+
+def _sinks(graph: Graph) -> np.ndarray:
+    return np.flatnonzero(np.diff(graph.succ_ptr) == 0)
+
+
+def xla_post_order(graph: Graph) -> np.ndarray:
+    """int32[n]: XLA's PostOrderScheduler, `MakeInstructionPostOrder`.
+
+    A DFS from each instruction without users (no data consumers, in node order) emits a node
+    after its operands. XLA pushes the operands (reversed) and then the control predecessors on
+    its stack, so the control predecessors are visited first (last listed first), then the
+    operands in order. O(n + e).
+    """
+    ctrl_rev_ptr = graph.ctrl_in_ptr
+    ctrl_rev_idx = graph.ctrl_in_idx.copy()
+    for v in np.flatnonzero(np.diff(ctrl_rev_ptr) > 1):
+        a, b = ctrl_rev_ptr[v], ctrl_rev_ptr[v + 1]
+        ctrl_rev_idx[a:b] = ctrl_rev_idx[a:b][::-1]
+    ptr, idx = concat_csr(ctrl_rev_ptr, ctrl_rev_idx, graph.in_ptr, graph.in_idx)
+    roots = np.flatnonzero(np.diff(graph.out_ptr) == 0)
+    order = dfs_postorder(roots, ptr, idx, graph.num_nodes)
+    assert order.shape[0] == graph.num_nodes
+    return order
+
+
+def xla_dfs_order(graph: Graph, post_order: np.ndarray | None = None) -> np.ndarray:
+    """int32[n]: XLA's DFSMemoryScheduler.
+
+    For each instruction, in post-order: `extra_users` = max(users - 1, 0) plus the operands'
+    (unique operands) `extra_users`, and `total_sizes` = its bytes plus the operands'
+    `total_sizes`, both transitive and double-counting shared ancestors; XLA caps them by the
+    running total of bytes and by the instruction count. Parameters and constants (resident)
+    count zero. Then a post-order DFS from the sinks (XLA: the unreachable roots, then the root;
+    here every node without successors, in node order) visits each node's operands and control
+    predecessors sorted by extra_users (descending), then total_sizes (descending), then name:
+    heavily shared and large subtrees are computed first. O(n + e log e).
+    """
+    n = graph.num_nodes
+    post = xla_post_order(graph) if post_order is None else post_order
+    extra = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n, dtype=np.int64)
+    users = np.diff(graph.out_ptr)
+    cumulative = 0
+    for v in post.tolist():
+        if graph.resident[v]:
+            continue
+        ops = np.unique(graph.inputs(v))
+        b = int(graph.bytes[v])
+        cumulative += b
+        extra[v] = min(max(int(users[v]) - 1, 0) + int(extra[ops].sum()), n)
+        total[v] = min(b + int(total[ops].sum()), cumulative)
+    ids = np.asarray(graph.ids, dtype=object)
+    name_rank = np.empty(n, dtype=np.int64)
+    name_rank[np.argsort(ids, kind="stable")] = np.arange(n)
+    ptr, idx = concat_csr(graph.in_ptr, graph.in_idx, graph.ctrl_in_ptr, graph.ctrl_in_idx)
+    rows = np.repeat(np.arange(n), np.diff(ptr))
+    perm = np.lexsort((name_rank[idx], -total[idx], -extra[idx], rows))
+    idx = idx[perm]
+    # a node both a data and a control input is listed twice; the DFS skips the repeat
+    order = dfs_postorder(_sinks(graph), ptr, idx, n)
+    assert order.shape[0] == n
+    return order
+
+
+# ---------------------------------------------------------------------------- Inductor
+def lpmf_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's least-peak-memory-first order (`_kernels.lpmf_order`)."""
+    kg = kernel_graph(graph)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _kernels.lpmf_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
+                            kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, order)
+    assert t == graph.num_nodes
+    return order
+
+
+def inductor_bfs_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's `topological_sort_bfs`, a FIFO order.
+
+    A ready node's priority is the sorted list of the steps at which its predecessors ran; the
+    lexicographically smallest runs next (ties to the lower index), so the node whose inputs are
+    oldest goes first, which shortens the lives of the buffers created. O(e log n).
+    """
+    n = graph.num_nodes
+    pred_ptr, pred_idx = graph.pred_ptr, graph.pred_idx
+    succ_ptr, succ_idx = graph.succ_ptr, graph.succ_idx
+    indeg = np.diff(pred_ptr).tolist()
+    step = [0] * n
+    heap = [((), v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        step[v] = len(order)
+        order.append(v)
+        for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]].tolist():
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                prio = tuple(sorted(step[u] for u in pred_idx[pred_ptr[w]:pred_ptr[w + 1]].tolist()))
+                heapq.heappush(heap, (prio, w))
+    return np.asarray(order, dtype=np.int32)
+
+
+def inductor_dfs_order(graph: Graph) -> np.ndarray:
+    """int32[n]: Inductor's `topological_sort_dfs`.
+
+    Each node's `size_with_reads` is its output bytes plus the bytes of the (freeable, i.e.
+    non-resident) buffers it reads. Nodes are taken in ascending (size_with_reads, index) as DFS
+    roots, and each visit first visits the node's predecessors in the same ascending order, then
+    emits it: small nodes, and the small inputs of a node, come first. O(e log e).
+    """
+    n = graph.num_nodes
+    nb = np.where(graph.resident, 0, graph.bytes)
+    dst = np.repeat(np.arange(n), np.diff(graph.in_ptr))
+    swr = nb.copy()
+    np.add.at(swr, dst, nb[graph.in_idx])
+    ptr, idx = graph.pred_ptr, graph.pred_idx
+    rows = np.repeat(np.arange(n), np.diff(ptr))
+    idx = idx[np.lexsort((idx, swr[idx], rows))]
+    roots = np.lexsort((np.arange(n), swr))
+    order = dfs_postorder(roots, ptr, idx, n)
+    assert order.shape[0] == n
+    return order
+
+
+# ---------------------------------------------------------------------------- greedy, random
+def greedy_schedule(graph: Graph, devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(placement int32[n], order int32[n]): greedy list scheduling of nodes and devices together.
+
+    Resident nodes go first in the order. Then, at every step, every (ready node v, device k)
+    pair is scored on the current state: the copies v needs on k, its output and temp give the
+    memory while v runs; inputs whose last consumer is v are freed afterwards. Each ready node
+    takes its best device by (peak of all devices after it, net bytes it adds, memory on k while
+    it runs, device): keep the peak; among devices that do, add the least memory, which puts a
+    node where its inputs live unless that would raise the peak when another device would not;
+    then the emptier device. Among the ready nodes, the one run next minimises the same key
+    (then node index) with the bytes of the resident tensors it homes left out (below).
+    A resident tensor lives from the start on its home device. With one device that is device 0;
+    with more it is homed on the device of its first reader (it then counts on that device from
+    the start) or, if nobody reads it, on the lowest-peak device at the end. Its bytes are paid
+    wherever and whenever it is first read, so they steer the device, never the node's turn.
+    The running state frees a tensor, with all its copies, when its last consumer has run, since
+    the devices of consumers not yet placed are unknown; the exact peak is the simulator's.
+    Deterministic. O(n * ready * d * in-degree).
+    """
+    devices = check_devices(devices)
+    kg = kernel_graph(graph)
+    placement = np.empty(graph.num_nodes, dtype=np.int32)
+    order = np.empty(graph.num_nodes, dtype=np.int32)
+    t = _kernels.greedy_schedule(kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx,
+                                 kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp,
+                                 kg.resident, placement, order)
+    assert t == graph.num_nodes
+    return placement, order
+
+
+def random_solution(graph: Graph, devices: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(placement int32[n], order int32[n]): uniform placement, Kahn on uniform priorities.
+
+    The same as decoding one uniform random chromosome (SPEC.md section 5); deterministic per
+    seed. O(n log n + e).
+    """
+    devices = check_devices(devices)
+    rng = np.random.default_rng(seed)
+    n = graph.num_nodes
+    placement = rng.integers(0, devices, size=n).astype(np.int32)
+    order = order_by_priority(graph, rng.random(n))
+    return placement, order
+
+
+# ---------------------------------------------------------------------------- starts
+_COMPILER_ORDERS = {"gp-dfs": dfs_order, "xla-list": xla_list_order, "xla-dfs": xla_dfs_order,
+                    "xla-post-order": xla_post_order, "inductor-lpmf": lpmf_order,
+                    "inductor-bfs": inductor_bfs_order, "inductor-dfs": inductor_dfs_order}
+
+
+def heuristic_solutions(graph: Graph, devices: int, seed: int, names: Sequence[str] = START_NAMES
+                        ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, placement int32[n], order int32[n]) of each heuristic in `names`, lazily, in order.
+
+    names: from `START_NAMES` or "random". The orders of gp-dfs and the compilers go with one
+    METIS placement (`seed` feeds METIS), computed when first needed; greedy and random bring
+    their own. Every yielded array is a fresh copy the caller may modify. A caller that stops
+    iterating pays for no further heuristic.
+    """
+    devices = check_devices(devices)
+    unknown = [name for name in names if name not in START_NAMES + ("random",)]
+    if unknown:
+        raise ValueError(f"unknown heuristic {unknown[0]!r}; known: random, {', '.join(START_NAMES)}")
+    return _solutions(graph, devices, seed, tuple(names))
+
+
+def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...]):
+    metis = None
+    for name in names:
+        if name == "greedy":
+            placement, order = greedy_schedule(graph, devices)
+        elif name == "random":
+            placement, order = random_solution(graph, devices, seed)
+        else:
+            if metis is None:
+                metis = metis_placement(graph, devices, seed)
+            placement, order = metis, _COMPILER_ORDERS[name](graph)
+        yield (name, np.ascontiguousarray(placement, dtype=np.int32).copy(),
+               np.ascontiguousarray(order, dtype=np.int32).copy())

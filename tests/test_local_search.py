@@ -1,0 +1,107 @@
+"""regal.local_search.improve: the polish a memetic search applies to given schedules."""
+
+import time
+
+import numpy as np
+import pytest
+
+import naive
+from randgraph import random_dag
+from regal import local_search
+from regal.heuristics import random_solution
+from regal.local_search import Evaluator, LocalSearchConfig, improve
+from regal.simulate import check_schedule, simulate
+
+
+def _start(seed: int, num_nodes: int, d: int):
+    g = random_dag(seed, num_nodes=num_nodes, resident_fraction=0.2, control_fraction=0.3)
+    placement, order = random_solution(g, d, seed)
+    return g, placement, order
+
+
+def _start_score(g, d, placement, order):
+    evaluate = Evaluator(g, d)
+    return evaluate(placement, order, evaluate.new_trace())
+
+
+def test_improve_never_returns_worse_than_its_start():
+    """The returned score (peak first) is at most the start's, and some start gets better."""
+    gains = []
+    for seed in range(8):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed, 20 + 8 * seed, d)
+        start = _start_score(g, d, placement, order)
+        res = improve(g, d, placement, order, budget=120, rng=np.random.default_rng(seed))
+        assert res.score <= start and res.peak_bytes <= start.peak_bytes
+        assert res.history[0] == [1, start.peak_bytes]
+        gains.append(start.peak_bytes - res.peak_bytes)
+    assert max(gains) > 0
+
+
+def test_improve_spends_at_most_its_budget_and_reports_the_exact_count(monkeypatch):
+    """`evaluations` equals the simulations actually run, never exceeds the budget, and is the
+    whole budget unless the search stopped for another reason."""
+    calls = []
+    real = local_search.peak_of
+    monkeypatch.setattr(local_search, "peak_of", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for seed, budget in enumerate((1, 2, 7, 60, 150)):
+        calls.clear()
+        d = 1 + seed % 2
+        g, placement, order = _start(seed + 30, 40, d)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, budget, patience=10)  # kicks cost one each
+        res = improve(g, d, placement, order, budget=budget, rng=np.random.default_rng(seed), config=cfg)
+        assert res.evaluations == len(calls) <= budget
+        assert res.evaluations == budget or res.stopped != "budget"
+        assert budget < 60 or res.kicks > 0
+
+
+def test_improve_is_deterministic_per_rng_seed():
+    """The same rng seed gives the same schedule and counters; another seed another search."""
+    g, placement, order = _start(5, 60, 2)
+    runs = [improve(g, 2, placement, order, budget=200, rng=np.random.default_rng(s)) for s in (3, 3, 4)]
+    a, b, c = runs
+    assert a.placement.tolist() == b.placement.tolist() and a.order.tolist() == b.order.tolist()
+    assert (a.score, a.history, a.accepted, a.sideways, a.kicks) == (b.score, b.history, b.accepted,
+                                                                     b.sideways, b.kicks)
+    assert (a.history, a.accepted) != (c.history, c.accepted)
+
+
+def test_improve_peak_equals_a_fresh_and_a_naive_simulation():
+    """The returned schedule is valid, and its peak is what regal.simulate and the naive
+    simulator give for it."""
+    for seed in range(10):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 60, 12 + 3 * seed, d)
+        res = improve(g, d, placement, order, budget=80, rng=np.random.default_rng(seed))
+        check_schedule(g, res.placement, res.order, d)
+        assert res.peak_bytes == simulate(g, res.placement, res.order, d).peak_bytes
+        assert res.peak_bytes == naive.simulate(g, res.placement.tolist(), res.order.tolist(), d)[0]
+
+
+def test_improve_leaves_its_inputs_unmodified():
+    """The caller's placement and order arrays are not written."""
+    g, placement, order = _start(9, 50, 3)
+    p0, o0 = placement.copy(), order.copy()
+    improve(g, 3, placement, order, budget=100, rng=np.random.default_rng(0))
+    assert placement.tolist() == p0.tolist() and order.tolist() == o0.tolist()
+
+
+def test_improve_with_a_past_deadline_returns_the_start_after_one_evaluation():
+    """A deadline already passed: one evaluation, stopped 'time_limit', the start unchanged."""
+    g, placement, order = _start(11, 40, 2)
+    res = improve(g, 2, placement, order, budget=500, rng=np.random.default_rng(0),
+                  deadline=time.perf_counter())
+    assert (res.evaluations, res.stopped) == (1, "time_limit")
+    assert res.placement.tolist() == placement.tolist() and res.order.tolist() == order.tolist()
+
+
+def test_improve_rejects_invalid_starts_and_budgets():
+    """A non-topological order, a device out of range or a zero budget raise ValueError."""
+    g, placement, order = _start(12, 30, 2)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="topological"):
+        improve(g, 2, placement, order[::-1].copy(), budget=10, rng=rng)
+    with pytest.raises(ValueError, match="device"):
+        improve(g, 2, placement + 5, order, budget=10, rng=rng)
+    with pytest.raises(ValueError, match="budget"):
+        improve(g, 2, placement, order, budget=0, rng=rng)
