@@ -13,7 +13,7 @@ BRKGA's mutants per node.
 """
 
 from regal.brkga import BrkgaConfig
-from regal.graph import FORMAT, Graph, GraphError, from_networkx, load, save, to_networkx
+from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, load, save, to_networkx
 from regal.priors import Priors
 from regal.search import Progress, optimize, warmup
 from regal.simulate import ScheduleError, Simulation, simulate

@@ -22,14 +22,19 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-__all__ = ["FORMAT", "Graph", "GraphError", "check_devices", "load", "save", "from_json", "from_networkx",
-           "to_networkx"]
+from regal import _kernels
+from regal._io import open_text
 
-FORMAT = "regal-graph/1"
+__all__ = ["GRAPH_FORMAT", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
+           "from_networkx", "to_networkx"]
+
+GRAPH_FORMAT = "regal-graph/1"
+
+_T = TypeVar("_T")
 
 
 def check_devices(devices, name: str = "devices") -> int:
@@ -57,6 +62,34 @@ def _transpose(num_nodes: int, ptr: np.ndarray, idx: np.ndarray) -> tuple[np.nda
     tptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(idx, minlength=num_nodes), out=tptr[1:])
     return tptr, dst[order].astype(np.int32)
+
+
+def _union_csr(num_nodes: int, a_ptr: np.ndarray, a_idx: np.ndarray, b_ptr: np.ndarray,
+               b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR whose row v holds the sources of row v of `a` and of `b`, without repeats, increasing."""
+    lists = []
+    for v in range(num_nodes):
+        a = a_idx[a_ptr[v]:a_ptr[v + 1]].tolist()
+        b = b_idx[b_ptr[v]:b_ptr[v + 1]].tolist()
+        lists.append(sorted(set(a) | set(b)))
+    return _csr(num_nodes, lists)
+
+
+def _kahn_order(graph: "Graph") -> np.ndarray:
+    """int32[<= n]: Kahn's algorithm over data and control edges, lowest index first.
+
+    `_kernels.priority_order` with every priority equal, so its ties (to the lower index) decide
+    alone. No node is passed as resident: the kernel's shortcut for resident nodes assumes they
+    have no predecessors, which only a validated graph guarantees, and this also runs to find
+    cycles. Shorter than n iff the graph has a cycle.
+    """
+    n = graph.num_nodes
+    order = np.empty(n, dtype=np.int32)
+    count = _kernels.priority_order(np.zeros(n), n, np.diff(graph.pred_ptr).astype(np.int32),
+                                    np.ascontiguousarray(graph.succ_ptr, dtype=np.int64),
+                                    np.ascontiguousarray(graph.succ_idx, dtype=np.int32),
+                                    np.zeros(n, dtype=np.bool_), order)
+    return order[:count]
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,7 +216,12 @@ class Graph:
     def num_control_edges(self) -> int:
         return int(self.ctrl_in_idx.shape[0])
 
-    def _cached(self, key: str, make):
+    def cached(self, key: str, make: Callable[[], _T]) -> _T:
+        """`make()`, computed on the first call with `key` and kept on the graph for later calls.
+
+        For values derived from the graph's (read-only) arrays: the CSR transposes here, the
+        kernel view of `regal.simulate`. Callers share the value, so they must not modify it.
+        """
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
             cache[key] = make()
@@ -198,7 +236,7 @@ class Graph:
         return self._out()[1]
 
     def _out(self):
-        return self._cached("out", lambda: _transpose(self.num_nodes, self.in_ptr, self.in_idx))
+        return self.cached("out", lambda: _transpose(self.num_nodes, self.in_ptr, self.in_idx))
 
     @property
     def ctrl_out_ptr(self) -> np.ndarray:
@@ -209,17 +247,11 @@ class Graph:
         return self._ctrl_out()[1]
 
     def _ctrl_out(self):
-        return self._cached("ctrl_out", lambda: _transpose(self.num_nodes, self.ctrl_in_ptr, self.ctrl_in_idx))
+        return self.cached("ctrl_out", lambda: _transpose(self.num_nodes, self.ctrl_in_ptr, self.ctrl_in_idx))
 
     def _pred(self):
-        def make():
-            lists = []
-            for v in range(self.num_nodes):
-                d = self.in_idx[self.in_ptr[v]:self.in_ptr[v + 1]].tolist()
-                c = self.ctrl_in_idx[self.ctrl_in_ptr[v]:self.ctrl_in_ptr[v + 1]].tolist()
-                lists.append(sorted(set(d) | set(c)))
-            return _csr(self.num_nodes, lists)
-        return self._cached("pred", make)
+        return self.cached("pred", lambda: _union_csr(self.num_nodes, self.in_ptr, self.in_idx,
+                                                      self.ctrl_in_ptr, self.ctrl_in_idx))
 
     @property
     def pred_ptr(self) -> np.ndarray:
@@ -238,12 +270,12 @@ class Graph:
         return self._succ()[1]
 
     def _succ(self):
-        return self._cached("succ", lambda: _transpose(self.num_nodes, self.pred_ptr, self.pred_idx))
+        return self.cached("succ", lambda: _transpose(self.num_nodes, self.pred_ptr, self.pred_idx))
 
     @property
     def index(self) -> dict[str, int]:
         """Map from node id to node index."""
-        return self._cached("index", lambda: {nid: i for i, nid in enumerate(self.ids)})
+        return self.cached("index", lambda: {nid: i for i, nid in enumerate(self.ids)})
 
     def inputs(self, v: int) -> np.ndarray:
         """Data inputs of node `v` (node indices)."""
@@ -257,30 +289,21 @@ class Graph:
         return self.ctrl_in_idx[self.ctrl_in_ptr[v]:self.ctrl_in_ptr[v + 1]]
 
     def topological_order(self) -> np.ndarray:
-        """Kahn's algorithm, lowest index first; shorter than num_nodes iff there is a cycle."""
-        import heapq
-        indeg = np.diff(self.pred_ptr).astype(np.int64)
-        ready = [v for v in range(self.num_nodes) if indeg[v] == 0]
-        heapq.heapify(ready)
-        order = []
-        succ_ptr, succ_idx = self.succ_ptr, self.succ_idx
-        while ready:
-            v = heapq.heappop(ready)
-            order.append(v)
-            for w in succ_idx[succ_ptr[v]:succ_ptr[v + 1]]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(ready, int(w))
-        return np.asarray(order, dtype=np.int64)
+        """int64[n]: Kahn's algorithm, lowest index first; shorter than num_nodes iff there is a cycle."""
+        return _kahn_order(self).astype(np.int64)
+
+    def levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """(from_sources, to_sinks), int64[n] each: edges on the longest path from any source to v
+        and from v to any sink (data and control edges). The graph must be acyclic."""
+        from_sources = np.zeros(self.num_nodes, dtype=np.int64)
+        to_sinks = np.zeros(self.num_nodes, dtype=np.int64)
+        _kernels.longest_path_levels(_kahn_order(self), np.ascontiguousarray(self.succ_ptr, dtype=np.int64),
+                                     np.ascontiguousarray(self.succ_idx, dtype=np.int32), from_sources, to_sinks)
+        return from_sources, to_sinks
 
     def depth(self) -> int:
         """Number of nodes on the longest path (data and control edges)."""
-        level = np.ones(self.num_nodes, dtype=np.int64)
-        for v in self.topological_order():
-            p = self.pred_idx[self.pred_ptr[v]:self.pred_ptr[v + 1]]
-            if p.size:
-                level[v] = level[p].max() + 1
-        return int(level.max())
+        return int(self.levels()[0].max()) + 1
 
     def node_lower_bound_bytes(self) -> np.ndarray:
         """int64[n]: inputs + output + temp of each node, memory any device running it must hold."""
@@ -331,7 +354,7 @@ class Graph:
         return recs
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "name": self.name, "nodes": self.to_records(), "meta": self.meta}
+        return {"format": GRAPH_FORMAT, "name": self.name, "nodes": self.to_records(), "meta": self.meta}
 
     def summary(self) -> dict:
         """The numbers `regal info` prints."""
@@ -387,20 +410,13 @@ def _id_list(rec: Mapping, key: str, nid: str, index: Mapping[str, int], source:
     return out
 
 
-def _open(path: str | os.PathLike, mode: str):
-    p = os.fspath(path)
-    if p.endswith(".gz"):
-        return gzip.open(p, mode + "t", encoding="utf-8")
-    return open(p, mode, encoding="utf-8")
-
-
 def from_json(doc: Any, source: str = "graph") -> Graph:
     """Build a Graph from a parsed `regal-graph/1` document."""
     if not isinstance(doc, Mapping):
         raise GraphError(f"{source}: not a regal-graph/1 document (top level is not an object)")
     fmt = doc.get("format")
-    if fmt != FORMAT:
-        raise GraphError(f"{source}: not a {FORMAT} file (format is {fmt!r})")
+    if fmt != GRAPH_FORMAT:
+        raise GraphError(f"{source}: not a {GRAPH_FORMAT} file (format is {fmt!r})")
     if "nodes" not in doc:
         raise GraphError(f"{source}: no 'nodes' list")
     meta = doc.get("meta") or {}
@@ -414,7 +430,7 @@ def load(path: str | os.PathLike) -> Graph:
     """Read a `regal-graph/1` file (`.json` or `.json.gz`); errors are `GraphError`s naming the file."""
     source = os.fspath(path)
     try:
-        with _open(source, "r") as f:
+        with open_text(source, "rt") as f:
             doc = json.load(f)
     except FileNotFoundError:
         raise GraphError(f"{source}: no such file") from None
@@ -425,7 +441,7 @@ def load(path: str | os.PathLike) -> Graph:
 
 def save(graph: Graph, path: str | os.PathLike) -> None:
     """Write `graph` as `regal-graph/1`; gzip-compressed when the path ends in `.gz`."""
-    with _open(path, "w") as f:
+    with open_text(path, "wt") as f:
         json.dump(graph.to_json(), f, separators=(",", ":"))
 
 

@@ -57,7 +57,7 @@ def kernel_graph(graph: Graph) -> KernelGraph:
             resident=c(graph.resident, dtype=np.bool_),
             in_bytes=c(graph.bytes[graph.in_idx], dtype=np.int64),
             in_resident=c(graph.resident[graph.in_idx], dtype=np.bool_))
-    return graph._cached("kernel_graph", make)
+    return graph.cached("kernel_graph", make)
 
 
 def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np.ndarray, np.ndarray]:

@@ -171,6 +171,64 @@ def test_lower_bound_is_below_every_simulated_peak():
             assert g.lower_bound(d) <= simulate(g, placement, order, d).peak_bytes
 
 
+def _shuffled(seed: int) -> Graph:
+    """A random DAG whose records are listed in random order, so node order is not topological."""
+    recs = random_dag(seed, control_fraction=0.5).to_records()
+    np.random.default_rng(seed).shuffle(recs)
+    return Graph.from_records(recs, name=f"shuffled{seed}")
+
+
+def test_topological_order_is_kahn_taking_the_lowest_ready_index():
+    """topological_order() is Kahn's algorithm that always runs the lowest-index ready node."""
+    import heapq
+    for seed in range(100):
+        g = _shuffled(seed)
+        preds = [set(g.inputs(v).tolist()) | set(g.control_inputs(v).tolist()) for v in range(g.num_nodes)]
+        indeg = [len(p) for p in preds]
+        ready = [v for v in range(g.num_nodes) if indeg[v] == 0]
+        expected = []
+        while ready:
+            v = heapq.heappop(ready)
+            expected.append(v)
+            for w in range(g.num_nodes):
+                if v in preds[w]:
+                    indeg[w] -= 1
+                    if indeg[w] == 0:
+                        heapq.heappush(ready, w)
+        order = g.topological_order()
+        assert order.dtype == np.int64 and order.tolist() == expected
+
+
+def test_levels_and_depth_are_longest_paths():
+    """levels() counts edges on the longest path from a source and to a sink; depth() counts nodes."""
+    import networkx as nx
+    for seed in range(50):
+        g = _shuffled(seed)
+        h = nx.DiGraph()
+        h.add_nodes_from(range(g.num_nodes))
+        h.add_edges_from((int(u), v) for v in range(g.num_nodes) for u in g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]])
+        from_sources, to_sinks = g.levels()
+        longest_to = {v: 0 for v in h}
+        for v in nx.topological_sort(h):
+            for w in h.successors(v):
+                longest_to[w] = max(longest_to[w], longest_to[v] + 1)
+        longest_from = {v: 0 for v in h}
+        for v in reversed(list(nx.topological_sort(h))):
+            for w in h.successors(v):
+                longest_from[v] = max(longest_from[v], longest_from[w] + 1)
+        assert from_sources.tolist() == [longest_to[v] for v in range(g.num_nodes)]
+        assert to_sinks.tolist() == [longest_from[v] for v in range(g.num_nodes)]
+        assert g.depth() == nx.dag_longest_path_length(h) + 1
+
+
+def test_cached_values_are_computed_once_per_key():
+    """Graph.cached calls `make` only on the first request for a key and returns the same object."""
+    g = random_dag(3)
+    calls = []
+    first = g.cached("test-key", lambda: calls.append(1) or np.arange(3))
+    assert g.cached("test-key", lambda: calls.append(1) or np.arange(5)) is first and calls == [1]
+
+
 def test_summary_of_a_chain():
     """summary() of the SPEC chain a(4)->b(2)->c(1): counts, depth 3 and bound 6."""
     g = Graph.from_records([{"id": "a", "bytes": 4}, {"id": "b", "bytes": 2, "inputs": ["a"]},

@@ -26,10 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _kernels
 from regal.graph import Graph
-from regal.decode import order_by_priority
-from regal.simulate import kernel_graph
 from regal.structure import dfs_order, metis_placement
 
 __all__ = ["GraphBatch", "OP_VOCAB", "NUM_NODE_FEATURES", "NUM_EDGE_FEATURES", "build", "bucket"]
@@ -75,21 +72,11 @@ def op_index(op: str) -> int:
     return _OP_INDEX.get(base, len(OP_VOCAB) - 1)
 
 
-def _order_and_levels(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A topological order, and each node's longest-path level from the sources and to the sinks."""
-    kg = kernel_graph(graph)
-    n = graph.num_nodes
-    order = order_by_priority(graph, np.zeros(n))  # lowest index first among ready nodes
-    src = np.zeros(n, dtype=np.int64)
-    sink = np.zeros(n, dtype=np.int64)
-    _kernels.longest_path_levels(order, kg.succ_ptr, kg.succ_idx, src, sink)
-    return order, src, sink
-
-
 def build(graph: Graph, num_devices: int, structure: bool = True) -> GraphBatch:
     """Features of `graph` for a policy deciding over `num_devices` devices, padded."""
     n = graph.num_nodes
-    order, src_level, sink_level = _order_and_levels(graph)
+    order = graph.topological_order()
+    src_level, sink_level = graph.levels()
     depth = max(1, int(src_level.max() + 1))
     b = graph.bytes.astype(np.float64)
     in_deg = np.diff(graph.in_ptr)
