@@ -43,12 +43,13 @@ Errors are `HloParseError` with one-line messages `"{source}:{line}: {what}"`.
 from __future__ import annotations
 
 import functools
-import gzip
 import math
 import os
 import re
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
+from regal._io import open_text
 from regal.graph import Graph, GraphError
 
 __all__ = ["COST_MODEL", "FOLDED_OPCODES", "HloParseError", "load_hlo", "parse_hlo", "shape_bytes"]
@@ -305,6 +306,20 @@ def _flops(opcode: str, out_elems: int, operands: list[str], attrs: dict, info: 
 def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Graph:
     """Import the ENTRY computation of an HLO module as a Graph (see the module docstring)."""
     lines = text.splitlines()
+    module, scheduled, (entry_name, first, stop) = _scan_module(lines, source)
+    entry = _Entry()
+    for ins in _instructions(lines, first, stop, source):
+        _add_instruction(entry, ins, source)
+    if not entry.records:
+        raise HloParseError(f"{source}:{first}: the ENTRY computation has no real instructions")
+    return _to_graph(entry, module, entry_name, scheduled, name, source)
+
+
+def _scan_module(lines: list[str], source: str) -> tuple[str | None, bool, tuple[str, int, int]]:
+    """(module name, is_scheduled, (entry name, first body line, closing line)) of the module.
+
+    Lines are 0-based indices into `lines`; the ENTRY body is `lines[first:stop]`.
+    """
     module, scheduled, entry = None, False, None
     i = 0
     while i < len(lines):
@@ -333,13 +348,28 @@ def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Grap
         i += 1
     if entry is None:
         raise HloParseError(f"{source}:{max(1, len(lines))}: no ENTRY computation")
-    entry_name, first, stop = entry
+    return module, scheduled, entry
 
-    records: list[dict[str, Any]] = []
-    struct: dict[str, Any] = {}      # instruction name -> real node index or tuple of structures
-    pending: dict[str, tuple] = {}    # folded instruction -> control inputs its consumers inherit
-    info: dict[str, tuple] = {}       # instruction name -> (bytes, elements, dims or None)
-    num_instructions = num_folded = 0
+
+class _Instruction(NamedTuple):
+    """One parsed instruction of the ENTRY computation."""
+    name: str
+    shape: str
+    opcode: str
+    operands: Any          # operand names (list[str]); the raw operand text for constant, parameter
+    attrs: dict            # attribute name -> value text
+    nbytes: int            # shape_bytes of `shape`
+    nelem: int             # elements of `shape`
+    dims: tuple | None     # dimensions of `shape` if it is a single array
+    lineno: int            # 1-based line where the instruction starts
+
+
+def _instructions(lines: list[str], first: int, stop: int, source: str):
+    """Yield each `_Instruction` of `lines[first:stop]`, skipping blank and `//` comment lines.
+
+    An instruction whose brackets are still open at the end of a line continues on the next
+    line, unless that line starts a new instruction.
+    """
     k = first
     while k < stop:
         s, lineno = lines[k], k + 1
@@ -349,8 +379,8 @@ def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Grap
             continue
         while True:
             try:
-                iname, shape, opcode, operands, attrs = _parse_instruction(s)
-                nbytes, nelem, dims = _shape_info(shape)
+                parts = _parse_instruction(s)
+                shape_info = _shape_info(parts[1])
                 break
             except _Incomplete as e:  # an instruction may continue on the next line
                 if k < stop and not _NEW_INSTR.match(lines[k]):
@@ -360,85 +390,129 @@ def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Grap
                 raise HloParseError(f"{source}:{lineno}: {e}") from None
             except _Syntax as e:
                 raise HloParseError(f"{source}:{lineno}: {e}") from None
-        num_instructions += 1
-        if iname in struct:
-            raise HloParseError(f"{source}:{lineno}: instruction '{iname}' is defined twice")
-        info[iname] = (nbytes, nelem, dims)
-        if opcode in ("constant", "parameter"):
-            if opcode == "parameter" and not operands.isdigit():
-                raise HloParseError(f"{source}:{lineno}: parameter '{iname}' takes an index, "
-                                    f"not operands: '{operands[:40]}'")
-            struct[iname] = len(records)
-            records.append({"id": iname, "op": opcode, "bytes": nbytes, "resident": True})
+        yield _Instruction(*parts, *shape_info, lineno)
+
+
+@dataclass
+class _Entry:
+    """The ENTRY computation imported so far: node records and how instruction names resolve."""
+    records: list = field(default_factory=list)   # node records; inputs as node indices until _to_graph
+    struct: dict = field(default_factory=dict)    # instruction name -> real node index or tuple of structures
+    pending: dict = field(default_factory=dict)   # folded instruction -> control inputs its consumers inherit
+    info: dict = field(default_factory=dict)      # instruction name -> (bytes, elements, dims or None)
+    num_instructions: int = 0
+    num_folded: int = 0
+
+
+def _add_instruction(entry: _Entry, ins: _Instruction, source: str) -> None:
+    """Record `ins`: a resident node, a folded alias, or a real node (see the module docstring)."""
+    where = f"{source}:{ins.lineno}"
+    entry.num_instructions += 1
+    if ins.name in entry.struct:
+        raise HloParseError(f"{where}: instruction '{ins.name}' is defined twice")
+    entry.info[ins.name] = (ins.nbytes, ins.nelem, ins.dims)
+    if ins.opcode in ("constant", "parameter"):
+        _add_resident(entry, ins, where)
+        return
+    for o in ins.operands:
+        if o not in entry.struct:
+            raise HloParseError(f"{where}: operand '{o}' of '{ins.name}' is not defined")
+    ctrl, cseen = _control_inputs(entry, ins, where)
+    if ins.opcode in FOLDED_OPCODES or ins.opcode.endswith("-done"):
+        _fold(entry, ins, ctrl, cseen, where)
+    else:
+        _add_real(entry, ins, ctrl)
+
+
+def _add_resident(entry: _Entry, ins: _Instruction, where: str) -> None:
+    """A parameter or constant: a resident node without inputs."""
+    if ins.opcode == "parameter" and not ins.operands.isdigit():
+        raise HloParseError(f"{where}: parameter '{ins.name}' takes an index, "
+                            f"not operands: '{ins.operands[:40]}'")
+    entry.struct[ins.name] = len(entry.records)
+    entry.records.append({"id": ins.name, "op": ins.opcode, "bytes": ins.nbytes, "resident": True})
+
+
+def _control_inputs(entry: _Entry, ins: _Instruction, where: str) -> tuple[list, set]:
+    """Real nodes `ins` must follow: its control predecessors (resolved through folding) and the
+    control inputs its operands' folded instructions pass on. Returns (nodes, the same as a set)."""
+    ctrl: list = []
+    cseen: set = set()
+    try:
+        attrs = ins.attrs
+        preds = _brace_names(attrs["control-predecessors"]) if "control-predecessors" in attrs else []
+    except _Syntax as e:
+        raise HloParseError(f"{where}: control-predecessors of '{ins.name}': {e}") from None
+    for c in preds:
+        if c == ins.name:
             continue
-        for o in operands:
-            if o not in struct:
-                raise HloParseError(f"{source}:{lineno}: operand '{o}' of '{iname}' is not defined")
-        ctrl: list = []
-        cseen: set = set()
-        try:
-            preds = _brace_names(attrs["control-predecessors"]) if "control-predecessors" in attrs else []
-        except _Syntax as e:
-            raise HloParseError(f"{source}:{lineno}: control-predecessors of '{iname}': {e}") from None
-        for c in preds:
-            if c == iname:
-                continue
-            if c not in struct:
-                raise HloParseError(f"{source}:{lineno}: control predecessor '{c}' of '{iname}' is not defined")
-            _leaves((struct[c], pending.get(c, ())), ctrl, cseen)
-        for o in operands:
-            _leaves(pending.get(o, ()), ctrl, cseen)
+        if c not in entry.struct:
+            raise HloParseError(f"{where}: control predecessor '{c}' of '{ins.name}' is not defined")
+        _leaves((entry.struct[c], entry.pending.get(c, ())), ctrl, cseen)
+    for o in ins.operands:
+        _leaves(entry.pending.get(o, ()), ctrl, cseen)
+    return ctrl, cseen
 
-        if opcode in FOLDED_OPCODES or opcode.endswith("-done"):
-            num_folded += 1
-            if opcode == "tuple":
-                struct[iname] = tuple(struct[o] for o in operands)
-            elif not operands:
-                raise HloParseError(f"{source}:{lineno}: {opcode} '{iname}' has no operand")
-            elif opcode == "get-tuple-element":
-                idx = attrs.get("index", "")
-                if not idx.isdigit():
-                    raise HloParseError(f"{source}:{lineno}: get-tuple-element '{iname}' has no index")
-                base = struct[operands[0]]
-                if isinstance(base, tuple):
-                    if int(idx) >= len(base):
-                        raise HloParseError(f"{source}:{lineno}: index {idx} is out of range for "
-                                            f"the {len(base)}-tuple '{operands[0]}'")
-                    base = base[int(idx)]
-                struct[iname] = base
-            else:
-                struct[iname] = struct[operands[0]]
-                for o in operands[1:]:  # add-dependency's token: ordering only
-                    _leaves(struct[o], ctrl, cseen)
-            if ctrl:
-                pending[iname] = tuple(ctrl)
-            continue
 
-        inputs: list = []
-        seen: set = set()
-        for o in operands:
-            _leaves(struct[o], inputs, seen)
-        in_bytes = sum(info[o][0] for o in dict.fromkeys(operands))
-        if opcode in _ALIASING_STARTS and shape.lstrip().startswith("("):
-            nbytes = max(0, nbytes - in_bytes)  # the result tuple repeats the operand buffers
-        flops = _flops(opcode, nelem, operands, attrs, info)
-        cost = max(flops / COST_MODEL["peak_flops_per_s"],
-                   (in_bytes + nbytes) / COST_MODEL["bandwidth_bytes_per_s"])
-        op = f"fusion:{attrs['kind']}" if opcode == "fusion" and "kind" in attrs else opcode
-        struct[iname] = len(records)
-        records.append({"id": iname, "op": op, "bytes": nbytes, "inputs": inputs,
-                        "control_inputs": ctrl, "cost": cost})
+def _fold(entry: _Entry, ins: _Instruction, ctrl: list, cseen: set, where: str) -> None:
+    """An alias-only instruction: no node, its name resolves to its operands' structure."""
+    struct, operands = entry.struct, ins.operands
+    entry.num_folded += 1
+    if ins.opcode == "tuple":
+        struct[ins.name] = tuple(struct[o] for o in operands)
+    elif not operands:
+        raise HloParseError(f"{where}: {ins.opcode} '{ins.name}' has no operand")
+    elif ins.opcode == "get-tuple-element":
+        idx = ins.attrs.get("index", "")
+        if not idx.isdigit():
+            raise HloParseError(f"{where}: get-tuple-element '{ins.name}' has no index")
+        base = struct[operands[0]]
+        if isinstance(base, tuple):
+            if int(idx) >= len(base):
+                raise HloParseError(f"{where}: index {idx} is out of range for "
+                                    f"the {len(base)}-tuple '{operands[0]}'")
+            base = base[int(idx)]
+        struct[ins.name] = base
+    else:
+        struct[ins.name] = struct[operands[0]]
+        for o in operands[1:]:  # add-dependency's token: ordering only
+            _leaves(struct[o], ctrl, cseen)
+    if ctrl:
+        entry.pending[ins.name] = tuple(ctrl)
 
-    if not records:
-        raise HloParseError(f"{source}:{first}: the ENTRY computation has no real instructions")
+
+def _add_real(entry: _Entry, ins: _Instruction, ctrl: list) -> None:
+    """An ordinary node: inputs are the leaves of its operands, cost the roofline of COST_MODEL."""
+    operands, info = ins.operands, entry.info
+    inputs: list = []
+    seen: set = set()
+    for o in operands:
+        _leaves(entry.struct[o], inputs, seen)
+    nbytes = ins.nbytes
+    in_bytes = sum(info[o][0] for o in dict.fromkeys(operands))
+    if ins.opcode in _ALIASING_STARTS and ins.shape.lstrip().startswith("("):
+        nbytes = max(0, nbytes - in_bytes)  # the result tuple repeats the operand buffers
+    flops = _flops(ins.opcode, ins.nelem, operands, ins.attrs, info)
+    cost = max(flops / COST_MODEL["peak_flops_per_s"],
+               (in_bytes + nbytes) / COST_MODEL["bandwidth_bytes_per_s"])
+    op = f"fusion:{ins.attrs['kind']}" if ins.opcode == "fusion" and "kind" in ins.attrs else ins.opcode
+    entry.struct[ins.name] = len(entry.records)
+    entry.records.append({"id": ins.name, "op": op, "bytes": nbytes, "inputs": inputs,
+                          "control_inputs": ctrl, "cost": cost})
+
+
+def _to_graph(entry: _Entry, module: str | None, entry_name: str, scheduled: bool, name: str | None,
+              source: str) -> Graph:
+    """The Graph of the imported records, with node ids for inputs and the `meta` of the docstring."""
+    records = entry.records
     ids = [r["id"] for r in records]
     for r in records:
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]
             r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
     meta: dict[str, Any] = {"source": "hlo", "module": module, "entry": entry_name,
-                            "scheduled": scheduled, "hlo_instructions": num_instructions,
-                            "folded": num_folded, "cost_model": dict(COST_MODEL)}
+                            "scheduled": scheduled, "hlo_instructions": entry.num_instructions,
+                            "folded": entry.num_folded, "cost_model": dict(COST_MODEL)}
     if scheduled:
         meta["xla_order"] = ids
     return Graph.from_records(records, name=name or module or entry_name, meta=meta, source=source)
@@ -458,12 +532,8 @@ def load_hlo(path: str | os.PathLike, name: str | None = None) -> Graph:
     """Read an HLO text file (`.gz` allowed); the graph's name defaults to the HloModule name."""
     source = os.fspath(path)
     try:
-        if source.endswith(".gz"):
-            with gzip.open(source, "rt", encoding="utf-8") as f:
-                text = f.read()
-        else:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
+        with open_text(source, "rt") as f:
+            text = f.read()
     except FileNotFoundError:
         raise HloParseError(f"{source}:0: no such file") from None
     except (UnicodeDecodeError, OSError) as e:

@@ -44,6 +44,16 @@ def test_tiny_fixture_nodes_bytes_and_edges_are_exact():
     assert g.num_data_edges == 8 and g.num_control_edges == 2
 
 
+def test_gzip_hlo_file_imports_like_the_plain_file(tmp_path):
+    """load_hlo of a `.hlo.gz` copy of tiny.hlo gives the same records and meta as the plain file."""
+    import gzip
+    gz = tmp_path / "tiny.hlo.gz"
+    with open(TINY, "rb") as src, gzip.open(gz, "wb") as dst:
+        dst.write(src.read())
+    plain, packed = load_hlo(TINY), load_hlo(gz)
+    assert packed.to_records() == plain.to_records() and packed.meta == plain.meta
+
+
 def test_tiny_fixture_root_tuple_leaves_are_unconsumed_outputs():
     """The folded ROOT tuple makes no node; its leaves (sum, sq via bitcast, loop) are outputs."""
     g = load_hlo(TINY)
