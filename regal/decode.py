@@ -13,19 +13,12 @@ from regal import _kernels
 from regal.graph import Graph
 from regal.simulate import Simulation, kernel_graph
 
-__all__ = ["chromosome_length", "priority_gene_mask", "decode", "decode_evaluate", "encode",
-           "evaluate_population", "order_by_priority"]
+__all__ = ["chromosome_length", "decode", "decode_evaluate", "encode", "evaluate_population",
+           "order_by_priority"]
 
 
 def chromosome_length(num_nodes: int, num_devices: int) -> int:
     return num_nodes * (num_devices + 1)
-
-
-def priority_gene_mask(num_nodes: int, num_devices: int) -> np.ndarray:
-    """bool[n*(d+1)]: True at the scheduling-priority genes, False at the device affinities."""
-    mask = np.zeros((num_nodes, num_devices + 1), dtype=bool)
-    mask[:, num_devices] = True
-    return mask.reshape(-1)
 
 
 def _check_keys(graph: Graph, keys, num_devices: int) -> np.ndarray:

@@ -54,10 +54,6 @@ class Priors:
     def num_keys(self) -> int:
         return int(self.alpha.shape[0])
 
-    @property
-    def is_uniform(self) -> bool:
-        return bool(np.all(self.alpha == 1.0) and np.all(self.beta == 1.0) and self.elite_inheritance is None)
-
     def gene_inheritance(self, default: float) -> np.ndarray:
         """float64[L]: the elite-inheritance probability of every gene."""
         if self.elite_inheritance is None:
