@@ -42,6 +42,7 @@ WaveNet ones. Random DAGs of tests/randgraph.py: up to ~40 nodes (width ~20) in 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -80,8 +81,8 @@ def solve(graph: Graph, devices: int = 1, *, time_limit_s: float | None = None, 
     upper = None
     if prune:
         if hint is None:
-            from regal.search import optimize
-            hint = optimize(graph, devices=1, budget=hint_budget, seed=seed)
+            from regal.search import brkga_search  # plain BRKGA
+            hint = brkga_search(graph, 1, budget=hint_budget, seed=seed)
         else:
             hint = make_solution(graph, np.zeros(n, dtype=np.int32), hint.order, 1, method=hint.method)
         upper = int(hint.peak_bytes)
@@ -104,6 +105,30 @@ def solve(graph: Graph, devices: int = 1, *, time_limit_s: float | None = None, 
     return sol
 
 
+class _Problem(NamedTuple):
+    """The DP's view of a graph: its m non-resident nodes as bits 0..m-1, in topological order."""
+    nodes: list          # bit i -> node index
+    nbytes: list         # int per bit: output bytes
+    run: list            # int per bit: output + temp bytes, what running it adds at its peak
+    succ: list           # per bit: its non-resident successors (bits; data and control edges)
+    inputs: list         # per bit: non-resident data inputs (bytes, consumers mask), freed after their last consumer
+    lazy: list           # bool per bit: joins its first successor's step instead of a ready set
+    pull: list           # mask per bit: its lazy predecessors
+    need: list           # mask per bit: its non-lazy predecessors
+    tail: list           # lazy bits without successors: they run last
+    steppers: list       # non-lazy bits: every DP step runs one
+    resident_bytes: int
+
+
+class _Limits(NamedTuple):
+    """When the DP gives up (ValueError naming the graph)."""
+    name: str
+    max_states: int
+    max_total_states: int
+    t0: float
+    time_limit_s: float | None
+
+
 def _dp(graph: Graph, max_states: int, max_total_states: int, upper: int | None, dominance: bool,
         t0: float, time_limit_s: float | None):
     """Forward DP over downsets. Returns (non-resident order, or None if all pruned; stats).
@@ -115,8 +140,21 @@ def _dp(graph: Graph, max_states: int, max_total_states: int, upper: int | None,
     and lazy nodes without successors run at the very end (their step holds live(all), which
     the last step of any order holds too).
     """
-    g = graph
-    name = g.name
+    prob = _problem(graph, dominance)
+    lim = _Limits(graph.name, max_states, max_total_states, t0, time_limit_s)
+    level, parents, stats = _run_levels(prob, lim, upper, dominance)
+    if not level:
+        return None, stats
+    (full, (peak, live, _)), = level.items()
+    peak = max(peak, live + sum(prob.nbytes[i] for i in prob.tail))
+    if upper is not None and peak >= upper:
+        return None, stats
+    stats["peak_bytes"] = peak
+    return np.asarray(_rebuild_order(prob, parents, full), dtype=np.int64), stats
+
+
+def _problem(g: Graph, dominance: bool) -> _Problem:
+    """Bit masks of the non-resident nodes; lazy nodes only when `dominance` is on."""
     nodes = [int(v) for v in g.topological_order() if not g.resident[v]]
     bit = {v: i for i, v in enumerate(nodes)}
     m = len(nodes)
@@ -132,110 +170,130 @@ def _dp(graph: Graph, max_states: int, max_total_states: int, upper: int | None,
                 succ[bit[int(u)]].append(i)
         for c in g.consumers(v):
             cons[i] |= 1 << bit[int(c)]
-    # inputs[i]: non-resident data inputs (bytes, consumers mask), freed after their last consumer
     inputs = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.inputs(v) if not g.resident[u]]
               for v in nodes]
     lazy = [dominance and pred[i] == 0 and run[i] == nbytes[i] for i in range(m)]
     lazy_mask = sum(1 << i for i in range(m) if lazy[i])
-    # pull[i]: lazy predecessors of non-lazy i; need[i]: its non-lazy predecessors
-    pull = [pred[i] & lazy_mask for i in range(m)]
-    need = [pred[i] & ~lazy_mask for i in range(m)]
-    tail = [i for i in range(m) if lazy[i] and not succ[i]]  # lazy outputs: run last
-    steppers = [i for i in range(m) if not lazy[i]]
-    resident_bytes = int(g.bytes[g.resident].sum())
+    return _Problem(nodes=nodes, nbytes=nbytes, run=run, succ=succ, inputs=inputs, lazy=lazy,
+                    pull=[pred[i] & lazy_mask for i in range(m)],
+                    need=[pred[i] & ~lazy_mask for i in range(m)],
+                    tail=[i for i in range(m) if lazy[i] and not succ[i]],
+                    steppers=[i for i in range(m) if not lazy[i]],
+                    resident_bytes=int(g.bytes[g.resident].sum()))
 
-    start_ready = sum(1 << i for i in steppers if need[i] == 0)
-    # level: mask -> (best peak, live bytes, ready mask); every step adds one non-lazy node
-    level = {0: (resident_bytes, resident_bytes, start_ready)}
+
+def _run_levels(prob: _Problem, lim: _Limits, upper: int | None, dominance: bool):
+    """Every level of the DP: (the last level, each level's argmin parents, stats).
+
+    A level maps an executed set (mask) to (best peak, live bytes, ready mask); every step adds
+    one non-lazy node. The last level is empty when pruning left nothing.
+    """
+    start_ready = sum(1 << i for i in prob.steppers if prob.need[i] == 0)
+    level = {0: (prob.resident_bytes, prob.resident_bytes, start_ready)}
     parents: list[dict[int, int]] = []
     total = 1
     widest = start_ready.bit_count()
     biggest = 1
-
-    def too_wide(size, width):
-        return (f"exact: graph '{name}' has more than {max_states:,} executable sets after {size + 1} "
-                f"steps or {max_total_states:,} in all (width ~{width}); use cpsat or brkga")
-
-    def check_time(num_states):
-        if time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
-            raise ValueError(f"exact: graph '{name}' not solved within {time_limit_s:g} s "
-                             f"({num_states:,} executable sets so far, width ~{widest}); use cpsat or brkga")
-
-    for size in range(len(steppers)):
-        nxt: dict[int, tuple[int, int, int]] = {}
-        parent: dict[int, int] = {}
-        for mask, (peak, live, ready) in level.items():
-            r = ready
-            if dominance:
-                r = _free_step(mask, peak, live, ready, run, nbytes, inputs, pull) or ready
-            while r:
-                low = r & -r
-                r ^= low
-                i = low.bit_length() - 1
-                new = mask | low
-                pulled = 0
-                extra = pull[i] & ~mask
-                while extra:
-                    lz = extra & -extra
-                    extra ^= lz
-                    pulled += nbytes[lz.bit_length() - 1]
-                    new |= lz
-                p = live + pulled + run[i]
-                if p < peak:
-                    p = peak
-                if upper is not None and p >= upper:
-                    continue
-                old = nxt.get(new)
-                if old is not None and old[0] <= p:
-                    continue
-                if old is None:
-                    after = live + pulled + nbytes[i]
-                    for b, c in inputs[i]:
-                        if not c & ~new:
-                            after -= b
-                    nr = ready ^ low
-                    for s in succ[i]:
-                        if not lazy[s] and not need[s] & ~new:
-                            nr |= 1 << s
-                    nxt[new] = (p, after, nr)
-                    if len(nxt) > max_states:
-                        raise ValueError(too_wide(size, widest))
-                    if not len(nxt) & 0xFFFF:
-                        check_time(total + len(nxt))
-                else:
-                    nxt[new] = (p, old[1], old[2])
-                parent[new] = i
-        # Serenity's bound: the next step of any completion runs a ready node.
-        doomed = []
-        for mask, (p, live, ready) in nxt.items():
-            width = ready.bit_count()
-            if width > widest:
-                widest = width
-            if upper is not None and ready and live + _min_run(ready, run) >= upper:
-                doomed.append(mask)
-        for mask in doomed:
-            del nxt[mask]
-            del parent[mask]
+    for size in range(len(prob.steppers)):
+        nxt, parent = _expand_level(level, prob, lim, upper, dominance, size, total, widest)
+        widest = _drop_doomed(nxt, parent, prob.run, upper, widest)
         total += len(nxt)
         biggest = max(biggest, len(nxt))
-        if len(nxt) > max_states or total > max_total_states:
-            raise ValueError(too_wide(size, widest))
-        check_time(total)
+        if len(nxt) > lim.max_states or total > lim.max_total_states:
+            raise ValueError(_too_wide(lim, size, widest))
+        _check_time(lim, total, widest)
         parents.append(parent)
         level = nxt
         if not level:
             break
     stats = {"states": total, "max_level_states": biggest, "frontier_width": widest,
-             "num_steps": m, "num_lazy": int(sum(lazy))}
-    if not level:
-        return None, stats
-    (full, (peak, live, _)), = level.items()
-    peak = max(peak, live + sum(nbytes[i] for i in tail))
-    if upper is not None and peak >= upper:
-        return None, stats
-    stats["peak_bytes"] = peak
-    order = [nodes[i] for i in reversed(tail)]
-    succ_mask = [sum(1 << s for s in succ[i]) for i in range(m)]
+             "num_steps": len(prob.nodes), "num_lazy": int(sum(prob.lazy))}
+    return level, parents, stats
+
+
+def _expand_level(level: dict, prob: _Problem, lim: _Limits, upper: int | None, dominance: bool,
+                  size: int, total: int, widest: int) -> tuple[dict, dict]:
+    """The next level (states with one more step, those below `upper`) and each one's last step."""
+    run, nbytes, inputs, pull, succ, lazy, need = (prob.run, prob.nbytes, prob.inputs, prob.pull, prob.succ,
+                                                   prob.lazy, prob.need)
+    nxt: dict[int, tuple[int, int, int]] = {}
+    parent: dict[int, int] = {}
+    for mask, (peak, live, ready) in level.items():
+        r = ready
+        if dominance:
+            r = _free_step(mask, peak, live, ready, run, nbytes, inputs, pull) or ready
+        while r:
+            low = r & -r
+            r ^= low
+            i = low.bit_length() - 1
+            new = mask | low
+            pulled = 0
+            extra = pull[i] & ~mask
+            while extra:
+                lz = extra & -extra
+                extra ^= lz
+                pulled += nbytes[lz.bit_length() - 1]
+                new |= lz
+            p = live + pulled + run[i]
+            if p < peak:
+                p = peak
+            if upper is not None and p >= upper:
+                continue
+            old = nxt.get(new)
+            if old is not None and old[0] <= p:
+                continue
+            if old is None:
+                after = live + pulled + nbytes[i]
+                for b, c in inputs[i]:
+                    if not c & ~new:
+                        after -= b
+                nr = ready ^ low
+                for s in succ[i]:
+                    if not lazy[s] and not need[s] & ~new:
+                        nr |= 1 << s
+                nxt[new] = (p, after, nr)
+                if len(nxt) > lim.max_states:
+                    raise ValueError(_too_wide(lim, size, widest))
+                if not len(nxt) & 0xFFFF:
+                    _check_time(lim, total + len(nxt), widest)
+            else:
+                nxt[new] = (p, old[1], old[2])
+            parent[new] = i
+    return nxt, parent
+
+
+def _drop_doomed(nxt: dict, parent: dict, run: list, upper: int | None, widest: int) -> int:
+    """Serenity's bound: the next step of any completion runs a ready node, so a state whose
+    cheapest next step reaches `upper` is dropped (in place). Returns the widest ready set seen."""
+    doomed = []
+    for mask, (p, live, ready) in nxt.items():
+        width = ready.bit_count()
+        if width > widest:
+            widest = width
+        if upper is not None and ready and live + _min_run(ready, run) >= upper:
+            doomed.append(mask)
+    for mask in doomed:
+        del nxt[mask]
+        del parent[mask]
+    return widest
+
+
+def _too_wide(lim: _Limits, size: int, width: int) -> str:
+    return (f"exact: graph '{lim.name}' has more than {lim.max_states:,} executable sets after {size + 1} "
+            f"steps or {lim.max_total_states:,} in all (width ~{width}); use cpsat or brkga")
+
+
+def _check_time(lim: _Limits, num_states: int, width: int) -> None:
+    if lim.time_limit_s is not None and time.perf_counter() - lim.t0 > lim.time_limit_s:
+        raise ValueError(f"exact: graph '{lim.name}' not solved within {lim.time_limit_s:g} s "
+                         f"({num_states:,} executable sets so far, width ~{width}); use cpsat or brkga")
+
+
+def _rebuild_order(prob: _Problem, parents: list, full: int) -> list[int]:
+    """The non-resident order of the best path to the executed set `full`, lazy nodes included."""
+    nodes, pull = prob.nodes, prob.pull
+    order = [nodes[i] for i in reversed(prob.tail)]
+    succ_mask = [sum(1 << s for s in prob.succ[i]) for i in range(len(nodes))]
     mask = full
     for parent in reversed(parents):
         i = parent[mask]
@@ -253,7 +311,7 @@ def _dp(graph: Graph, max_states: int, max_total_states: int, upper: int | None,
         mask = rest
     assert mask == 0, "exact: order reconstruction lost nodes"
     order.reverse()
-    return np.asarray(order, dtype=np.int64), stats
+    return order
 
 
 def _min_run(ready: int, run: list[int]) -> int:
