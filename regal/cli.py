@@ -16,6 +16,7 @@ import sys
 import click
 
 from regal.graph import Graph, GraphError
+from regal.memetic import DEFAULT_POLICY
 
 GRAPH_HELP = "a regal-graph/1 file (.json or .json.gz) or an XLA HLO text module (.hlo, .txt)"
 
@@ -144,24 +145,29 @@ def _print_solution(g: Graph, sol, output: str | None):
 
 
 @main.command("optimize", help=(
-    "Search placements and orders of GRAPH for the lowest peak memory: plain BRKGA, or REGAL "
-    f"with a policy. GRAPH is {GRAPH_HELP}. Ctrl-C stops the search and still writes the best "
-    "solution so far."))
+    "Search placements and orders of GRAPH for the lowest peak memory with regal's flagship: a "
+    "memetic REGAL (heuristic seeds, the shipped policy's priors, local-search polish). "
+    f"GRAPH is {GRAPH_HELP}. Ctrl-C stops the search and still writes the best solution so far."))
 @click.argument("graph_path", metavar="GRAPH")
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
 @click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
-              help="evaluations (decode + simulate), initial population included")
-@click.option("--seed", "-s", default=0, show_default=True, type=int)
-@click.option("--policy", default="default", show_default=True,
-              help="'default' (REGAL: the shipped trained policy), 'none' (plain BRKGA) or a policy file")
+              help="evaluations (one decode or local move + one simulation each), seeds included")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--policy", default=DEFAULT_POLICY, show_default=True,
+              help="priors for the mutants: 'default' (the shipped trained policy), 'none' (uniform) or a policy file")
+@click.option("--seeding/--no-seeding", default=True, show_default=True,
+              help="seed the population with the heuristic solutions")
+@click.option("--polish/--no-polish", default=True, show_default=True,
+              help="improve the best solution with the local search between generations")
 @click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @_friendly_errors
-def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, threads, output, as_json):
-    from regal.search import optimize
+def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, time_limit_s, threads, output,
+                 as_json):
+    from regal.memetic import optimize
     g = load_graph(graph_path)
     if policy != "none":
         use_jax_cache()
@@ -183,8 +189,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, time_limit_s, thread
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        sol = optimize(g, devices=devices, budget=budget, seed=seed, policy=policy,
-                       time_limit_s=time_limit_s, callback=callback, num_threads=threads)
+        sol = optimize(g, devices=devices, budget=budget, seed=seed, policy=policy, seeding=seeding,
+                       polish=polish, time_limit_s=time_limit_s, callback=callback, num_threads=threads)
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:

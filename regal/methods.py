@@ -44,8 +44,10 @@ class MethodSpec(NamedTuple):
 
 # The library's own methods (regal/). The flagship first.
 _LIBRARY = {
-    "regal": ("regal.search:solve_regal",
-              "REGAL's search as the paper runs it: BRKGA with a trained policy's per-node Beta priors", True, True),
+    "regal": ("regal.memetic:solve_flagship",
+              "the flagship: memetic REGAL (heuristic seeds, policy priors, Lamarckian local search)", True, True),
+    "regal-paper": ("regal.memetic:solve_regal_paper",
+                    "REGAL as in the paper: BRKGA with a trained policy's per-node Beta priors", True, True),
     "brkga": ("regal.search:solve_brkga", "plain BRKGA (uniform mutants), 5,000 evaluations", True, True),
     "teacher": ("regal.search:solve_teacher",
                 "BRKGA with the structural teacher's priors (DFS-position scheduling, METIS placement); no learning",

@@ -1,8 +1,9 @@
-"""`optimize(graph, ...) -> Solution`: the BRKGA loop with its budget, time limit and callback.
+"""`brkga_search(graph, ...) -> Solution`: the BRKGA loop with its budget, time limit and callback.
 
-This is REGAL's search (Paliwal et al., ICLR 2020): BRKGA over the chromosome of
+REGAL's search as the paper runs it (Paliwal et al., ICLR 2020): BRKGA over the chromosome of
 `regal.decode`, scored by `regal.simulate`, with mutants drawn from priors that a trained policy
-(`regal.policy`, imported only when a policy is asked for) predicts for this graph.
+(`regal.policy`, imported only when a policy is asked for) predicts for this graph. The flagship,
+`regal.optimize` (`regal.memetic`), runs this loop with heuristic seeds and local improvement.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from regal.graph import Graph, check_devices
 from regal.priors import Priors
 from regal.solution import Solution, make_solution
 
-__all__ = ["Progress", "optimize", "brkga_search", "warmup", "numba_threads", "solve_brkga", "solve_regal",
+__all__ = ["Progress", "brkga_search", "resolve_priors", "warmup", "numba_threads", "solve_brkga",
            "solve_teacher", "brkga_peak"]
 
 
@@ -51,14 +52,17 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
+def _check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
+    if priors is not None and priors.num_keys != num_keys:
+        raise ValueError(f"priors have {priors.num_keys} genes; the graph needs {num_keys} for {devices} devices")
+
+
 def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> Priors | None:
     """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), or none."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
     if priors is not None:
-        if priors.num_keys != chromosome_length(graph.num_nodes, devices):
-            raise ValueError(f"priors have {priors.num_keys} genes; the graph needs "
-                             f"{chromosome_length(graph.num_nodes, devices)} for {devices} devices")
+        _check_priors(priors, chromosome_length(graph.num_nodes, devices), devices)
         return priors
     if policy is None or policy == "none":
         return None
@@ -91,6 +95,7 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
     config = (config or BrkgaConfig()).validate()
     t0 = time.perf_counter() if t0 is None else t0
     L = chromosome_length(graph.num_nodes, devices)
+    _check_priors(priors, L, devices)
     state = brkga.init(L, config, seed)
     history: list[list[float]] = []
     stopped = "budget"
@@ -122,26 +127,6 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
     return sol
 
 
-def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0,
-             priors: Priors | None = None, policy=None, config: BrkgaConfig | None = None,
-             time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
-             num_threads: int | None = None, initial: list[np.ndarray] | None = None) -> Solution:
-    """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
-
-    priors / policy: REGAL's per-gene Beta priors, given directly or predicted by a policy
-        ("default" for the shipped one, a path, or a loaded Policy); neither means plain BRKGA.
-    The method is named "regal" with a policy, "brkga+priors" with explicit priors, else "brkga".
-    Everything else as `brkga_search`.
-    """
-    t0 = time.perf_counter()
-    method = "brkga" if priors is None and policy in (None, "none") else (
-        "brkga+priors" if priors is not None else "regal")
-    priors = resolve_priors(graph, check_devices(devices), priors, policy)
-    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, config=config,
-                        time_limit_s=time_limit_s, callback=callback, num_threads=num_threads,
-                        initial=initial, method=method, t0=t0)
-
-
 # ---------------------------------------------------------------- registry entries (regal.methods)
 def solve_brkga(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
                 budget: int = 5000, config: BrkgaConfig | dict | None = None, **options) -> Solution:
@@ -150,22 +135,6 @@ def solve_brkga(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: floa
         config = BrkgaConfig(**config)
     return brkga_search(graph, devices, budget=budget, seed=seed, config=config, time_limit_s=time_limit_s,
                         method="brkga", **options)
-
-
-def solve_regal(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
-                budget: int = 5000, policy="default", heads=None, **options) -> Solution:
-    """BRKGA with a policy's priors (REGAL as in the paper). policy: "default", "gas", a path or a
-    Policy; heads: the heads to use (a subset of placement, scheduling, elite), None for all."""
-    t0 = time.perf_counter()
-    from regal.policy import load_policy  # JAX is paid for only here
-    pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
-    if heads is not None:
-        cfg = pol.config._replace(placement="placement" in heads, scheduling="scheduling" in heads,
-                                  elite="elite" in heads)
-        pol = type(pol)(cfg, pol.params, pol.meta)
-    priors = pol.priors(graph, check_devices(devices))
-    return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, time_limit_s=time_limit_s,
-                        method="regal", t0=t0, **options)
 
 
 def solve_teacher(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
@@ -197,5 +166,6 @@ def warmup() -> None:
         {"id": "b", "bytes": 2, "inputs": ["a", "w"]},
         {"id": "c", "bytes": 1, "inputs": ["a", "b"], "control_inputs": []},
     ], name="warmup")
+    from regal.memetic import optimize
     for d in (1, 2):
-        optimize(g, devices=d, budget=30, config=BrkgaConfig(population_size=10))
+        optimize(g, devices=d, budget=60, config=BrkgaConfig(population_size=10))

@@ -7,7 +7,7 @@ from randgraph import random_dag
 from regal import brkga
 from regal.brkga import BrkgaConfig
 from regal.decode import chromosome_length
-from regal.search import optimize
+from regal.search import brkga_search as optimize
 from regal.priors import Priors, sample_keys, uniform_priors
 
 CFG = BrkgaConfig(population_size=20, elite_fraction=0.2, mutant_fraction=0.15, elite_inheritance=0.7)

@@ -25,7 +25,7 @@ def test_registry_names_the_library_methods_and_the_baselines():
     plug in through the entry point, and every name is unique."""
     names = regal.methods.names()
     assert len(names) == len(set(names))
-    for name in ("regal", "brkga", "teacher"):
+    for name in ("regal", "regal-paper", "brkga", "teacher"):
         assert regal.methods.get(name).origin == "regal"
     for name in ("cpsat", "exact", "gp-dfs", "local-search", "tuned-brkga", "xla", "xla-heuristics",
                  "inductor-heuristics", "greedy", "random", "gas"):

@@ -7,7 +7,7 @@ import pytest
 
 from randgraph import random_dag
 from regal.graph import save
-from regal.search import optimize
+from regal.search import brkga_search as optimize
 from regal.policy import Actions, init_policy, load_policy, to_priors
 from regal.policy.features import NUM_NODE_FEATURES, build, bucket
 from regal.policy.network import PolicyConfig
@@ -85,6 +85,19 @@ def test_gnn_is_permutation_equivariant():
     a, b = pol.logits(g, 2), pol.logits(h, 2)
     idx = [h.index[nid] for nid in g.ids]
     assert np.allclose(a["scheduling"], b["scheduling"][idx], atol=1e-4)
+
+
+def test_policies_with_equal_configs_share_one_compiled_network():
+    """Policies with equal configs share one jitted apply, each with its own parameters."""
+    a, b = init_policy(PolicyConfig(hidden=16), seed=0), init_policy(PolicyConfig(hidden=16), seed=1)
+    assert a._apply is b._apply
+    assert init_policy(PolicyConfig(hidden=8))._apply is not a._apply
+    g = random_dag(4, num_nodes=30)
+    before = b.logits(g, 2)["scheduling"]
+    a.params = {m: {k: (v + 0.1 if m.startswith("head") and k == "w" else v) for k, v in d.items()}
+                for m, d in a.params.items()}
+    assert not np.allclose(a.logits(g, 2)["scheduling"], before)
+    assert np.array_equal(b.logits(g, 2)["scheduling"], before)
 
 
 def test_policy_inputs_are_checked():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import cached_property
+from functools import lru_cache
 
 import numpy as np
 
@@ -35,6 +35,19 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+@lru_cache(maxsize=None)
+def _jitted_apply(config):
+    """`apply(params, batch) -> Logits` of the network of `config` (a PolicyConfig), jitted.
+
+    One per config, shared by every Policy with an equal config: compiled code (one executable
+    per padded bucket) is reused when, e.g., training validates a new Policy at every step.
+    """
+    import jax
+    from regal.policy.network import make_network
+    net = make_network(config)
+    return jax.jit(lambda params, batch: net.apply(params, None, batch))
+
+
 class Policy:
     """A trained (or fresh) policy: network config, parameters and provenance metadata."""
 
@@ -43,12 +56,9 @@ class Policy:
         self.params = params
         self.meta = dict(meta or {})
 
-    @cached_property
+    @property
     def _apply(self):
-        import jax
-        from regal.policy.network import make_network
-        net = make_network(self.config)
-        return jax.jit(lambda params, batch: net.apply(params, None, batch))
+        return _jitted_apply(self.config)
 
     def _check_devices(self, devices: int) -> None:
         if not 1 <= devices <= self.config.max_devices:

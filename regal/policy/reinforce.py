@@ -250,106 +250,152 @@ def evaluate_policy(policy: Policy, paths, devices, seeds, budget, client, refs:
             for it, pk in zip(items, peaks[:len(jobs)])]
 
 
+class _Run(NamedTuple):
+    """What every part of one training run reads: where it writes, its config, its references."""
+    out_dir: str
+    tc: TrainConfig
+    cfg: object          # PolicyConfig
+    meta: dict           # provenance saved with every policy file
+    refs: _References
+    client: object       # Dask client, or None to run BRKGA in-process
+    valid_paths: list
+    log: object          # callable(str)
+
+
 def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainConfig = TrainConfig(),
           client=None, resume: bool = True, log=print) -> Policy:
     """Train a policy on `train_paths` (graph files); returns the best policy on `valid_paths`."""
-    import jax
-    import jax.numpy as jnp
     os.makedirs(out_dir, exist_ok=True)
-    ckpt_path = os.path.join(out_dir, "checkpoint.pkl")
     refs = _References(os.path.join(out_dir, "reference.json"))
     policy = init_policy(policy_config, seed=tc.seed)
     learner = _Learner(policy, tc)
-    cfg = policy.config
     rng = np.random.default_rng(tc.seed)
-    if resume and os.path.exists(ckpt_path):
-        with open(ckpt_path, "rb") as f:
-            st = pickle.load(f)
-        state = _TrainState(jax.tree_util.tree_map(jnp.asarray, st["params"]), st["opt_state"], st["step"],
-                            jnp.asarray(st["key"]), st["best_valid"], st["order"])
-        rng.bit_generator.state = st["rng"]
-        log(f"resumed from {ckpt_path} at step {state.step}")
-    else:
-        order = list(rng.permutation(len(train_paths)))
-        params = policy.params
-        if tc.imitation_steps:
-            params = imitate(policy, train_paths, tc.devices, tc.imitation_steps, tc.imitation_lr,
-                             tc.imitation_smoothing, tc.seed, log)
-        state = _TrainState(params, learner.opt.init(params), 0, jax.random.PRNGKey(tc.seed), -np.inf, order)
-        for name in ("train.csv", "valid.csv"):
-            if os.path.exists(os.path.join(out_dir, name)):
-                os.remove(os.path.join(out_dir, name))
+    state = _initial_state(policy, learner, train_paths, out_dir, tc, rng, resume, log)
     meta = {"train_config": tc._asdict(), "train_graphs": [os.path.basename(p) for p in train_paths]}
-
-    def save_checkpoint(st: _TrainState):
-        tmp = ckpt_path + ".tmp"
-        with open(tmp, "wb") as f:
-            pickle.dump({"params": jax.tree_util.tree_map(np.asarray, st.params),
-                         "opt_state": jax.tree_util.tree_map(np.asarray, st.opt_state), "step": st.step,
-                         "key": np.asarray(st.key), "best_valid": st.best_valid, "order": st.order,
-                         "rng": rng.bit_generator.state}, f)
-        os.replace(tmp, ckpt_path)
-
-    def validate(st: _TrainState) -> float:
-        pol = Policy(cfg, st.params, meta)
-        rows = evaluate_policy(pol, valid_paths, tc.devices, range(tc.valid_seeds), tc.budget, client, refs)
-        mean = float(np.mean([r["improvement"] for r in rows])) * 100
-        wins = sum(r["policy"] < r["plain"] for r in rows)
-        _append_csv(os.path.join(out_dir, "valid.csv"), {"step": st.step, "mean_improvement_pct": round(mean, 4),
-                                                          "wins": wins, "runs": len(rows)})
-        log(f"step {st.step}: valid mean improvement {mean:+.3f}% ({wins}/{len(rows)} wins)")
-        return mean
-
+    run = _Run(out_dir, tc, policy.config, meta, refs, client, valid_paths, log)
     t0 = time.time()
     if state.step == 0 and valid_paths:
-        best = validate(state)
-        state = state._replace(best_valid=best)
-        Policy(cfg, state.params, meta | {"step": 0, "valid_improvement_pct": best}).save(os.path.join(out_dir, "best.npz"))
+        state = _validate(run, state, first=True)
     while state.step < tc.steps:
         step = state.step
         path = train_paths[state.order[step % len(state.order)]]
         d = tc.devices[step % len(tc.devices)]
-        g = load(path)
-        batch = build(g, d, cfg.structure_features)
-        key, sub = jax.random.split(state.key)
-        acts = learner.sample(state.params, batch, sub)
-        seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)
-        items = [(path, d, int(s), tc.budget) for s in seeds]
-        jobs = [it + (_priors_arrays(_actions_of(acts, j, g.num_nodes, d, cfg), g.num_nodes, d),)
-                for j, it in enumerate(items)]
-        need = list(dict.fromkeys(refs.missing(items)))
-        peaks = _run_many(client, jobs + [it + (None,) for it in need])
-        for it, pk in zip(need, peaks[len(jobs):]):
-            refs.add(it, pk)
-        plain = np.array([refs.get(it) for it in items], dtype=np.float64)
-        rewards = (plain - np.array(peaks[:len(jobs)], dtype=np.float64)) / plain * 100.0  # percent
-        S = len(rewards)
-        adv = rewards - (rewards.sum() - rewards) / max(S - 1, 1)
-        adv = adv / max(float(rewards.std()), 1.0)  # graphs with a wide reward spread do not dominate
-        params, opt_state, loss, ent = learner.update(state.params, state.opt_state, batch, acts,
-                                                      jnp.asarray(adv, jnp.float32), jnp.asarray(d))
-        state = state._replace(params=params, opt_state=opt_state, step=step + 1, key=key)
-        _append_csv(os.path.join(out_dir, "train.csv"), {
-            "step": step + 1, "graph": g.name, "nodes": g.num_nodes, "devices": d,
-            "mean_reward_pct": round(float(rewards.mean()), 4), "max_reward_pct": round(float(rewards.max()), 4),
-            "loss": round(float(loss), 6), "entropy": round(float(ent), 4), "seconds": round(time.time() - t0, 1)})
-        log(f"step {step + 1}/{tc.steps} {g.name} d={d}: reward {rewards.mean():+.3f}% "
-            f"(max {rewards.max():+.3f}%), entropy {float(ent):.3f}")
+        state, g, rewards, loss, ent = _train_step(run, learner, state, path, d, rng)
+        _log_step(run, state.step, g, d, rewards, loss, ent, time.time() - t0)
         if valid_paths and (state.step % tc.validate_every == 0 or state.step == tc.steps):
-            v = validate(state)
-            if v > state.best_valid:
-                state = state._replace(best_valid=v)
-                Policy(cfg, state.params, meta | {"step": state.step, "valid_improvement_pct": v}).save(
-                    os.path.join(out_dir, "best.npz"))
+            state = _validate(run, state, first=False)
         if state.step % tc.checkpoint_every == 0 or state.step == tc.steps:
             refs.save()
-            save_checkpoint(state)
+            _save_checkpoint(os.path.join(out_dir, "checkpoint.pkl"), state, rng)
             plot_curves(out_dir)
     refs.save()
-    Policy(cfg, state.params, meta | {"step": state.step}).save(os.path.join(out_dir, "last.npz"))
+    Policy(run.cfg, state.params, meta | {"step": state.step}).save(os.path.join(out_dir, "last.npz"))
     best_path = os.path.join(out_dir, "best.npz")
     from regal.policy import load_policy
-    return load_policy(best_path) if os.path.exists(best_path) else Policy(cfg, state.params, meta)
+    return load_policy(best_path) if os.path.exists(best_path) else Policy(run.cfg, state.params, meta)
+
+
+def _initial_state(policy: Policy, learner: _Learner, train_paths, out_dir: str, tc: TrainConfig,
+                   rng: np.random.Generator, resume: bool, log) -> _TrainState:
+    """The checkpoint's state (and `rng`'s) when resuming from one; else a fresh start, after the
+    imitation warm start if asked for, with the old curves removed."""
+    import jax
+    ckpt_path = os.path.join(out_dir, "checkpoint.pkl")
+    if resume and os.path.exists(ckpt_path):
+        state = _load_checkpoint(ckpt_path, rng)
+        log(f"resumed from {ckpt_path} at step {state.step}")
+        return state
+    order = list(rng.permutation(len(train_paths)))
+    params = policy.params
+    if tc.imitation_steps:
+        params = imitate(policy, train_paths, tc.devices, tc.imitation_steps, tc.imitation_lr,
+                         tc.imitation_smoothing, tc.seed, log)
+    state = _TrainState(params, learner.opt.init(params), 0, jax.random.PRNGKey(tc.seed), -np.inf, order)
+    for name in ("train.csv", "valid.csv"):
+        if os.path.exists(os.path.join(out_dir, name)):
+            os.remove(os.path.join(out_dir, name))
+    return state
+
+
+def _train_step(run: _Run, learner: _Learner, state: _TrainState, path: str, d: int,
+                rng: np.random.Generator):
+    """One REINFORCE step on one graph: (new state, the graph, rewards in percent, loss, entropy)."""
+    import jax
+    import jax.numpy as jnp
+    tc, cfg, refs = run.tc, run.cfg, run.refs
+    g = load(path)
+    batch = build(g, d, cfg.structure_features)
+    key, sub = jax.random.split(state.key)
+    acts = learner.sample(state.params, batch, sub)
+    seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)
+    items = [(path, d, int(s), tc.budget) for s in seeds]
+    jobs = [it + (_priors_arrays(_actions_of(acts, j, g.num_nodes, d, cfg), g.num_nodes, d),)
+            for j, it in enumerate(items)]
+    need = list(dict.fromkeys(refs.missing(items)))
+    peaks = _run_many(run.client, jobs + [it + (None,) for it in need])
+    for it, pk in zip(need, peaks[len(jobs):]):
+        refs.add(it, pk)
+    plain = np.array([refs.get(it) for it in items], dtype=np.float64)
+    rewards = (plain - np.array(peaks[:len(jobs)], dtype=np.float64)) / plain * 100.0  # percent
+    S = len(rewards)
+    adv = rewards - (rewards.sum() - rewards) / max(S - 1, 1)
+    adv = adv / max(float(rewards.std()), 1.0)  # graphs with a wide reward spread do not dominate
+    params, opt_state, loss, ent = learner.update(state.params, state.opt_state, batch, acts,
+                                                  jnp.asarray(adv, jnp.float32), jnp.asarray(d))
+    state = state._replace(params=params, opt_state=opt_state, step=state.step + 1, key=key)
+    return state, g, rewards, loss, ent
+
+
+def _log_step(run: _Run, step: int, g, d: int, rewards: np.ndarray, loss, ent, seconds: float) -> None:
+    """One row of train.csv and one log line for the step that just ended."""
+    _append_csv(os.path.join(run.out_dir, "train.csv"), {
+        "step": step, "graph": g.name, "nodes": g.num_nodes, "devices": d,
+        "mean_reward_pct": round(float(rewards.mean()), 4), "max_reward_pct": round(float(rewards.max()), 4),
+        "loss": round(float(loss), 6), "entropy": round(float(ent), 4), "seconds": round(seconds, 1)})
+    run.log(f"step {step}/{run.tc.steps} {g.name} d={d}: reward {rewards.mean():+.3f}% "
+            f"(max {rewards.max():+.3f}%), entropy {float(ent):.3f}")
+
+
+def _validate(run: _Run, state: _TrainState, first: bool) -> _TrainState:
+    """Validate the current parameters (a row of valid.csv) and keep them in best.npz when they
+    beat the best so far; the first validation is always kept."""
+    tc = run.tc
+    pol = Policy(run.cfg, state.params, run.meta)  # shares compiled code with every earlier Policy
+    rows = evaluate_policy(pol, run.valid_paths, tc.devices, range(tc.valid_seeds), tc.budget, run.client,
+                           run.refs)
+    mean = float(np.mean([r["improvement"] for r in rows])) * 100
+    wins = sum(r["policy"] < r["plain"] for r in rows)
+    _append_csv(os.path.join(run.out_dir, "valid.csv"), {"step": state.step, "mean_improvement_pct": round(mean, 4),
+                                                          "wins": wins, "runs": len(rows)})
+    run.log(f"step {state.step}: valid mean improvement {mean:+.3f}% ({wins}/{len(rows)} wins)")
+    if first or mean > state.best_valid:
+        state = state._replace(best_valid=mean)
+        Policy(run.cfg, state.params, run.meta | {"step": state.step, "valid_improvement_pct": mean}).save(
+            os.path.join(run.out_dir, "best.npz"))
+    return state
+
+
+def _save_checkpoint(path: str, state: _TrainState, rng: np.random.Generator) -> None:
+    """The full training state (parameters, optimizer, step, keys, `rng`), written atomically."""
+    import jax
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump({"params": jax.tree_util.tree_map(np.asarray, state.params),
+                     "opt_state": jax.tree_util.tree_map(np.asarray, state.opt_state), "step": state.step,
+                     "key": np.asarray(state.key), "best_valid": state.best_valid, "order": state.order,
+                     "rng": rng.bit_generator.state}, f)
+    os.replace(tmp, path)
+
+
+def _load_checkpoint(path: str, rng: np.random.Generator) -> _TrainState:
+    """The state `_save_checkpoint` wrote; `rng` is restored in place."""
+    import jax
+    import jax.numpy as jnp
+    with open(path, "rb") as f:
+        st = pickle.load(f)
+    rng.bit_generator.state = st["rng"]
+    return _TrainState(jax.tree_util.tree_map(jnp.asarray, st["params"]), st["opt_state"], st["step"],
+                       jnp.asarray(st["key"]), st["best_valid"], st["order"])
 
 
 def _append_csv(path: str, row: dict) -> None:
