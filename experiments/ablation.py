@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 POLICY_DIR = os.path.join(ROOT, "experiments", "policies")
 

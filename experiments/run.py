@@ -25,12 +25,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from experiments import report
+from experiments.runner import Method, cells_for, load_results, run_cells
 
-from experiments import report  # noqa: E402
-from experiments.runner import Method, cells_for, load_results, run_cells  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
@@ -59,6 +57,10 @@ def commit() -> str:
 
 def run(config_path: str, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
         manifest: str | None = None, cache_dir: str | None = None, results_dir: str | None = None) -> dict:
+    """Run the experiment of `config_path` (cached cells are reused) and write its results.
+
+    Returns {"counts", "summary", "rows", "per_graph", "table"}.
+    """
     with open(config_path) as f:
         cfg = json.load(f)
     name = cfg["name"]
@@ -67,20 +69,12 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
     os.makedirs(results_dir, exist_ok=True)
     methods = [Method.from_config(m) for m in cfg["methods"]]
     reference = cfg.get("reference", "brkga")
-    label_of, cells = {}, []
-    for ds in cfg["datasets"]:
-        paths = dataset_graphs(ds, manifest)
-        for p in paths:
-            label_of[p] = ds["label"]
-        cells += cells_for(methods, paths, cfg["devices"], cfg["seeds"])
+    cells, label_of = _cells(cfg, methods, manifest)
     t0 = time.time()
     from regal.parallel import dask_client
     with dask_client(scheduler, workers) as client:
         counts = run_cells(cells, cache_dir, client=client, progress=progress)
-    rows = load_results(cells, cache_dir)
-    path_of = {c.graph_name: c.graph_path for c in cells}
-    for r in rows:
-        r["dataset"] = label_of[path_of[r["graph"]]]
+    rows = _labelled_rows(cells, cache_dir, label_of)
     method_names = [m.name for m in methods]
     graph_rows = report.per_graph(rows, reference, exclude_from_best=cfg.get("exclude_from_best", ()))
     summary = report.summary_table(graph_rows, rows, method_names)
@@ -88,6 +82,39 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
     report.write_csv(os.path.join(results_dir, "per_graph.csv"), graph_rows)
     report.write_csv(os.path.join(results_dir, "summary.csv"), summary)
     table = report.markdown(summary, reference)
+    extra = _plots(cfg, rows, results_dir, method_names, reference) + _match_section(cfg, rows, results_dir)
+    focus = cfg.get("match_method")
+    if focus:
+        extra.append(_focus_tables(focus, reference, summary, graph_rows))
+    doc = _readme(cfg, config_path, counts, rows, table, summary, extra, time.time() - t0)
+    with open(os.path.join(results_dir, "README.md"), "w") as f:
+        f.write(doc)
+    return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+
+
+def _cells(cfg: dict, methods: list, manifest: str | None) -> tuple[list, dict]:
+    """Every cell of the experiment, and the data set label of each graph path."""
+    label_of, cells = {}, []
+    for ds in cfg["datasets"]:
+        paths = dataset_graphs(ds, manifest)
+        for p in paths:
+            label_of[p] = ds["label"]
+        cells += cells_for(methods, paths, cfg["devices"], cfg["seeds"])
+    return cells, label_of
+
+
+def _labelled_rows(cells: list, cache_dir: str, label_of: dict) -> list[dict]:
+    """The cached result of every cell, each with its data set label."""
+    rows = load_results(cells, cache_dir)
+    path_of = {c.graph_name: c.graph_path for c in cells}
+    for r in rows:
+        r["dataset"] = label_of[path_of[r["graph"]]]
+    return rows
+
+
+def _plots(cfg: dict, rows: list, results_dir: str, method_names: list, reference: str) -> list[str]:
+    """The plots the config asks for, written to `results_dir`; a Markdown image link for each."""
+    name = cfg["name"]
     extra = []
     plots = cfg.get("plots", [])
     if "sample_efficiency" in plots:
@@ -105,41 +132,49 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
         out = os.path.join(results_dir, "scaling.png")
         report.plot_scaling(rows, out, method_names, title=name)
         extra.append("![scaling](scaling.png)")
+    return extra
+
+
+def _match_section(cfg: dict, rows: list, results_dir: str) -> list[str]:
+    """Evaluations the long plain-BRKGA run needs to match `match_method` (evaluations_to_match.csv),
+    as one Markdown section; nothing without a `long_reference`."""
+    import numpy as np
     long_ref = cfg.get("long_reference")
-    if long_ref:
-        import numpy as np
-        match = report.evaluations_to_match(rows, cfg.get("match_method", "regal"), long_ref)
-        report.write_csv(os.path.join(results_dir, "evaluations_to_match.csv"), match)
-        if match:
-            budget = max(m["budget"] for m in match)
-            method = cfg.get("match_method", "regal")
-            lines = [f"Evaluations plain BRKGA ({long_ref}, same seed) needs to match {method}'s 5,000-evaluation "
-                     f"peak: median over runs (a run that never matches within {budget:,} counts as infinite).", "",
-                     "| dataset | d | runs | median evaluations | runs matched |", "|---|---:|---:|---:|---:|"]
-            for ds, d in sorted({(m["dataset"], m["devices"]) for m in match}):
-                sub = [m["evaluations"] for m in match if m["dataset"] == ds and m["devices"] == d]
-                med = float(np.median([np.inf if v is None else v for v in sub]))
-                lines.append(f"| {ds} | {d} | {len(sub)} | "
-                             f"{'more than %s' % f'{budget:,}' if np.isinf(med) else f'{med:,.0f}'} | "
-                             f"{sum(v is not None for v in sub)}/{len(sub)} |")
-            extra.append("\n".join(lines))
-    focus = cfg.get("match_method")
-    if focus:
-        extra.append(_focus_tables(focus, reference, summary, graph_rows))
+    if not long_ref:
+        return []
+    match = report.evaluations_to_match(rows, cfg.get("match_method", "regal"), long_ref)
+    report.write_csv(os.path.join(results_dir, "evaluations_to_match.csv"), match)
+    if not match:
+        return []
+    budget = max(m["budget"] for m in match)
+    method = cfg.get("match_method", "regal")
+    lines = [f"Evaluations plain BRKGA ({long_ref}, same seed) needs to match {method}'s 5,000-evaluation "
+             f"peak: median over runs (a run that never matches within {budget:,} counts as infinite).", "",
+             "| dataset | d | runs | median evaluations | runs matched |", "|---|---:|---:|---:|---:|"]
+    for ds, d in sorted({(m["dataset"], m["devices"]) for m in match}):
+        sub = [m["evaluations"] for m in match if m["dataset"] == ds and m["devices"] == d]
+        med = float(np.median([np.inf if v is None else v for v in sub]))
+        lines.append(f"| {ds} | {d} | {len(sub)} | "
+                     f"{'more than %s' % f'{budget:,}' if np.isinf(med) else f'{med:,.0f}'} | "
+                     f"{sum(v is not None for v in sub)}/{len(sub)} |")
+    return ["\n".join(lines)]
+
+
+def _readme(cfg: dict, config_path: str, counts: dict, rows: list, table: str, summary: list,
+            extra: list[str], wall_s: float) -> str:
+    """README.md of the results: how they were made (command, commit, machine), then the tables."""
     argv = " ".join(["python -m experiments.run"] + sys.argv[1:]) if sys.argv[0].endswith("run.py") else \
         f"python -m experiments.run {os.path.relpath(config_path, ROOT)}"
-    doc = [f"# {name}", "",
+    doc = [f"# {cfg['name']}", "",
            f"Command: `{argv}`  ",
            f"Commit: {commit()}  ",
            f"Machine: {machine()}  ",
            f"Cells: {counts['cells']} ({counts['computed']} computed in this run, {counts['cached']} cached); "
-           f"wall time {time.time() - t0:.0f} s (solver seconds over all cells: "
+           f"wall time {wall_s:.0f} s (solver seconds over all cells: "
            f"{sum(r.get('seconds') or 0 for r in rows):,.0f}); seeds {cfg['seeds']}; devices {cfg['devices']}.", "",
            table, "", "Seconds per graph (one run of one seed; wall time of the solver inside its worker):", "",
            report.seconds_markdown(summary), ""] + [e + "\n" for e in extra]
-    with open(os.path.join(results_dir, "README.md"), "w") as f:
-        f.write("\n".join(doc))
-    return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+    return "\n".join(doc)
 
 
 def _focus_tables(method: str, reference: str, summary, graph_rows) -> str:

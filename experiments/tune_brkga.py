@@ -17,13 +17,11 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from experiments import report
+from experiments.run import commit, machine
+from experiments.runner import Method, cells_for, load_results, run_cells
 
-from experiments import report  # noqa: E402
-from experiments.run import commit, machine  # noqa: E402
-from experiments.runner import Method, cells_for, load_results, run_cells  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 GRID = {
     "population_size": (50, 100, 200),
