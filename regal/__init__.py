@@ -15,7 +15,8 @@ BRKGA's mutants per node.
 from regal.brkga import BrkgaConfig
 from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, load, save, to_networkx
 from regal.priors import Priors
-from regal.search import Progress, optimize, warmup
+from regal.memetic import optimize
+from regal.search import Progress, warmup
 from regal.simulate import ScheduleError, Simulation, simulate
 from regal.solution import Solution, SolutionError, load_solution, make_solution
 
