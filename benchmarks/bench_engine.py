@@ -4,7 +4,8 @@
 
 Prints Markdown tables and writes them, with the command, commit and machine, to --out.
 Every speed figure is a median over --repeats runs; every comparison is a ratio measured in this
-same process (the plain-NumPy decoder and the naive twin of tests/naive.py are the references).
+same process (the plain-NumPy decoder and a copy of the naive twin of tests/naive.py, both in
+benchmarks/numpy_decoder.py, are the references).
 
 Graphs: real graphs of the shipped data set closest to 100, 1,000 and 10,000 nodes, and an
 80,000-node graph traced from a deep Transformer training step (data/models.py), built once and
@@ -23,13 +24,13 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+import regal
+from benchmarks.numpy_decoder import decode_simulate as numpy_decode
+from benchmarks.numpy_decoder import naive_decode_simulate
+from regal.decode import chromosome_length, decode_evaluate, evaluate_population
+from regal.search import brkga_search, numba_threads, warmup
 
-import regal  # noqa: E402
-from regal.decode import chromosome_length, decode_evaluate, evaluate_population  # noqa: E402
-from regal.search import numba_threads, optimize, warmup  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def median_time(fn, repeats: int) -> float:
@@ -61,8 +62,6 @@ def graph_80k():
 
 
 def throughput_table(graphs, repeats: int) -> list[str]:
-    import naive
-    from benchmarks.numpy_decoder import decode_simulate as numpy_decode
     rows = ["| graph | nodes | d | Numba 1 thread (eval/s) | Numba 2 threads (eval/s) | 2-thread speed-up "
             "| NumPy (eval/s) | Numba 1T / NumPy | naive (eval/s) | Numba 1T / naive |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -80,11 +79,13 @@ def throughput_table(graphs, repeats: int) -> list[str]:
             t_np = median_time(lambda: [numpy_decode(g, pop[i], d) for i in range(k)], max(1, repeats // 2)) / k
             assert [numpy_decode(g, pop[i], d) for i in range(k)] == fits
             if g.num_nodes <= 2_000:
+                naive_peaks = []
+
                 def run_naive():
                     for i in range(2):
-                        p, o = naive.decode(g, pop[i], d)
-                        naive.simulate(g, p, o, d)
+                        naive_peaks.append(naive_decode_simulate(g, pop[i], d))
                 t_nv = median_time(run_naive, 1) / 2
+                assert naive_peaks == fits[:2]
                 nv = f"{1 / t_nv:,.1f} | {rate[1] * t_nv:,.0f}x"
             else:
                 nv = "- | -"
@@ -102,7 +103,7 @@ def brkga_table(g, repeats: int) -> list[str]:
             times, peak = [], None
             for rep in range(repeats):
                 t = time.perf_counter()
-                sol = optimize(g, devices=d, budget=5000, seed=0, num_threads=th)
+                sol = brkga_search(g, d, budget=5000, seed=0, num_threads=th)
                 times.append(time.perf_counter() - t)
                 peak = sol.peak_bytes
             rows.append(f"| {g.name} | {g.num_nodes:,} | {d} | {th} | {np.median(times):.3f} | "
@@ -127,11 +128,11 @@ def big_graph_table(g, repeats: int) -> list[str]:
 def population_rss_mib(d: int) -> float:
     """Peak RSS growth of a fresh process running 3 generations (population 100) on the 80K graph."""
     code = (
-        "import resource, sys; sys.path.insert(0, '.');"
-        "from benchmarks.bench_engine import graph_80k; from regal.search import optimize;"
-        "g = graph_80k(); optimize(g, devices=%d, budget=30, seed=0);"
+        "import resource;"
+        "from benchmarks.bench_engine import graph_80k; from regal.search import brkga_search;"
+        "g = graph_80k(); brkga_search(g, %d, budget=30, seed=0);"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
-        "optimize(g, devices=%d, budget=260, seed=0);"
+        "brkga_search(g, %d, budget=260, seed=0);"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)" % (d, d))
     # the first short run loads everything (graph, kernels); the growth is what a population adds
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -161,7 +162,7 @@ def pymoo_table(graphs, repeats: int) -> list[str]:
             ours, theirs, t_ours, t_theirs = [], [], [], []
             for seed in range(repeats):
                 t = time.perf_counter()
-                ours.append(optimize(g, devices=d, budget=5000, seed=seed).peak_bytes)
+                ours.append(brkga_search(g, d, budget=5000, seed=seed).peak_bytes)
                 t_ours.append(time.perf_counter() - t)
                 algo = BRKGA(n_elites=20, n_offsprings=70, n_mutants=10, bias=0.7, eliminate_duplicates=False)
                 t = time.perf_counter()

@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def transformer_train_graph(layers: int, name: str | None = None):
     import jax
     from data import nets
-    from data.models import ModelSpec, _adamw, _classify_loss, _token_inputs, _tokens_net, abstract_args, train_fn
+    from data.models import ModelSpec, abstract_args, adamw, classify_loss, token_inputs, tokens_net, train_fn
     from regal.hlo import parse_hlo
     spec = ModelSpec(f"transformer_enc_l{layers}_d64", "transformer_enc",
-                     _tokens_net(lambda: nets.TransformerLM(8000, layers, 4, 64)),
-                     _token_inputs(32), _classify_loss, _adamw)
+                     tokens_net(lambda: nets.TransformerLM(8000, layers, 4, 64)),
+                     token_inputs(32), classify_loss, adamw)
     lowered = jax.jit(train_fn(spec)).lower(*abstract_args(spec, 1, "train"))
     name = name or f"{spec.name}_b1_train_pre"
     return parse_hlo(lowered.compiler_ir("hlo").as_hlo_text(), name=name, source=f"{name}.hlo")

@@ -26,7 +26,8 @@ import optax
 
 from data import nets
 
-__all__ = ["ModelSpec", "MODELS", "FAMILIES", "fwd_fn", "train_fn", "abstract_args"]
+__all__ = ["ModelSpec", "MODELS", "FAMILIES", "fwd_fn", "train_fn", "abstract_args", "classify_loss",
+           "adamw", "token_inputs", "tokens_net"]
 
 f32, i32 = jnp.float32, jnp.int32
 
@@ -65,7 +66,8 @@ def _xent(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-def _classify_loss(out, tgt):
+def classify_loss(out, tgt):
+    """Mean softmax cross-entropy of the logits `out["pred"]` against the integers `tgt["labels"]`."""
     return _xent(out["pred"], tgt["labels"])
 
 
@@ -88,7 +90,8 @@ def _adam():
     return optax.adam(1e-3)
 
 
-def _adamw():
+def adamw():
+    """AdamW (learning rate 3e-4, weight decay 0.01) after clipping the global gradient norm to 1."""
     return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(3e-4, weight_decay=0.01))
 
 
@@ -110,7 +113,8 @@ def _recon_inputs(shape):
     return inputs
 
 
-def _token_inputs(seq: int):
+def token_inputs(seq: int):
+    """batch -> ({"tokens": int32[b, seq]}, {"labels": int32[b, seq]}): a language model's inputs."""
     def inputs(b):
         return {"tokens": _sds((b, seq), i32)}, {"labels": _sds((b, seq), i32)}
     return inputs
@@ -140,7 +144,7 @@ for _name, _cls in (("resnet18", hk.nets.ResNet18), ("resnet34", hk.nets.ResNet3
                     ("resnet50", hk.nets.ResNet50), ("resnet101", hk.nets.ResNet101),
                     ("resnet152", hk.nets.ResNet152)):
     _add(ModelSpec(_name, "resnet", _image_net(lambda c=_cls: c(num_classes=10)), _image_inputs(64),
-                   _classify_loss, _sgd, notes="hk.nets ResNet, 64x64x3 input, 10 classes"))
+                   classify_loss, _sgd, notes="hk.nets ResNet, 64x64x3 input, 10 classes"))
 
 _VGG = {"vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
         "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
@@ -149,13 +153,13 @@ _VGG = {"vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"
 for _name, _bn in (("vgg11", False), ("vgg16", True), ("vgg19", True)):
     _add(ModelSpec(_name + ("_bn" if _bn else ""), "vgg",
                    _image_net(lambda c=_VGG[_name], bn=_bn: nets.VGG(c, 10, bn)), _image_inputs(32),
-                   _classify_loss, _sgd, notes="CIFAR VGG, 32x32x3 input"))
+                   classify_loss, _sgd, notes="CIFAR VGG, 32x32x3 input"))
 
 for _name, _blocks, _k, _stem, _hw in (("densenet40", (6, 6, 6), 12, False, 32),
                                        ("densenet64", (10, 10, 10), 16, False, 32),
                                        ("densenet121", (6, 12, 24, 16), 32, True, 64)):
     _add(ModelSpec(_name, "densenet", _image_net(lambda b=_blocks, k=_k, s=_stem: nets.DenseNet(b, k, 10, s)),
-                   _image_inputs(_hw), _classify_loss, _sgd, notes=f"DenseNet-BC, growth {_k}, {_hw}x{_hw} input"))
+                   _image_inputs(_hw), classify_loss, _sgd, notes=f"DenseNet-BC, growth {_k}, {_hw}x{_hw} input"))
 
 
 def _mobilenet_v1(width: float):
@@ -166,7 +170,7 @@ def _mobilenet_v1(width: float):
 for _name, _make in (("mobilenet_v1_050", _mobilenet_v1(0.5)), ("mobilenet_v1_100", _mobilenet_v1(1.0)),
                      ("mobilenet_v2_050", lambda: nets.MobileNetV2(0.5, 10)),
                      ("mobilenet_v2_100", lambda: nets.MobileNetV2(1.0, 10))):
-    _add(ModelSpec(_name, "mobilenet", _image_net(_make), _image_inputs(64), _classify_loss, _sgd,
+    _add(ModelSpec(_name, "mobilenet", _image_net(_make), _image_inputs(64), classify_loss, _sgd,
                    notes="depthwise separable convs, 64x64x3 input"))
 
 
@@ -179,7 +183,7 @@ def _seg_inputs(hw: int, num_classes: int):
 for _name, _d, _c, _bn in (("unet_d3_c16", 3, 16, False), ("unet_d4_c32_bn", 4, 32, True),
                            ("unet_d5_c16_bn", 5, 16, True)):
     _add(ModelSpec(_name, "unet", _image_net(lambda d=_d, c=_c, bn=_bn: nets.UNet(d, c, 4, bn)),
-                   _seg_inputs(64, 4), _classify_loss, _adam, notes="64x64x3 input, 4-class per-pixel labels"))
+                   _seg_inputs(64, 4), classify_loss, _adam, notes="64x64x3 input, 4-class per-pixel labels"))
 
 
 def _vqvae_net(**kw):
@@ -214,13 +218,13 @@ for _name, _make, _shape in (("vae_mlp", lambda: nets.MlpVAE((512, 256), 32), (7
 for _name, _p, _l, _h, _d in (("vit_l4_d128", 4, 4, 4, 128), ("vit_l6_d192", 4, 6, 3, 192),
                               ("vit_l8_d256", 4, 8, 8, 256), ("vit_l12_d384", 4, 12, 6, 384)):
     _add(ModelSpec(_name, "vit", _image_net(lambda p=_p, l=_l, h=_h, d=_d: nets.ViT(p, l, h, d, 10)),
-                   _image_inputs(32), _classify_loss, _adamw, notes="patch 4 on 32x32x3: 64 tokens + class token"))
+                   _image_inputs(32), classify_loss, adamw, notes="patch 4 on 32x32x3: 64 tokens + class token"))
 
 for _name, _n, _c, _ts, _cs in (("mixer_b4_c128", 4, 128, 64, 512), ("mixer_b8_c256", 8, 256, 128, 1024),
                                 ("mixer_b12_c192", 12, 192, 96, 768)):
     _add(ModelSpec(_name, "mlp_mixer",
                    _image_net(lambda n=_n, c=_c, ts=_ts, cs=_cs: nets.MlpMixer(4, n, c, ts, cs, 10)),
-                   _image_inputs(32), _classify_loss, _adamw, notes="patch 4 on 32x32x3: 64 tokens"))
+                   _image_inputs(32), classify_loss, adamw, notes="patch 4 on 32x32x3: 64 tokens"))
 
 
 # ----------------------------------------------------------------------------- sequence
@@ -234,10 +238,11 @@ for _name, _depth, _w in (("mlp_d4_w1024", 4, 1024), ("mlp_d8_w512", 8, 512), ("
                           ("mlp_d32_w256", 32, 256)):
     _add(ModelSpec(_name, "mlp", _mlp_net([_w] * _depth),
                    lambda b: ({"image": _sds((b, 784))}, {"labels": _sds((b,), i32)}),
-                   _classify_loss, _adam, notes="784-dim input, ReLU hidden layers, 10 classes"))
+                   classify_loss, _adam, notes="784-dim input, ReLU hidden layers, 10 classes"))
 
 
-def _tokens_net(make):
+def tokens_net(make):
+    """A ModelSpec net that runs `make()` (a Haiku module) on `features["tokens"]`."""
     def net(f, is_training):
         return {"pred": make()(f["tokens"], is_training)}
     return net
@@ -246,16 +251,16 @@ def _tokens_net(make):
 for _cell, _fam in (("lstm", "lstm"), ("gru", "gru")):
     for _l, _h, _t in ((1, 256, 16), (2, 256, 32), (1, 512, 64), (3, 128, 24)):
         _add(ModelSpec(f"{_cell}_l{_l}_h{_h}_t{_t}", _fam,
-                       _tokens_net(lambda c=_cell, l=_l, h=_h: nets.RecurrentLM(c, 2000, 128, h, l)),
-                       _token_inputs(_t), _classify_loss, _adam_clip,
+                       tokens_net(lambda c=_cell, l=_l, h=_h: nets.RecurrentLM(c, 2000, 128, h, l)),
+                       token_inputs(_t), classify_loss, _adam_clip,
                        notes=f"{_cell.upper()} LM, vocab 2000, static_unroll over {_t} steps"))
 
 for _name, _l, _h, _d, _t in (("transformer_enc_l2_d128", 2, 4, 128, 64), ("transformer_enc_l4_d256", 4, 4, 256, 128),
                               ("transformer_enc_l6_d384", 6, 6, 384, 128),
                               ("transformer_enc_l12_d512", 12, 8, 512, 128)):
     _add(ModelSpec(_name, "transformer_enc",
-                   _tokens_net(lambda l=_l, h=_h, d=_d: nets.TransformerLM(8000, l, h, d)),
-                   _token_inputs(_t), _classify_loss, _adamw, notes=f"vocab 8000, sequence {_t}"))
+                   tokens_net(lambda l=_l, h=_h, d=_d: nets.TransformerLM(8000, l, h, d)),
+                   token_inputs(_t), classify_loss, adamw, notes=f"vocab 8000, sequence {_t}"))
 
 
 def _seq2seq_net(**kw):
@@ -275,7 +280,7 @@ for _name, _le, _ld, _h, _d in (("transformer_dec_l2_d128", 2, 2, 4, 128), ("tra
                                 ("transformer_dec_l6_d256", 6, 6, 8, 256)):
     _add(ModelSpec(_name, "transformer_dec",
                    _seq2seq_net(vocab=8000, enc_layers=_le, dec_layers=_ld, num_heads=_h, model_size=_d),
-                   _seq2seq_inputs(64, 48), _classify_loss, _adamw,
+                   _seq2seq_inputs(64, 48), classify_loss, adamw,
                    notes="encoder-decoder; decoder: causal self-attention + cross-attention; 64 -> 48 tokens"))
 
 for _name, _s, _lps, _r, _t in (("wavenet_s1_l10", 1, 10, 32, 1024), ("wavenet_s2_l10", 2, 10, 64, 1024),
@@ -283,7 +288,7 @@ for _name, _s, _lps, _r, _t in (("wavenet_s1_l10", 1, 10, 32, 1024), ("wavenet_s
     _add(ModelSpec(_name, "wavenet",
                    lambda f, t, s=_s, lps=_lps, r=_r: {"pred": nets.WaveNet(s, lps, r, 2 * r)(f["samples"], t)},
                    lambda b, t=_t: ({"samples": _sds((b, t), i32)}, {"labels": _sds((b, t), i32)}),
-                   _classify_loss, _adam, notes=f"{_t} mu-law samples, 256 classes"))
+                   classify_loss, _adam, notes=f"{_t} mu-law samples, 256 classes"))
 
 
 # -------------------------------------------------------------------------------- graphs
@@ -302,7 +307,7 @@ for _name, _kind, _l, _h in (("gnn_gcn_l4", "gcn", 4, 128), ("gnn_gin_l6", "gin"
     _add(ModelSpec(_name, "gnn",
                    lambda f, t, k=_kind, l=_l, h=_h: {"pred": nets.GraphNet(k, l, h, 8)(
                        f["nodes"], f["edges"], f["senders"], f["receivers"], t)},
-                   _gnn_inputs, _classify_loss, _adam,
+                   _gnn_inputs, classify_loss, _adam,
                    notes=f"batch b = b graphs of {_GNN_NODES} nodes / {_GNN_EDGES} edges (edge lists are inputs)"))
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(s.family for s in MODELS.values()))
