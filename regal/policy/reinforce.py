@@ -218,7 +218,7 @@ class _References:
 
 def _run_many(client, jobs):
     """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks, on Dask or in-process."""
-    from regal.parallel import run_brkga
+    from regal.search import brkga_peak as run_brkga
     if client is None:
         return [run_brkga(*j) for j in jobs]
     futures = [client.submit(run_brkga, *j, pure=False) for j in jobs]
