@@ -1,0 +1,402 @@
+"""PyTorch module or ExportedProgram -> `Graph` (SPEC.md section 1). Needs `pip install regal[torch]`.
+
+    graph = regal.torch.from_module(model, (x,))                   # forward, via torch.export
+    graph = regal.torch.from_module(model, (x,), training=True)    # forward + backward + SGD step
+    graph = regal.torch.from_exported(torch.export.export(model, (x,)))
+
+Tested with torch 2.14.1 (torchvision 0.29.1, transformers 5.23.0); the extra admits 2.9-2.14.
+
+**Forward** (`training=False`): `torch.export.export(module, example_inputs)`, the program as
+torch.export gives it (ATen ops as the module calls them, in-place ops such as `relu_` kept),
+imported by `from_exported`. **Training step** (`training=True`): one eager training step,
+forward, `torch.autograd.grad` of the loss, then an in-place optimizer update (SGD with
+momentum 0.9, or Adam), traced with `make_fx(tracing_mode="fake")`, the ATen-level tracer
+AOTAutograd is built on. Why not torch.export: it cannot trace `autograd.grad` or an optimizer
+step (its joint-graph helper, `torch.export.experimental._export_forward_backward`, is private
+and stops before the update). Tracing below autograd records the backward ops the autograd
+engine runs, and an eager optimizer updates parameters and its state in place, so the update
+allocates nothing, as in PyTorch. The default loss is the sum of the means of the floating
+outputs (`loss_fn(outputs, *example_inputs)` replaces it). Nothing runs: tensors are fake.
+
+What each FX node becomes:
+
+- A placeholder (parameter, buffer, lifted constant, user input, optimizer state) is a
+  **resident** node (op `parameter`, `buffer`, `constant`, `input`, `optimizer_state`), id its
+  fully qualified name (`layer1.0.conv1.weight`). A `get_attr` tensor is a resident `constant`.
+- A call whose result shares storage with an input (`node.meta["val"]` fake tensors know their
+  storage), or whose schema says it returns an alias, is a **view** and makes no node: views,
+  `alias`, `detach`, `t`, `expand`, `_unsafe_view`, `getitem` of a tuple. Consumers read the
+  producer directly, as hlo.py folds bitcasts.
+- An **in-place** op (its schema writes the returned alias: `relu_`, `add_`, the optimizer's
+  `mul_`/`add_`) is a node of 0 bytes that reads its target; later readers of the target read
+  it as well (ordering), and it has control inputs from earlier readers of the target (a
+  write may not overtake a read). An argument written but not returned (BatchNorm's running
+  statistics) gets the same ordering.
+- Every other call is **one** node, op `aten.<name>.<overload>`, `bytes` the sum of the sizes
+  (`numel * element_size`) of its new output tensors. SymInt arithmetic makes no node.
+  Higher-order ops (`cond`, `while_loop`, ...) are rejected with a message naming the node.
+
+`cost`: the roofline of `regal._ops` (`COST_MODEL`: 100 TFLOP/s, 1 TB/s): FLOPs of matrix
+products, convolutions (forward and backward) and attention, bytes moved for the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+try:
+    import torch
+    import torch.fx
+except ImportError as e:  # pragma: no cover - exercised only where torch is absent
+    raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
+
+from regal._ops import COST_MODEL, conv_flops, matmul_flops, roofline
+from regal.graph import Graph, GraphError
+
+__all__ = ["from_exported", "from_fx", "from_module"]
+
+_KIND_OPS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant",
+             "USER_INPUT": "input", "TOKEN": "token", "CUSTOM_OBJ": "custom_object"}
+
+
+def _tensors(val) -> list:
+    """The tensors in a node's value (a tensor, or a tuple/list of them and non-tensors)."""
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [t for v in val for t in _tensors(v)]
+    return []
+
+
+def _nbytes(t: torch.Tensor, what: str) -> int:
+    try:
+        return int(t.numel()) * t.element_size()
+    except (TypeError, RuntimeError) as e:  # a symbolic size without a hint
+        raise GraphError(f"{what}: size is not static ({e}); export with static shapes") from None
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return None
+
+
+class _Builder:
+    """Records for Graph.from_records; `struct[fx node]` is the value's producing regal nodes:
+    a tuple of node indices for a tensor, a list of such tuples for a tuple/list value."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.records: list[dict] = []
+        self.struct: dict[torch.fx.Node, Any] = {}
+        self.readers: dict[int, list[int]] = {}
+        self.folded = 0
+
+    def resident(self, node: torch.fx.Node, nid: str, op: str, val) -> None:
+        ts = _tensors(val)
+        if not ts:
+            self.struct[node] = ()
+            return
+        nbytes = sum(_nbytes(t, f"{self.source}: {op} '{nid}'") for t in ts)
+        self.struct[node] = (len(self.records),)
+        self.records.append({"id": nid, "op": op, "bytes": nbytes, "resident": True})
+
+    def leaves(self, arg) -> tuple:
+        """Producing regal nodes of an FX argument (nested lists, tuples and dicts allowed)."""
+        out: dict[int, None] = {}
+        for a in _flat_nodes(arg):
+            s = self.struct.get(a, ())
+            for x in (s if isinstance(s, tuple) else [v for e in s for v in e]):
+                out[x] = None
+        return tuple(out)
+
+
+def _flat_nodes(arg) -> list:
+    if isinstance(arg, torch.fx.Node):
+        return [arg]
+    if isinstance(arg, (tuple, list)):
+        return [n for a in arg for n in _flat_nodes(a)]
+    if isinstance(arg, dict):
+        return [n for a in arg.values() for n in _flat_nodes(a)]
+    return []
+
+
+def _schema_args(node: torch.fx.Node):
+    """(schema argument, FX value) pairs of an OpOverload call."""
+    schema = node.target._schema
+    for k, a in enumerate(schema.arguments):
+        if k < len(node.args):
+            yield a, node.args[k]
+        elif a.name in node.kwargs:
+            yield a, node.kwargs[a.name]
+
+
+def _alias_args(node, ret) -> list:
+    """FX arguments a schema return aliases (same alias set), for OpOverloads."""
+    info = ret.alias_info
+    if info is None:
+        return []
+    sets = set(info.before_set)
+    return [v for a, v in _schema_args(node) if a.alias_info is not None and set(a.alias_info.before_set) & sets]
+
+
+def _add_call(b: _Builder, node: torch.fx.Node) -> None:
+    """One call_function node: folded, in place, or a new node (see the module docstring)."""
+    what = f"{b.source}: node '{node.name}' ({_op_name(node.target)})"
+    val = node.meta.get("val")
+    if node.target is operator.getitem:
+        base = b.struct.get(node.args[0], ())
+        b.struct[node] = base[node.args[1]] if isinstance(base, list) and isinstance(node.args[1], int) \
+            and -len(base) <= node.args[1] < len(base) else b.leaves(node.args[0])
+        b.folded += 1
+        return
+    if isinstance(node.target, torch._ops.HigherOrderOperator):
+        raise GraphError(f"{what}: higher-order op (control flow or a wrapped region) is not supported")
+    outs = val if isinstance(val, (tuple, list)) else [val]
+    if not _tensors(val):
+        b.struct[node] = ()  # SymInt arithmetic, None results: no tensor, no node
+        return
+    schema_rets = node.target._schema.returns if isinstance(node.target, torch._ops.OpOverload) else []
+    if len(schema_rets) == 1 and isinstance(val, (tuple, list)):
+        schema_rets = list(schema_rets) * len(outs)  # Tensor[] returns: one schema entry for all
+    input_storages = {_storage(t): n for n in _flat_nodes((node.args, node.kwargs))
+                      for t in _tensors(n.meta.get("val"))}
+    input_storages.pop(None, None)
+    idx = len(b.records)
+    per_out: list[tuple] = []
+    new_bytes, in_place, written = 0, False, []
+    for k, t in enumerate(outs):
+        if not isinstance(t, torch.Tensor):
+            per_out.append(())
+            continue
+        ret = schema_rets[k] if k < len(schema_rets) else None
+        aliased = _alias_args(node, ret) if ret is not None else []
+        shared = input_storages.get(_storage(t)) if input_storages else None
+        if shared is not None and not aliased:
+            aliased = [shared]
+        if aliased:
+            base = b.leaves(aliased)
+            if ret is not None and ret.alias_info is not None and ret.alias_info.is_write:
+                in_place = True
+                written.extend(base)
+                per_out.append(base + (idx,))
+            else:
+                per_out.append(base)
+            continue
+        new_bytes += _nbytes(t, f"{what}: output {k}")
+        per_out.append((idx,))
+    written_args = [v for a, v in _schema_args(node) if a.alias_info is not None and a.alias_info.is_write
+                    and isinstance(v, torch.fx.Node)] if isinstance(node.target, torch._ops.OpOverload) else []
+    if not in_place and not written_args and all(idx not in p for p in per_out):
+        b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+        b.folded += 1
+        return
+    inputs = list(b.leaves((node.args, node.kwargs)))
+    for v in written_args:  # later readers of a written argument read it after this node
+        written.extend(b.leaves(v))
+        b.struct[v] = b.leaves(v) + (idx,)
+    control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs})
+    for u in inputs:
+        b.readers.setdefault(u, []).append(idx)
+    moved = new_bytes + sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
+                            for t in _tensors(n.meta.get("val")))
+    b.records.append({"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
+                      "control_inputs": control, "cost": roofline(_flops(node), moved)})
+    b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+
+
+def _op_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
+    return getattr(target, "__name__", str(target))
+
+
+def _shape(arg):
+    if isinstance(arg, torch.fx.Node) and isinstance(arg.meta.get("val"), torch.Tensor):
+        return tuple(int(d) for d in arg.meta["val"].shape)
+    return None
+
+
+def _flops(node: torch.fx.Node) -> float:
+    """FLOPs of matrix products, convolutions and attention; 0 for the rest (regal._ops)."""
+    name = getattr(node.target, "_opname", "")
+    args = node.args
+    val = node.meta.get("val")
+    out = tuple(val.shape) if isinstance(val, torch.Tensor) else None
+    if name in ("mm", "bmm", "matmul", "linear", "_unsafe_mm") and args:
+        return matmul_flops(_shape(args[0]), out)
+    if name in ("addmm", "baddbmm") and len(args) > 1:
+        return matmul_flops(_shape(args[1]), out)
+    if name in ("convolution", "conv1d", "conv2d", "conv3d", "_convolution") and len(args) > 1:
+        transposed = name in ("convolution", "_convolution") and len(args) > 6 and bool(args[6])
+        return conv_flops(_shape(args[0]) if transposed else out, _shape(args[1]))
+    if name == "convolution_backward" and len(args) > 2:
+        return 2 * conv_flops(_shape(args[0]), _shape(args[2]))  # grad input + grad weight
+    if "scaled_dot_product" in name and len(args) > 2:
+        q, k = _shape(args[0]), _shape(args[1])
+        if q and k:
+            return 4.0 * math.prod(q[:-1]) * k[-2] * q[-1]
+    return 0.0
+
+
+def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]] | None = None,
+            outputs: Sequence[str] | None = None, name: str = "torch", meta: Mapping | None = None,
+            source: str | None = None) -> Graph:
+    """Import an FX graph whose nodes carry `meta["val"]` (fake tensors).
+
+    `placeholders` maps a placeholder's name to `(regal id, op)`; unnamed ones become inputs.
+    `outputs` names the graph outputs in `meta["outputs"]` (default: output_0, output_1, ...).
+    """
+    source = source or f"torch program '{name}'"
+    placeholders = placeholders or {}
+    b = _Builder(source)
+    out_args: list = []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            nid, op = placeholders.get(node.name, (node.name, "input"))
+            b.resident(node, nid, op, node.meta.get("val"))
+        elif node.op == "get_attr":
+            val = node.meta.get("val")
+            if val is None:
+                val = _get_attr(gm, node.target)
+            b.resident(node, str(node.target), "constant", val)
+        elif node.op == "call_function":
+            _add_call(b, node)
+        elif node.op == "output":
+            out_args = list(node.args[0]) if isinstance(node.args[0], (tuple, list)) else [node.args[0]]
+        else:
+            raise GraphError(f"{source}: node '{node.name}': unsupported FX op '{node.op}'")
+    if not b.records:
+        raise GraphError(f"{source}: the program has no tensors")
+    names = list(outputs) if outputs is not None else [f"output_{k}" for k in range(len(out_args))]
+    ids = [r["id"] for r in b.records]
+    out_ids = {n: [ids[u] for u in b.leaves(a)] for n, a in zip(names, out_args)}
+    for r in b.records:
+        if "inputs" in r:
+            r["inputs"] = [ids[u] for u in r["inputs"]]
+            r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
+    resident = [r for r in b.records if r.get("resident")]
+    full_meta = {"source": "torch", "torch": torch.__version__, "fx_nodes": len(gm.graph.nodes),
+                 "folded": b.folded, "outputs": out_ids,
+                 "parameter_bytes": sum(r["bytes"] for r in resident if r["op"] == "parameter"),
+                 "cost_model": dict(COST_MODEL), **dict(meta or {})}
+    return Graph.from_records(b.records, name=name, meta=full_meta, source=source)
+
+
+def _get_attr(gm, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta: Mapping | None = None) -> Graph:
+    """Import an `ExportedProgram`: parameters, buffers and constants are resident nodes named
+    by their fully qualified names; user inputs are resident `input` nodes."""
+    placeholders = {}
+    for spec in ep.graph_signature.input_specs:
+        kind = spec.kind.name
+        nid = spec.target if spec.target is not None and kind != "USER_INPUT" else spec.arg.name
+        placeholders[spec.arg.name] = (str(nid), _KIND_OPS.get(kind, "input"))
+    outputs = [getattr(s.arg, "name", f"output_{k}") if s.kind.name == "USER_OUTPUT" else f"{s.kind.name.lower()}:{s.target}"
+               for k, s in enumerate(ep.graph_signature.output_specs)]
+    return from_fx(ep.graph_module, placeholders, outputs, name=name,
+                   meta={"mode": "forward", "ir": "torch.export", **dict(meta or {})})
+
+
+def from_module(module: "torch.nn.Module", example_inputs, training: bool = False, *,
+                loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None) -> Graph:
+    """Import a module's forward pass (torch.export), or with `training=True` one training step
+    (forward, backward, in-place `optimizer` update: "sgd" with momentum 0.9, or "adam").
+
+    `example_inputs` is a tuple of the forward's positional arguments (a lone tensor is
+    wrapped); only their shapes and dtypes matter. The module is traced in eval mode for the
+    forward pass and in train mode for a step, and put back in its mode afterwards.
+    """
+    args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    name = name or f"{type(module).__name__.lower()}_{'train' if training else 'fwd'}"
+    was_training = module.training
+    module.train(training)
+    try:
+        if not training:
+            ep = _export(module, args, name)
+            return from_exported(ep, name=name, meta={"model": type(module).__name__})
+        return _train_step(module, args, loss_fn, optimizer, name)
+    finally:
+        module.train(was_training)
+
+
+def _export(module, args, name: str):
+    try:
+        return torch.export.export(module, args)
+    except Exception as e:  # torch.export raises many types; one line for the caller
+        first = " ".join(str(e).split())[:300]
+        raise GraphError(f"torch program '{name}': torch.export failed ({type(e).__name__}: {first})") from None
+
+
+def _default_loss(outputs, *inputs):
+    leaves = [t for t in torch.utils._pytree.tree_leaves(outputs)
+              if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not leaves:
+        raise GraphError("training step: the module returns no floating tensor to take a loss of")
+    return sum(t.float().mean() for t in leaves)
+
+
+_STATE = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
+
+
+def _train_step(module, args, loss_fn, optimizer: str, name: str) -> Graph:
+    from torch.fx.experimental.proxy_tensor import make_fx
+    if optimizer not in _STATE:
+        raise ValueError(f"optimizer must be one of {sorted(_STATE)}, got {optimizer!r}")
+    loss_fn = loss_fn or _default_loss
+    pnames = [n for n, p in module.named_parameters() if p.requires_grad]
+    params = [p for _, p in module.named_parameters() if p.requires_grad]
+    frozen = {n: p for n, p in module.named_parameters() if not p.requires_grad}
+    bnames, buffers = zip(*module.named_buffers()) if list(module.buffers()) else ((), ())
+    state = [torch.zeros_like(p) for p in params for _ in _STATE[optimizer]]
+
+    def step(params, buffers, state, *inputs):
+        tensors = {**dict(zip(pnames, params)), **dict(zip(bnames, buffers)), **frozen}
+        loss = loss_fn(torch.func.functional_call(module, tensors, inputs), *inputs)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        with torch.no_grad():
+            _update(optimizer, params, grads, state)
+        return loss
+
+    try:
+        gm = make_fx(step, tracing_mode="fake")(list(params), list(buffers), state, *args)
+    except GraphError:
+        raise
+    except Exception as e:  # noqa: BLE001 - tracing raises many types; one line for the caller
+        first = " ".join(str(e).split())[:300]
+        raise GraphError(f"torch program '{name}': tracing the training step failed "
+                         f"({type(e).__name__}: {first})") from None
+    ids = [(n, "parameter") for n in pnames] + [(n, "buffer") for n in bnames]
+    ids += [(f"{n}.{s}", "optimizer_state") for n in pnames for s in _STATE[optimizer]]
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders = {ph.name: ids[k] if k < len(ids) else (f"input_{k - len(ids)}", "input")
+                    for k, ph in enumerate(phs)}
+    return from_fx(gm, placeholders, ["loss"], name=name,
+                   meta={"mode": "train", "ir": "make_fx", "optimizer": optimizer, "model": type(module).__name__})
+
+
+def _update(optimizer: str, params, grads, state, lr: float = 1e-3) -> None:
+    """In-place update as torch.optim's single-tensor SGD(momentum=0.9) / Adam (step 1) do it."""
+    if optimizer == "sgd":
+        for p, g, buf in zip(params, grads, state):
+            if g is not None:
+                buf.mul_(0.9).add_(g)
+                p.add_(buf, alpha=-lr)
+        return
+    for k, (p, g) in enumerate(zip(params, grads)):
+        if g is None:
+            continue
+        exp_avg, exp_avg_sq = state[2 * k], state[2 * k + 1]
+        exp_avg.lerp_(g, 0.1)
+        exp_avg_sq.mul_(0.999).addcmul_(g, g, value=0.001)
+        denom = (exp_avg_sq.sqrt() / math.sqrt(0.001)).add_(1e-8)
+        p.addcdiv_(exp_avg, denom, value=-lr / 0.1)
