@@ -2,8 +2,8 @@
 
     graph = regal.onnx.load_onnx("bert.onnx.gz", dims={"batch": 8, "sequence": 128})
 
-Tested with onnx 1.16 to 1.23 and default-domain opsets `TESTED_OPSETS` (13 to 21); another
-opset imports with a `UserWarning`. Needs the `onnx` package only (no runtime, no weights).
+Tested with onnx 1.16.2, 1.17.0 and 1.23.2, and default-domain opsets `TESTED_OPSETS` (13 to
+21); another opset imports with a `UserWarning`. Needs the `onnx` package only (no runtime, no weights).
 
 What each part of the model becomes:
 
@@ -51,10 +51,8 @@ symbolic dimension without a value.
 
 from __future__ import annotations
 
-import ast
 import gzip
 import math
-import operator
 import os
 import warnings
 import zlib
@@ -64,7 +62,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto
 
-from regal._ops import COST_MODEL, conv_flops, conv_transpose_flops, matmul_flops, packed_bytes, roofline
+from regal._ops import (COST_MODEL, conv_flops, conv_transpose_flops, eval_dim, matmul_flops, packed_bytes,
+                        roofline)
 from regal.graph import Graph, GraphError
 
 __all__ = ["CONTROL_FLOW_OPS", "ELEMENT_BITS", "FOLDED_OPS", "TESTED_OPSETS", "load_onnx", "tensor_bytes"]
@@ -267,7 +266,7 @@ def _substitute(value_infos, dims: Mapping[str, int], source: str, required: boo
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value"):
                 continue
-            value = _eval_dim(d.dim_param, dims) if d.HasField("dim_param") else None
+            value = eval_dim(d.dim_param, dims) if d.HasField("dim_param") else None
             if value is not None:
                 d.dim_value = value
             elif required and d.HasField("dim_param"):
@@ -277,51 +276,6 @@ def _substitute(value_infos, dims: Mapping[str, int], source: str, required: boo
                 raise GraphError(f"{source}: graph input '{vi.name}': dimension {k} is unknown")
             else:
                 d.Clear()
-
-
-# Functions that exporters (sympy, via torch.export) write in symbolic dimensions.
-_DIM_FUNCS = {"Min": min, "Max": max, "min": min, "max": max, "Abs": abs,
-              "FloorDiv": operator.floordiv, "CleanDiv": operator.floordiv, "Mod": operator.mod,
-              "PythonMod": operator.mod, "floor": math.floor, "ceiling": math.ceil, "FloorToInt": math.floor,
-              "CeilToInt": math.ceil, "TruncToInt": math.trunc, "IntTrueDiv": operator.truediv}
-_DIM_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-
-
-def _eval_dim(expr: str, dims: Mapping[str, int]) -> int | None:
-    """The value of a symbolic dimension: a name in `dims`, or an arithmetic expression of them
-    (integers, + - * / // %, the functions in `_DIM_FUNCS`); None if it is neither."""
-    if expr in dims:
-        return dims[expr]
-    if not dims or len(expr) > 200:
-        return None
-    try:
-        value = _eval_node(ast.parse(expr, mode="eval").body, dims)
-    except (SyntaxError, ValueError, TypeError, ZeroDivisionError, OverflowError, KeyError, RecursionError,
-            MemoryError):
-        return None
-    if isinstance(value, float):
-        if not value.is_integer():
-            return None
-        value = int(value)
-    return value if 0 <= value < _MAX_BYTES else None
-
-
-def _eval_node(n, dims):
-    if isinstance(n, ast.Constant) and type(n.value) in (int, float):
-        return n.value
-    if isinstance(n, ast.Name):
-        return dims[n.id]
-    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-        return -_eval_node(n.operand, dims)
-    if isinstance(n, ast.BinOp) and type(n.op) in _DIM_BINOPS:
-        value = _DIM_BINOPS[type(n.op)](_eval_node(n.left, dims), _eval_node(n.right, dims))
-        if abs(value) >= _MAX_BYTES:
-            raise OverflowError
-        return value
-    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _DIM_FUNCS and not n.keywords:
-        return _DIM_FUNCS[n.func.id](*(_eval_node(a, dims) for a in n.args))
-    raise ValueError("not a dimension expression")
 
 
 def _inference_model(model: onnx.ModelProto, order: list[int], dims: Mapping[str, int],
