@@ -450,8 +450,7 @@ def _flops(node: onnx.NodeProto, shapes: Mapping[str, tuple]) -> float:
     out = shapes.get(node.output[0]) if node.output and node.output[0] else None
     op = node.op_type
     if op in _MATMUL_OPS and ins:
-        lhs = ins[2] if op == "QLinearMatMul" and len(ins) > 2 else ins[0]
-        return matmul_flops(lhs, out)
+        return matmul_flops(ins[0], out)  # input 0 is the left operand in every form
     if op == "Gemm" and ins and ins[0] and len(ins[0]) == 2:
         trans_a = next((a.i for a in node.attribute if a.name == "transA"), 0)
         return matmul_flops(ins[0], out, contract_dim=0 if trans_a else 1)
