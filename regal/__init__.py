@@ -13,7 +13,8 @@ BRKGA's mutants per node.
 """
 
 from regal.brkga import BrkgaConfig
-from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, load, save, to_networkx
+from regal._io import load_graph as load
+from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, save, to_networkx
 from regal.priors import Priors
 from regal.memetic import optimize
 from regal.search import Progress, warmup

@@ -18,7 +18,8 @@ import click
 from regal.graph import Graph, GraphError
 from regal.memetic import DEFAULT_POLICY
 
-GRAPH_HELP = "a regal-graph/1 file (.json or .json.gz) or an XLA HLO text module (.hlo, .txt)"
+GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
+              "ONNX model (.onnx, .onnx.gz)")
 
 
 def _friendly_errors(fn):
@@ -35,25 +36,26 @@ def _friendly_errors(fn):
     return wrapper
 
 
-def is_hlo_path(path: str) -> bool:
-    if path.endswith((".hlo", ".hlo.txt", ".hlo.gz")):
-        return True
-    if path.endswith((".json", ".json.gz", ".gz")):
-        return False
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(64).lstrip().startswith("HloModule")
-    except OSError:
-        return False
+def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
+    """--dim NAME=VALUE options -> {NAME: VALUE}; a one-line error for a malformed one."""
+    out = {}
+    for item in dims:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.strip().isdigit():
+            raise click.BadParameter(f"expected NAME=VALUE with a non-negative integer, got {item!r}",
+                                     param_hint="--dim")
+        out[key.strip()] = int(value)
+    return out
 
 
-def load_graph(path: str) -> Graph:
-    """A graph file, or an HLO module imported on the fly."""
-    from regal.graph import load
-    if is_hlo_path(path):
-        from regal.hlo import load_hlo
-        return load_hlo(path)
-    return load(path)
+def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
+    """A graph file, or an HLO or ONNX module imported on the fly (`regal.load`)."""
+    from regal._io import load_graph as load
+    return load(path, dims=parse_dims(dims) or None)
+
+
+DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                          help="value of a symbolic ONNX dimension (repeat the option)")
 
 
 def use_jax_cache() -> None:
@@ -88,9 +90,10 @@ def main():
 @click.argument("graph_path", metavar="GRAPH")
 @click.option("--devices", "-d", default=1, show_default=True, help="devices for the lower bound")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
+@DIM_OPTION
 @_friendly_errors
-def info_cmd(graph_path, devices, as_json):
-    g = load_graph(graph_path)
+def info_cmd(graph_path, devices, as_json, dims):
+    g = load_graph(graph_path, dims)
     s = g.summary()
     s["lower_bound_bytes"] = g.lower_bound(devices)
     s["devices"] = devices
@@ -125,6 +128,23 @@ def import_hlo_cmd(module, output, name):
                f"{g.num_control_edges:,} control edges, {g.meta.get('folded', 0):,} aliases folded")
 
 
+@main.command("import-onnx")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="GRAPH.json or GRAPH.json.gz to write")
+@click.option("--name", default=None, help="graph name (default: the file name)")
+@DIM_OPTION
+@_friendly_errors
+def import_onnx_cmd(model, output, name, dims):
+    """Import an ONNX MODEL (.onnx or .onnx.gz; weights are not read) as a regal-graph/1 file."""
+    from regal.graph import save
+    from regal.onnx import load_onnx
+    g = load_onnx(model, dims=parse_dims(dims) or None, name=name)
+    save(g, output)
+    click.echo(f"{output}: {g.num_nodes:,} nodes, {g.num_data_edges:,} data edges, "
+               f"{g.num_control_edges:,} control edges")
+
+
 def _print_solution(g: Graph, sol, output: str | None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
@@ -136,8 +156,11 @@ def _print_solution(g: Graph, sol, output: str | None):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
                        f"({int((sol.placement == k).sum()):,} nodes)")
     lb = g.lower_bound(d)
-    ratio = f", peak is {sol.peak_bytes / lb:.3f}x the bound" if lb else ""
-    click.echo(f"bound     {human_bytes(lb)} ({lb:,} B){ratio}")
+    if lb and sol.peak_bytes <= lb:
+        gap = ": proven optimal"
+    else:
+        gap = f", gap to bound {(sol.peak_bytes - lb) / lb * 100:.1f} %" if lb else ""
+    click.echo(f"bound     {human_bytes(lb)} ({lb:,} B){gap}")
     if sol.info.get("stopped") not in (None, "budget"):
         click.echo(f"stopped   {sol.info['stopped']}")
     if output:
@@ -164,11 +187,12 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@DIM_OPTION
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, time_limit_s, threads, output,
-                 as_json):
+                 as_json, dims):
     from regal.memetic import optimize
-    g = load_graph(graph_path)
+    g = load_graph(graph_path, dims)
     if policy != "none":
         use_jax_cache()
     interrupted = []
@@ -243,8 +267,9 @@ def evaluate_cmd(graph_path, solution_path, as_json):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@DIM_OPTION
 @_friendly_errors
-def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json):
+def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json, dims):
     import regal.methods
     if list_methods:
         for name in regal.methods.names():
@@ -253,7 +278,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
     regal.methods.get(method)  # an unknown name fails before the graph is read
-    g = load_graph(graph_path)
+    g = load_graph(graph_path, dims)
     sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget)
     if output:
         sol.save(output)

@@ -316,7 +316,9 @@ class Graph:
 
         Any device running v holds all of v's inputs, its output and its temp. With one device
         every resident tensor is also always present, so the bound adds them to the non-resident
-        part; with d devices the resident bytes need at least ceil(total / d) on some device.
+        part; with d devices the resident bytes need at least ceil(total / d) on some device, and
+        the one-device bound over d holds too (interleaving the d schedules gives a one-device
+        schedule that needs at most the sum of the device memories; SPEC.md section 7).
         """
         per_node = self.node_lower_bound_bytes()
         run = ~self.resident
@@ -330,7 +332,8 @@ class Graph:
             return res_total + int(tail[run].max(initial=0))
         res_share = -(-res_total // num_devices)
         res_max = int(self.bytes[self.resident].max(initial=0))
-        return max(int(per_node[run].max(initial=0)), res_share, res_max)
+        one_device_share = -(-self.lower_bound(1) // num_devices)  # SPEC.md section 7
+        return max(int(per_node[run].max(initial=0)), res_share, res_max, one_device_share)
 
     # ------------------------------------------------------------------ records / files
     def to_records(self) -> list[dict]:

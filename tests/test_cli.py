@@ -174,3 +174,25 @@ def test_unknown_policy_file_is_one_line_error(graph_file):
     r = _invoke("optimize", p, "--policy", "nope.npz")
     assert r.exit_code == 1 and "nope.npz: no such policy file" in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_onnx_models_are_read_wherever_a_graph_is(tmp_path):
+    """`regal.load`, `info`, `optimize` and `import-onnx` take an ONNX model; a symbolic dimension
+    needs --dim, else a one-line error names it."""
+    from pathlib import Path
+
+    import regal
+    model = Path(__file__).resolve().parent.parent / "data" / "onnx" / "resnet50.onnx.gz"
+    g = regal.load(model, dims={"batch": 8})
+    assert g.num_nodes > 100 and g.resident.any()
+    r = _invoke("info", model)
+    assert r.exit_code == 1 and "batch" in r.output and len(r.output.strip().splitlines()) == 1
+    r = _invoke("info", model, "--dim", "batch=8", "--json")
+    assert r.exit_code == 0 and f'"nodes": {g.num_nodes}' in r.output
+    out = tmp_path / "resnet.json.gz"
+    r = _invoke("import-onnx", model, "--dim", "batch=8", "-o", out)
+    assert r.exit_code == 0 and regal.load(out).num_nodes == g.num_nodes
+    r = _invoke("optimize", model, "--dim", "batch=8", "-d", 2, "-n", 300)
+    assert r.exit_code == 0 and "peak" in r.output
+    r = _invoke("info", model, "--dim", "batch")
+    assert r.exit_code != 0 and "NAME=VALUE" in r.output
