@@ -49,11 +49,12 @@ from regal.heuristics import START_NAMES, heuristic_solutions
 from regal.simulate import check_schedule, kernel_graph, peak_of
 from regal.solution import Solution, make_solution
 
-__all__ = ["solve", "improve", "Evaluator", "Score", "LocalSearchConfig", "LocalSearchResult",
+__all__ = ["solve", "improve", "Climb", "Evaluator", "Score", "LocalSearchConfig", "LocalSearchResult",
            "SHIFT", "START_NAMES"]
 
 #: Half of the order moves go at most this many positions away (inside the feasible window).
 SHIFT = 8
+LEAST = True
 _TRIES = 20  # attempts at finding a node with room to move, per proposal
 
 
@@ -65,11 +66,13 @@ class LocalSearchConfig(NamedTuple):
     focus_fraction: float = 0.5   # share of moves that pick their node near the peak
     focus_width: int = 8          # positions on either side of the peak step
     shift: int = SHIFT            # half of the order moves go at most this far
+    informed: bool = False        # focused moves aim at the peak (below); off in the baseline
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
-                focus_width: int | None = None, shift: int = SHIFT, **options) -> LocalSearchConfig:
+                focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
+                **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100). TypeError on an unknown option."""
         if options:
@@ -80,7 +83,7 @@ class LocalSearchConfig(NamedTuple):
                    kick_moves=int(np.clip(n // 100, 3, 50)) if kick_moves is None else int(kick_moves),
                    focus_fraction=focus_fraction,
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
-                   shift=int(shift))
+                   shift=int(shift), informed=bool(informed))
 
 
 class Score(NamedTuple):
@@ -200,16 +203,18 @@ def _shift(state: ClimbState, p: int, q: int) -> None:
     state.pos[order[lo:hi + 1]] = np.arange(lo, hi + 1)
 
 
-def _focus(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng) -> tuple[np.ndarray, int]:
-    """Nodes in a window around a random step at the peak (int32[<= 2 w + 1]), and the peak device."""
+def _focus(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng) -> tuple[np.ndarray, int, int]:
+    """Nodes in a window around a random step at the peak (int32[<= 2 w + 1]), the peak device
+    and the step."""
     hits = np.argwhere(state.trace == state.score.peak_bytes)
     t, k = hits[rng.integers(len(hits))] if len(hits) else (rng.integers(moves.num_nodes), 0)
     a, b = max(0, int(t) - cfg.focus_width), min(moves.num_nodes, int(t) + cfg.focus_width + 1)
-    return state.order[a:b], int(k)
+    return state.order[a:b], int(k), int(t)
 
 
-def _device_move(moves: _Moves, state: ClimbState, rng, focus, k_peak: int) -> _Move:
-    """Put one node (from `focus` if given, on the peak device if one is) on another device."""
+def _device_move(moves: _Moves, state: ClimbState, rng, focus, k_peak: int, to_least: int | None = None) -> _Move:
+    """Put one node (from `focus` if given, on the peak device if one is) on another device: a
+    uniform one, or with `to_least` (a step) the one holding the least memory at that step."""
     if focus is not None:
         on_peak = focus[state.placement[focus] == k_peak]
         pool = on_peak if on_peak.size else focus
@@ -217,6 +222,11 @@ def _device_move(moves: _Moves, state: ClimbState, rng, focus, k_peak: int) -> _
     else:
         v = int(rng.integers(moves.num_nodes))
     old = int(state.placement[v])
+    if to_least is not None:
+        memory = state.trace[to_least].copy()
+        memory[old] = np.iinfo(np.int64).max
+        state.placement[v] = int(np.argmin(memory))
+        return _Move("device", v, old)
     new = int(rng.integers(moves.num_devices - 1))
     state.placement[v] = new + (new >= old)
     return _Move("device", v, old)
@@ -237,10 +247,17 @@ def _order_move(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, v
 
 
 def _propose(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, focused: bool) -> _Move | None:
-    """Apply one random move (near the peak if `focused`); None if no node could move."""
-    focus, k_peak = _focus(moves, state, cfg, rng) if focused else (None, 0)
+    """Apply one random move (near the peak if `focused`); None if no node could move.
+
+    Informed (`cfg.informed`), a focused move aims at the peak: a device move goes to the device
+    with the least memory at the peak step, an order move takes a node of the peak device."""
+    focus, k_peak, t_peak = _focus(moves, state, cfg, rng) if focused else (None, 0, None)
+    informed = cfg.informed and focus is not None
     if moves.num_devices > 1 and rng.random() < 0.5:
-        return _device_move(moves, state, rng, focus, k_peak)
+        return _device_move(moves, state, rng, focus, k_peak, t_peak if informed and LEAST else None)
+    if informed and moves.num_devices > 1:
+        on_peak = focus[state.placement[focus] == k_peak]
+        focus = on_peak if on_peak.size else focus
     for _ in range(_TRIES):
         if focus is not None:
             pool = focus[~moves.resident[focus]]
@@ -344,13 +361,60 @@ def improve(graph: Graph, devices: int, placement, order, *, budget: int, rng: n
     _check_budget(budget)
     placement, order = check_schedule(graph, placement, order, devices)
     cfg = LocalSearchConfig.resolve(graph.num_nodes, budget) if config is None else config
-    evaluate = Evaluator(graph, devices)
-    trace = evaluate.new_trace()
-    state = _start_state(placement, order, evaluate(placement, order, trace), trace, evaluate)
-    stopped = _climb(_moves(graph, devices), state, evaluate, cfg, rng, budget, deadline)
+    climb = Climb(graph, devices, rng, cfg)
+    climb.start([(placement, order)], 1)
+    stopped = climb.run(budget - 1, deadline)
+    state = climb.state
     return LocalSearchResult(state.best_placement, state.best_order, state.best_score.peak_bytes,
-                             state.best_score, evaluate.count, state.history, state.accepted,
+                             state.best_score, climb.evaluations, state.history, state.accepted,
                              state.sideways, state.kicks, stopped)
+
+
+class Climb:
+    """One climb that can be advanced in steps: a memetic search runs it between generations.
+
+        climb = Climb(graph, devices, rng, config)
+        climb.start([(placement, order), ...], budget)   # the best of these starts (one evaluation each)
+        climb.run(500, deadline=None)                    # 500 more evaluations
+        climb.best_peak, climb.best, climb.evaluations
+    """
+
+    def __init__(self, graph: Graph, devices: int, rng: np.random.Generator, config: LocalSearchConfig):
+        self.moves = _moves(graph, check_devices(devices))
+        self.evaluate = Evaluator(graph, devices)
+        self.config = config
+        self.rng = rng
+        self.state: ClimbState | None = None
+
+    @property
+    def evaluations(self) -> int:
+        return self.evaluate.count
+
+    @property
+    def best_peak(self) -> float:
+        return float("inf") if self.state is None else float(self.state.best_score.peak_bytes)
+
+    @property
+    def best(self) -> tuple[np.ndarray, np.ndarray]:
+        """(placement int32[n], order int32[n]) of the best schedule seen."""
+        return self.state.best_placement, self.state.best_order
+
+    def start(self, starts, budget: int) -> None:
+        """Score up to `budget` (at least one) of the valid (placement, order) starts, one
+        evaluation each, and climb from the first of the lowest score."""
+        best = None
+        for placement, order in list(starts)[:max(budget, 1)]:
+            trace = self.evaluate.new_trace()
+            score = self.evaluate(placement, order, trace)
+            if best is None or score < best[0]:
+                best = (score, placement, order, trace)
+        score, placement, order, trace = best
+        self.state = _start_state(placement, order, score, trace, self.evaluate)
+
+    def run(self, evaluations: int, deadline: float | None = None) -> str:
+        """Climb for up to `evaluations` more evaluations; returns why it stopped."""
+        return _climb(self.moves, self.state, self.evaluate, self.config, self.rng,
+                      self.evaluate.count + evaluations, deadline)
 
 
 def _best_start(graph: Graph, devices: int, names, seed: int, evaluate: Evaluator, budget: int,

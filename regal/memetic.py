@@ -10,13 +10,15 @@ switched off (everything off is plain BRKGA, bit for bit):
 - **Priors.** Mutants are drawn from per-gene Beta priors (REGAL, Paliwal et al., ICLR 2020):
   a trained policy's (`policy`), or explicit `priors`.
 - **Polish.** One peak-focused local-search climb (`regal.local_search`: order and device
-  moves near the peak, plateau walks, kicks) runs between the generations, from the best
-  heuristic seed on; whenever it finds a better schedule, the schedule is encoded back into the
-  population (Lamarckian memetic algorithm, Moscato 1989), where crossover spreads it. When
-  the climb stalls and the population holds a better schedule, the climb moves there. A share
-  of the evaluations (`polish_share`) goes to the climb; it grows with the graph, because BRKGA
-  over n(d+1) random keys moves ever less per evaluation as n grows, while one local move costs
-  one evaluation at any size.
+  moves near the peak, plateau walks, kicks; with `informed` moves, which aim at the peak
+  device) runs between the generations. It starts from the best heuristic seed (by the local
+  search's own score, as the local-search baseline picks its start) and keeps walking across
+  generations; whenever it finds a better schedule, the schedule is encoded back into the
+  population (Lamarckian memetic algorithm, Moscato 1989), where crossover can spread it. The
+  climb never jumps to a member of the population: a random placement can beat every heuristic
+  at first and trap a climb far above where a heuristic's basin leads (seen on a GRU training
+  graph at d = 2: a climb from METIS + DFS ended 20 % lower than one from a better random
+  start). A share of the evaluations (`polish_share`) goes to the climb.
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
@@ -37,6 +39,7 @@ from regal import brkga
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.decode import chromosome_length, decode, encode, evaluate_population
 from regal.graph import Graph, check_devices
+from regal.local_search import Climb, LocalSearchConfig
 from regal.priors import Priors
 from regal.search import Progress, numba_threads, resolve_priors
 from regal.solution import Solution, make_solution
@@ -52,13 +55,20 @@ __all__ = ["optimize", "polish_share", "solve_flagship", "solve_regal_paper"]
 DEFAULT_POLICY = "none"
 
 
-def polish_share(num_nodes: int) -> float:
-    """Share of the evaluations after the initial population that goes to local improvement.
 
-    0.5 up to 300 nodes, rising by 0.2 per factor of 10 in size to 0.95 from ~50K nodes on: the
-    larger the graph, the less a BRKGA generation moves and the more a focused move is worth.
+
+def polish_share(num_nodes: int, devices: int = 1) -> float:
+    """Share of the evaluations after the initial population that goes to the local-search climb.
+
+    One device: 0.5 up to 300 nodes, rising by 0.2 per factor of 10 in size to 0.95 from ~50K
+    nodes on: the larger the graph, the less a BRKGA generation moves, while one local move costs
+    one evaluation at any size. Several devices: at least 0.9, because there a generation of
+    random-key crossover rarely beats a climb that moves nodes off the peak device (on the valid
+    split, d = 2 and 4: 0.9 and 0.97 gave +0.3 to +0.5 % and -1.0 to -1.1 % against local search,
+    the size rule alone -1.1 % and -1.5 %; differences within the run-to-run noise of a climb).
     """
-    return float(np.clip(0.5 + 0.2 * math.log10(max(num_nodes, 1) / 300.0), 0.5, 0.95))
+    share = float(np.clip(0.5 + 0.2 * math.log10(max(num_nodes, 1) / 300.0), 0.5, 0.95))
+    return share if devices == 1 else max(share, 0.9)
 
 
 class _Run(NamedTuple):
@@ -72,13 +82,9 @@ class _Run(NamedTuple):
     deadline: float | None
 
 
-def _seed_chromosomes(graph: Graph, devices: int, seed: int) -> tuple[list[np.ndarray], list[str]]:
+def _seed_solutions(graph: Graph, devices: int, seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
     from regal.heuristics import heuristic_solutions
-    keys, names = [], []
-    for name, placement, order in heuristic_solutions(graph, devices, seed):
-        keys.append(encode(placement, order, devices))
-        names.append(name)
-    return keys, names
+    return list(heuristic_solutions(graph, devices, seed))
 
 
 def _initial_generation(run: _Run, state: BrkgaState, initial: list[np.ndarray]) -> BrkgaState:
@@ -95,53 +101,7 @@ def _generation(run: _Run, state: BrkgaState, used: int) -> BrkgaState:
     return brkga.tell(state, candidates, evaluate_population(run.graph, candidates, run.devices), run.config)
 
 
-class _Climber:
-    """One local-search trajectory that persists across the generations (`regal.local_search`).
-
-    It climbs from the best chromosome and keeps walking (plateau moves, kicks) between
-    generations; when a generation finds a schedule better than the climb's best, the climb
-    restarts there (one evaluation). Its best is written back into the population.
-    """
-
-    def __init__(self, graph: Graph, devices: int, budget: int, rng: np.random.Generator):
-        from regal import local_search as ls
-        self._ls = ls
-        self.moves = ls._moves(graph, devices)
-        self.evaluate = ls.Evaluator(graph, devices)
-        self.config = ls.LocalSearchConfig.resolve(graph.num_nodes, budget)
-        self.rng = rng
-        self.state = None
-
-    @property
-    def best_peak(self) -> float:
-        return float("inf") if self.state is None else float(self.state.best_score.peak_bytes)
-
-    def restart(self, placement: np.ndarray, order: np.ndarray) -> None:
-        trace = self.evaluate.new_trace()
-        score = self.evaluate(placement, order, trace)
-        self.state = self._ls._start_state(placement, order, score, trace, self.evaluate)
-
-    def run(self, evaluations: int, deadline: float | None) -> None:
-        self._ls._climb(self.moves, self.state, self.evaluate, self.config, self.rng,
-                        self.evaluate.count + evaluations, deadline)
-
-
-def _best_start(state: BrkgaState, seed_keys: list[np.ndarray]) -> np.ndarray:
-    """Where the climb starts: the best heuristic seed (the first of the lowest peak, in
-    `START_NAMES` order, as the local search picks its start), else the population's best.
-
-    Not simply the population's best: a random placement can beat every heuristic at first and
-    then trap the climb far above where a heuristic's basin leads (seen on GRU training graphs
-    at d = 2: a climb from METIS + DFS ended 20 % lower than one from a better random start)."""
-    best, best_fit = state.best_keys, None
-    for keys in seed_keys:
-        rows = np.flatnonzero(np.all(state.population == keys, axis=1))
-        if rows.size and (best_fit is None or state.fitness[rows[0]] < best_fit):
-            best, best_fit = state.population[rows[0]], state.fitness[rows[0]]
-    return best
-
-
-def _write_back(run: _Run, state: BrkgaState, climber: _Climber) -> BrkgaState:
+def _write_back(run: _Run, state: BrkgaState, climber: Climb) -> BrkgaState:
     """Put the climb's best into the population (Lamarckian), replacing the worst member, and
     re-sort; nothing changes when the population already holds a schedule as good."""
     peak = climber.best_peak
@@ -149,23 +109,15 @@ def _write_back(run: _Run, state: BrkgaState, climber: _Climber) -> BrkgaState:
         return state
     population = state.population.copy()
     fitness = state.fitness.copy()
-    population[-1] = encode(climber.state.best_placement, climber.state.best_order, run.devices)
+    population[-1] = encode(*climber.best, run.devices)
     fitness[-1] = peak
     keep = np.argsort(fitness, kind="stable")
     return state._replace(population=population[keep], fitness=fitness[keep])
 
 
-def _polish(run: _Run, state: BrkgaState, climber: _Climber, evaluations: int) -> BrkgaState:
-    """Climb on for `evaluations` local-search evaluations; write a better result back.
-
-    When the climb has stalled (half its patience without a new best) and the population holds a
-    better schedule, the climb restarts from that one instead of kicking its own best."""
-    if state.best_fitness < climber.best_peak and climber.state.since_best >= climber.config.patience // 2:
-        placement, order = decode(run.graph, state.best_keys, run.devices)
-        climber.restart(placement, order)
-        evaluations -= 1
-    if evaluations > 0:
-        climber.run(evaluations, run.deadline)
+def _polish(run: _Run, state: BrkgaState, climber: Climb, evaluations: int) -> BrkgaState:
+    """Climb on for `evaluations` local-search evaluations; write a better result back."""
+    climber.run(evaluations, run.deadline)
     return _write_back(run, state, climber) if climber.best_peak < state.best_fitness else state
 
 
@@ -196,8 +148,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s
     run = _Run(graph, devices, int(budget), config, priors, t0, deadline)
-    seeds, seed_names = _seed_chromosomes(graph, devices, seed) if seeding else ([], [])
-    share = polish_share(graph.num_nodes) if polish else 0.0
+    starts = _seed_solutions(graph, devices, seed) if seeding else []
+    seeds = [encode(placement, order, devices) for _, placement, order in starts]
+    share = polish_share(graph.num_nodes, devices) if polish else 0.0
     rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
     climber = None
     state = brkga.init(chromosome_length(graph.num_nodes, devices), config, seed)
@@ -211,15 +164,16 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                 state = _generation(run, state, state.evaluations + polished)
             used = state.evaluations + polished
             if share > 0.0 and climber is None and used < run.budget:
-                climber = _Climber(graph, devices, run.budget, rng)
-                climber.restart(*decode(graph, _best_start(state, seeds), devices))
-                polished += 1
+                climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(graph.num_nodes, run.budget,
+                                                                                informed=True))
+                climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
+                              run.budget - used)
+                polished = climber.evaluations
                 used = state.evaluations + polished
             if share > 0.0 and used < run.budget:
                 chunk = int(round((config.population_size - config.num_elites) * share / (1.0 - share)))
-                before = climber.evaluate.count
                 state = _polish(run, state, climber, min(max(chunk, 2), run.budget - used))
-                polished += climber.evaluate.count - before
+                polished = climber.evaluations
             used = state.evaluations + polished
             if not history or state.best_fitness < history[-1][1]:
                 history.append([used, state.best_fitness])
@@ -234,7 +188,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     used = state.evaluations + polished
     placement, order = decode(graph, state.best_keys, devices)
     info = {"seed": seed, "budget": run.budget, "generations": state.generation, "stopped": stopped,
-            "seeding": seed_names, "priors": priors is not None, "polish_share": share,
+            "seeding": [name for name, _, _ in starts], "priors": priors is not None, "polish_share": share,
             "polish_evaluations": polished, "config": config._asdict(), "history": history}
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=used,
                         seconds=time.perf_counter() - t0, info=info)
