@@ -1,5 +1,5 @@
 # Two commands on a fresh machine with Python 3.11 and pip:
-#   make demo   - create .venv, install regal, optimize a shipped real graph (BRKGA, then REGAL)
+#   make demo   - create .venv, install regal, optimize a shipped real graph (plain BRKGA, then regal's flagship)
 #   make test   - create .venv, install regal, run the default test suite
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -17,8 +17,8 @@ $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
 
 demo: $(BIN)/.installed
 	@echo "== plain BRKGA, 5,000 evaluations"
-	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 --policy none -o demo_brkga.json
-	@echo "== REGAL: the shipped policy's priors, same budget and seed"
+	$(BIN)/regal solve brkga $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 -o demo_brkga.json
+	@echo "== regal optimize: the flagship (memetic REGAL), same budget and seed"
 	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 -o demo_solution.json
 
 test: $(BIN)/.installed

@@ -311,7 +311,7 @@ class Graph:
         np.add.at(in_sum, np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr)), self.bytes[self.in_idx])
         return in_sum + self.bytes + self.temp_bytes
 
-    def lower_bound(self, num_devices: int = 1) -> int:
+    def lower_bound(self, devices: int = 1) -> int:
         """A lower bound on peak_bytes (SPEC.md section 3) for any placement and order.
 
         Any device running v holds all of v's inputs, its output and its temp. With one device
@@ -323,16 +323,16 @@ class Graph:
         per_node = self.node_lower_bound_bytes()
         run = ~self.resident
         res_total = int(self.bytes[self.resident].sum())
-        if num_devices == 1:
+        if devices == 1:
             nonres_in = np.zeros(self.num_nodes, dtype=np.int64)
             src = np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr))
             w = np.where(self.resident[self.in_idx], 0, self.bytes[self.in_idx])
             np.add.at(nonres_in, src, w)
             tail = nonres_in + self.bytes + self.temp_bytes
             return res_total + int(tail[run].max(initial=0))
-        res_share = -(-res_total // num_devices)
+        res_share = -(-res_total // devices)
         res_max = int(self.bytes[self.resident].max(initial=0))
-        one_device_share = -(-self.lower_bound(1) // num_devices)  # SPEC.md section 7
+        one_device_share = -(-self.lower_bound(1) // devices)  # SPEC.md section 7
         return max(int(per_node[run].max(initial=0)), res_share, res_max, one_device_share)
 
     # ------------------------------------------------------------------ records / files

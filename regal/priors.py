@@ -73,9 +73,9 @@ class Priors:
         return out
 
 
-def uniform_priors(num_nodes: int, num_devices: int) -> Priors:
+def uniform_priors(num_nodes: int, devices: int) -> Priors:
     """The priors of plain BRKGA: Beta(1, 1) everywhere, the config's elite inheritance."""
-    L = num_nodes * (num_devices + 1)
+    L = num_nodes * (devices + 1)
     return Priors(np.ones(L), np.ones(L), None)
 
 

@@ -23,7 +23,7 @@ class ScheduleError(ValueError):
 
 class Simulation(NamedTuple):
     peak_bytes: int                 # max over devices
-    device_peak_bytes: np.ndarray   # int64[num_devices]
+    device_peak_bytes: np.ndarray   # int64[devices]
 
 
 class KernelGraph(NamedTuple):
@@ -60,14 +60,14 @@ def kernel_graph(graph: Graph) -> KernelGraph:
     return graph.cached("kernel_graph", make)
 
 
-def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
+def check_schedule(graph: Graph, placement, order, devices: int) -> tuple[np.ndarray, np.ndarray]:
     """Validate a placement (int[n] of devices) and a global order (int[n] of node indices).
 
     Returns them as contiguous int32 arrays; raises `ScheduleError` naming the first problem.
     """
     n = graph.num_nodes
-    if not isinstance(num_devices, (int, np.integer)) or num_devices < 1:
-        raise ScheduleError(f"devices must be a positive integer, got {num_devices!r}")
+    if not isinstance(devices, (int, np.integer)) or devices < 1:
+        raise ScheduleError(f"devices must be a positive integer, got {devices!r}")
     placement = np.asarray(placement)
     order = np.asarray(order)
     if placement.shape != (n,) or order.shape != (n,):
@@ -75,11 +75,11 @@ def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np
                             f"{placement.shape[0] if placement.ndim else 0} and {order.shape[0] if order.ndim else 0}")
     if not (np.issubdtype(placement.dtype, np.integer) and np.issubdtype(order.dtype, np.integer)):
         raise ScheduleError("placement and order must be integer arrays")
-    bad = np.flatnonzero((placement < 0) | (placement >= num_devices))
+    bad = np.flatnonzero((placement < 0) | (placement >= devices))
     if bad.size:
         v = int(bad[0])
         raise ScheduleError(f"node '{graph.ids[v]}' is placed on device {int(placement[v])}, "
-                            f"outside 0..{num_devices - 1}")
+                            f"outside 0..{devices - 1}")
     if ((order < 0) | (order >= n)).any():
         raise ScheduleError(f"order holds an index outside 0..{n - 1}")
     pos = np.full(n, -1, dtype=np.int64)
@@ -99,32 +99,32 @@ def check_schedule(graph: Graph, placement, order, num_devices: int) -> tuple[np
     return (np.ascontiguousarray(placement, dtype=np.int32), np.ascontiguousarray(order, dtype=np.int32))
 
 
-def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, num_devices: int,
+def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, devices: int,
             device_peak: np.ndarray, trace: np.ndarray | None = None) -> int:
     """The kernel, unchecked: for callers that evaluate many schedules they built themselves.
 
-    placement, order: int32[n], already valid; device_peak: int64[num_devices] is written.
+    placement, order: int32[n], already valid; device_peak: int64[devices] is written.
     """
     if trace is None:
-        trace = np.empty((0, num_devices), dtype=np.int64)
-    return int(_kernels.simulate_peak(order, placement, kg.num_nodes, num_devices, kg.in_ptr, kg.in_idx,
+        trace = np.empty((0, devices), dtype=np.int64)
+    return int(_kernels.simulate_peak(order, placement, kg.num_nodes, devices, kg.in_ptr, kg.in_idx,
                                       kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes,
                                       kg.temp, kg.resident, device_peak, trace))
 
 
-def _run(graph: Graph, placement, order, num_devices: int, trace: np.ndarray) -> Simulation:
-    placement, order = check_schedule(graph, placement, order, num_devices)
-    device_peak = np.zeros(num_devices, dtype=np.int64)
-    peak = peak_of(kernel_graph(graph), placement, order, num_devices, device_peak, trace)
+def _run(graph: Graph, placement, order, devices: int, trace: np.ndarray) -> Simulation:
+    placement, order = check_schedule(graph, placement, order, devices)
+    device_peak = np.zeros(devices, dtype=np.int64)
+    peak = peak_of(kernel_graph(graph), placement, order, devices, device_peak, trace)
     return Simulation(peak, device_peak)
 
 
-def simulate(graph: Graph, placement, order, num_devices: int) -> Simulation:
-    """Peak memory (SPEC.md section 3) of running `order` with `placement` on `num_devices`."""
-    return _run(graph, placement, order, num_devices, np.empty((0, num_devices), dtype=np.int64))
+def simulate(graph: Graph, placement, order, devices: int) -> Simulation:
+    """Peak memory (SPEC.md section 3) of running `order` with `placement` on `devices`."""
+    return _run(graph, placement, order, devices, np.empty((0, devices), dtype=np.int64))
 
 
-def memory_trace(graph: Graph, placement, order, num_devices: int) -> tuple[Simulation, np.ndarray]:
-    """The simulation and trace: int64[n, num_devices], every device's bytes while step t runs."""
-    trace = np.zeros((graph.num_nodes, num_devices), dtype=np.int64)
-    return _run(graph, placement, order, num_devices, trace), trace
+def memory_trace(graph: Graph, placement, order, devices: int) -> tuple[Simulation, np.ndarray]:
+    """The simulation and trace: int64[n, devices], every device's bytes while step t runs."""
+    trace = np.zeros((graph.num_nodes, devices), dtype=np.int64)
+    return _run(graph, placement, order, devices, trace), trace

@@ -8,7 +8,6 @@ rejects it, with a one-line reason, when it is not a valid schedule or claims a 
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -17,6 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from regal._io import open_text
 from regal.graph import Graph
 from regal.simulate import ScheduleError, simulate
 
@@ -67,9 +67,7 @@ class Solution:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write `regal-solution/1` JSON (gzip-compressed when the path ends in .gz)."""
-        p = os.fspath(path)
-        opener = gzip.open(p, "wt", encoding="utf-8") if p.endswith(".gz") else open(p, "w", encoding="utf-8")
-        with opener as f:
+        with open_text(path, "w") as f:
             json.dump(self.to_json(), f, indent=1)
             f.write("\n")
 
@@ -90,11 +88,11 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def make_solution(graph: Graph, placement, order, num_devices: int, method: str,
+def make_solution(graph: Graph, placement, order, devices: int, method: str,
                   evaluations: int = 0, seconds: float = 0.0, info: Mapping | None = None) -> Solution:
     """Validate and simulate a placement and order; the Solution carries the simulated peak."""
-    sim = simulate(graph, placement, order, num_devices)
-    return Solution(graph_name=graph.name, node_ids=graph.ids, num_devices=int(num_devices),
+    sim = simulate(graph, placement, order, devices)
+    return Solution(graph_name=graph.name, node_ids=graph.ids, num_devices=int(devices),
                     placement=np.asarray(placement, dtype=np.int32).copy(),
                     order=np.asarray(order, dtype=np.int32).copy(), peak_bytes=sim.peak_bytes,
                     device_peak_bytes=sim.device_peak_bytes, method=method,
@@ -167,8 +165,7 @@ def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
     """Read a `regal-solution/1` file and check it against `graph` (see `solution_from_json`)."""
     p = os.fspath(path)
     try:
-        opener = gzip.open(p, "rt", encoding="utf-8") if p.endswith(".gz") else open(p, encoding="utf-8")
-        with opener as f:
+        with open_text(p) as f:
             doc = json.load(f)
     except FileNotFoundError:
         raise SolutionError(f"{p}: no such file") from None

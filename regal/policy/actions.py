@@ -32,14 +32,14 @@ class Actions(NamedTuple):
     elite: np.ndarray | None
 
 
-def to_priors(actions: Actions, num_nodes: int, num_devices: int) -> Priors:
+def to_priors(actions: Actions, num_nodes: int, devices: int) -> Priors:
     """The Priors (per-gene Beta, per-node elite inheritance) that `actions` select."""
     table = np.asarray(BETA_ACTIONS)
-    ab = np.ones((num_nodes, num_devices + 1, 2))
+    ab = np.ones((num_nodes, devices + 1, 2))
     if actions.placement is not None:
-        ab[:, :num_devices] = table[np.asarray(actions.placement)[:, :num_devices]]
+        ab[:, :devices] = table[np.asarray(actions.placement)[:, :devices]]
     if actions.scheduling is not None:
-        ab[:, num_devices] = table[np.asarray(actions.scheduling)]
+        ab[:, devices] = table[np.asarray(actions.scheduling)]
     inherit = None
     if actions.elite is not None:
         inherit = np.asarray(ELITE_ACTIONS)[np.asarray(actions.elite)]

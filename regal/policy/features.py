@@ -12,7 +12,7 @@ Node features (float32[N, NUM_NODE_FEATURES]), each roughly in [0, 1]:
     is a graph output, log2(devices) / 3, log graph size, log depth.
 Structural features (zero when `structure=False`, an ablation): the node's position in a
 depth-first schedule (`regal.structure.dfs_order`, as a fraction of n), and a one-hot of its part
-in a METIS partition into `num_devices` parts (`regal.structure.metis_placement`, seed 0; four
+in a METIS partition into `devices` parts (`regal.structure.metis_placement`, seed 0; four
 columns). They are not in REGAL's paper: they tell the policy where a memory-friendly schedule
 and a cut-minimising placement would put each node, which the heads can then turn into priors.
 Op type: int32[N] index into OP_VOCAB (unknown ops share the last bucket).
@@ -72,8 +72,8 @@ def op_index(op: str) -> int:
     return _OP_INDEX.get(base, len(OP_VOCAB) - 1)
 
 
-def build(graph: Graph, num_devices: int, structure: bool = True) -> GraphBatch:
-    """Features of `graph` for a policy deciding over `num_devices` devices, padded."""
+def build(graph: Graph, devices: int, structure: bool = True) -> GraphBatch:
+    """Features of `graph` for a policy deciding over `devices` devices, padded."""
     n = graph.num_nodes
     order = graph.topological_order()
     src_level, sink_level = graph.levels()
@@ -104,15 +104,15 @@ def build(graph: Graph, num_devices: int, structure: bool = True) -> GraphBatch:
         np.log1p(in_bytes) * _LOG_SCALE,
         (last_use - src_level) / depth,
         (out_deg == 0).astype(np.float64),
-        np.full(n, np.log2(num_devices) / 3.0),
+        np.full(n, np.log2(devices) / 3.0),
         np.full(n, np.log1p(n) / 12.0),
         np.full(n, np.log1p(depth) / 12.0),
     ], axis=1)
     extra = np.zeros((n, 1 + NUM_PART_FEATURES))
     if structure:
         extra[dfs_order(graph), 0] = np.arange(n) / max(1, n - 1)
-        if num_devices > 1:
-            part = metis_placement(graph, num_devices, seed=0)
+        if devices > 1:
+            part = metis_placement(graph, devices, seed=0)
             keep = part < NUM_PART_FEATURES
             extra[np.flatnonzero(keep), 1 + part[keep]] = 1.0
     feats = np.concatenate([feats, extra], axis=1)

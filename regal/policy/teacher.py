@@ -23,14 +23,14 @@ QUINTILE_ACTIONS = tuple(BETA_ACTIONS.index(ab) for ab in ((5.0, 1.0), (5.0, 2.0
 _HIGH, _LOW = BETA_ACTIONS.index((5.0, 1.0)), BETA_ACTIONS.index((1.0, 5.0))
 
 
-def teacher_actions(graph: Graph, num_devices: int) -> Actions:
+def teacher_actions(graph: Graph, devices: int) -> Actions:
     n = graph.num_nodes
     pos = np.empty(n)
     pos[dfs_order(graph)] = np.arange(n) / n
     sched = np.asarray(QUINTILE_ACTIONS)[np.minimum(4, (pos * 5).astype(int))]
-    place = np.zeros((n, num_devices), dtype=np.int64)
-    if num_devices > 1:
-        part = metis_placement(graph, num_devices, seed=0)
+    place = np.zeros((n, devices), dtype=np.int64)
+    if devices > 1:
+        part = metis_placement(graph, devices, seed=0)
         place[:] = _LOW
         place[np.arange(n), part] = _HIGH
     return Actions(place, sched, None)
