@@ -1,6 +1,6 @@
 """Imported real models against the compiler heuristics: one row per shipped ONNX fixture.
 
-    python -m experiments.importers_table [--budget 5000] [--devices 1 2]
+    python -m experiments.importers_table [--budget 5000] [--devices 1 2] [--torch]
 
 For every fixture in data/onnx/manifest.json, imported with `regal.onnx.load_onnx` at its
 reference dims (batch 8, BERT sequence 128): nodes, total bytes, the lower bound
@@ -23,39 +23,65 @@ HEURISTICS = ("xla-heuristics", "inductor-heuristics")
 
 
 def solve_method(name: str, graph, devices: int):
-    """Run a registered method by name: regal.methods where it exists, else the baselines registry."""
-    try:
-        from regal.methods import solve
-    except ImportError:
-        from baselines import solve
+    """Run a registered method (`regal.methods`) by name."""
+    from regal.methods import solve
     return solve(name, graph, devices, seed=0)
 
 
-def rows(budget: int, devices: list[int]):
+def onnx_graphs():
+    """(model, framework, mode, Graph) of every shipped ONNX fixture at its reference dims."""
     manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))["models"]
     for name, entry in manifest.items():
-        graph = load_onnx(os.path.join(FIXTURES, entry["file"]), dims=entry["reference_dims"])
-        row = {"model": name, "nodes": graph.num_nodes, "total_bytes": int(graph.bytes.sum())}
-        for d in devices:
-            row[f"lb{d}"] = graph.lower_bound(d)
-            row[f"regal{d}"] = regal.optimize(graph, devices=d, budget=budget, seed=0).peak_bytes
-            row[f"heur{d}"] = min(solve_method(m, graph, d).peak_bytes for m in HEURISTICS)
-        yield row
+        yield name, "ONNX", "forward", load_onnx(os.path.join(FIXTURES, entry["file"]), dims=entry["reference_dims"])
+
+
+def torch_graphs():
+    """The same four models through `regal.torch` (needs torch, torchvision, transformers: the
+    torch venv of data/README.md), forward and one training step, at the fixtures' dims."""
+    import torch
+
+    import regal.torch
+    from data.build_onnx import MODELS
+    manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))["models"]
+    for name, (make, *_rest) in MODELS.items():
+        inputs = _rest[2](manifest[name]["reference_dims"])
+        for training in (False, True):
+            torch.manual_seed(0)
+            graph = regal.torch.from_module(make(), inputs, training=training)
+            yield name, "PyTorch", "train" if training else "forward", graph
+
+
+def rows(budget: int, devices: list[int], with_torch: bool = False):
+    sources = [onnx_graphs()] + ([torch_graphs()] if with_torch else [])
+    for source in sources:
+        for name, framework, mode, graph in source:
+            row = {"model": name, "framework": framework, "mode": mode, "nodes": graph.num_nodes,
+                   "total_bytes": int(graph.bytes.sum())}
+            _solve_row(row, graph, budget, devices)
+            yield row
+
+
+def _solve_row(row: dict, graph, budget: int, devices: list[int]) -> None:
+    for d in devices:
+        row[f"lb{d}"] = graph.lower_bound(d)
+        row[f"regal{d}"] = regal.optimize(graph, devices=d, budget=budget, seed=0).peak_bytes
+        row[f"heur{d}"] = min(solve_method(m, graph, d).peak_bytes for m in HEURISTICS)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--devices", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--torch", action="store_true", help="also the PyTorch graphs (needs the torch venv)")
     args = ap.parse_args(argv)
     mb = lambda x: f"{x / 1e6:,.1f}"  # noqa: E731
-    head = ["model", "nodes", "total MB"]
+    head = ["model", "framework", "mode", "nodes", "total MB"]
     for d in args.devices:
         head += [f"LB d={d}", f"REGAL d={d}", f"best heuristic d={d}"]
     print("| " + " | ".join(head) + " |")
     print("|---|" + "---:|" * (len(head) - 1))
-    for r in rows(args.budget, args.devices):
-        cells = [r["model"], f"{r['nodes']:,}", mb(r["total_bytes"])]
+    for r in rows(args.budget, args.devices, args.torch):
+        cells = [r["model"], r["framework"], r["mode"], f"{r['nodes']:,}", mb(r["total_bytes"])]
         for d in args.devices:
             cells += [mb(r[f"lb{d}"]), mb(r[f"regal{d}"]), mb(r[f"heur{d}"])]
         print("| " + " | ".join(cells) + " |", flush=True)

@@ -145,6 +145,18 @@ def import_onnx_cmd(model, output, name, dims):
                f"{g.num_control_edges:,} control edges")
 
 
+def _report(g: Graph, sol, output: str | None, as_json: bool) -> None:
+    """The solution's summary on stdout: JSON (no placement and order) or the text block."""
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        _print_solution(g, sol, output)
+
+
 def _print_solution(g: Graph, sol, output: str | None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
@@ -191,7 +203,7 @@ def _print_solution(g: Graph, sol, output: str | None):
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, time_limit_s, threads, output,
                  as_json, dims):
-    from regal.memetic import optimize
+    import regal.methods
     g = load_graph(graph_path, dims)
     if policy != "none":
         use_jax_cache()
@@ -213,8 +225,9 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, tim
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        sol = optimize(g, devices=devices, budget=budget, seed=seed, policy=policy, seeding=seeding,
-                       polish=polish, time_limit_s=time_limit_s, callback=callback, num_threads=threads)
+        sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
+                                  policy=policy, seeding=seeding, polish=polish, callback=callback,
+                                  num_threads=threads)
     finally:
         signal.signal(signal.SIGINT, previous)
         if bar is not None:
@@ -223,14 +236,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, tim
         sol = dataclasses.replace(sol, info={**sol.info, "stopped": "interrupted"})
     if output:
         sol.save(output)
-    if as_json:
-        doc = sol.to_json()
-        doc.pop("placement")
-        doc.pop("order")
-        doc["lower_bound_bytes"] = g.lower_bound(devices)
-        click.echo(json.dumps(doc, indent=1))
-    else:
-        _print_solution(g, sol, output)
+    _report(g, sol, output, as_json)
 
 
 @main.command("evaluate")
@@ -282,14 +288,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget)
     if output:
         sol.save(output)
-    if as_json:
-        doc = sol.to_json()
-        doc.pop("placement")
-        doc.pop("order")
-        doc["lower_bound_bytes"] = g.lower_bound(devices)
-        click.echo(json.dumps(doc, indent=1))
-    else:
-        _print_solution(g, sol, output)
+    _report(g, sol, output, as_json)
 
 
 @main.command("train", help=(

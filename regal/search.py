@@ -151,11 +151,15 @@ def solve_teacher(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: fl
 
 def brkga_peak(path: str, devices: int, seed: int, budget: int, priors_arrays=None) -> int:
     """Peak of one BRKGA run on one thread, on the graph file `path` (loaded once per process):
-    plain, or with priors given as (alpha, beta, inherit) arrays. A Dask task of training."""
+    plain (registry method "brkga"), or with priors given as (alpha, beta, inherit) arrays
+    ("regal-paper", REGAL's setting). A Dask task of training."""
+    import regal.methods
     from regal.parallel import cached_graph
-    priors = Priors(*priors_arrays) if priors_arrays is not None else None
-    return brkga_search(cached_graph(path), devices, budget=budget, seed=seed, priors=priors,
-                        num_threads=1).peak_bytes
+    graph = cached_graph(path)
+    if priors_arrays is None:
+        return regal.methods.solve("brkga", graph, devices, seed=seed, budget=budget, num_threads=1).peak_bytes
+    return regal.methods.solve("regal-paper", graph, devices, seed=seed, budget=budget, policy="none",
+                               priors=Priors(*priors_arrays), num_threads=1).peak_bytes
 
 
 def warmup() -> None:
