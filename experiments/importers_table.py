@@ -79,7 +79,7 @@ def main(argv=None) -> None:
     for d in args.devices:
         head += [f"LB d={d}", f"REGAL d={d}", f"best heuristic d={d}"]
     print("| " + " | ".join(head) + " |")
-    print("|---|" + "---:|" * (len(head) - 1))
+    print("|---|---|---|" + "---:|" * (len(head) - 3))
     for r in rows(args.budget, args.devices, args.torch):
         cells = [r["model"], r["framework"], r["mode"], f"{r['nodes']:,}", mb(r["total_bytes"])]
         for d in args.devices:
