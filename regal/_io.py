@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
-from typing import IO
+import tempfile
+from typing import IO, Iterator
 
 
 def open_text(path: str | os.PathLike, mode: str = "rt") -> IO[str]:
@@ -54,3 +56,35 @@ def load_graph(path: str | os.PathLike, dims=None, name: str | None = None):
         return load_hlo(path, name=name)
     from regal.graph import load
     return load(path)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """OSError with a one-line reason unless a file can be written at `path` (its directory
+    exists and is writable, and the path is not a directory): checked before a long search."""
+    p = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(p))
+    if os.path.isdir(p):
+        raise OSError(f"{p}: is a directory")
+    if not os.path.isdir(folder):
+        raise OSError(f"{p}: no such directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise OSError(f"{p}: directory {folder} is not writable")
+
+
+@contextlib.contextmanager
+def atomic_text(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Write `path` (gzip for `.gz`) through a temporary file in the same directory, renamed over
+    `path` only once the write has finished: a reader, or a kill mid-write, never sees a cut-off
+    file, and an earlier good file stays until the new one is complete."""
+    p = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(p) + ".", suffix=".tmp.gz" if p.endswith(".gz") else ".tmp",
+                               dir=os.path.dirname(os.path.abspath(p)))
+    os.close(fd)
+    try:
+        with open_text(tmp, "w") as f:
+            yield f
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

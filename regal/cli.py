@@ -6,6 +6,7 @@ Every expected failure (a bad graph, HLO or solution file, a bad option) ends as
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -56,6 +57,29 @@ def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
 
 DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                           help="value of a symbolic ONNX dimension (repeat the option)")
+
+
+#: Exit status of a search stopped by SIGINT, SIGTERM or SIGHUP: the best solution so far was
+#: written (1 is an error, 2 a usage error).
+EXIT_INTERRUPTED = 3
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+@contextlib.contextmanager
+def _stop_signals(stop: list):
+    """While the body runs, Ctrl-C, `kill` (SIGTERM: what timeout, Slurm and Kubernetes send
+    before they kill) and a closed terminal (SIGHUP) append the signal's name to `stop`, which the
+    search's callback reads to finish early, instead of killing the process."""
+    def handler(signum, frame):
+        stop.append(signal.Signals(signum).name)
+
+    previous = {name: signal.signal(getattr(signal, name), handler) for name in STOP_SIGNALS
+                if hasattr(signal, name)}
+    try:
+        yield
+    finally:
+        for name, old in previous.items():
+            signal.signal(getattr(signal, name), old)
 
 
 def use_jax_cache() -> None:
@@ -182,7 +206,8 @@ def _print_solution(g: Graph, sol, output: str | None):
 @main.command("optimize", help=(
     "Search placements and orders of GRAPH for the lowest peak memory with regal's flagship: a "
     "memetic REGAL (heuristic seeds, the shipped policy's priors, local-search polish). "
-    f"GRAPH is {GRAPH_HELP}. Ctrl-C stops the search and still writes the best solution so far."))
+    f"GRAPH is {GRAPH_HELP}. Ctrl-C, SIGTERM or SIGHUP stops the search, still writes the best "
+    "solution so far and exits with status 3."))
 @click.argument("graph_path", metavar="GRAPH")
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
 @click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
@@ -204,39 +229,39 @@ def _print_solution(g: Graph, sol, output: str | None):
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, time_limit_s, threads, output,
                  as_json, dims):
     import regal.methods
+    from regal._io import check_writable
+    if output:
+        check_writable(output)  # before the search, not after it
     g = load_graph(graph_path, dims)
     if policy != "none":
         use_jax_cache()
-    interrupted = []
-
-    def on_sigint(signum, frame):
-        interrupted.append(True)
-
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
         bar = tqdm(total=budget, unit="eval", file=sys.stderr, leave=False)
+    stop = []
 
     def callback(p):
         if bar is not None:
             bar.update(p.evaluations - bar.n)
             bar.set_postfix_str(f"peak {human_bytes(p.best_peak_bytes)}")
-        return bool(interrupted)
+        return bool(stop)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
-                                  policy=policy, seeding=seeding, polish=polish, callback=callback,
-                                  num_threads=threads)
+        with _stop_signals(stop):
+            sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
+                                      policy=policy, seeding=seeding, polish=polish, callback=callback,
+                                      num_threads=threads)
     finally:
-        signal.signal(signal.SIGINT, previous)
         if bar is not None:
             bar.close()
-    if interrupted:
-        sol = dataclasses.replace(sol, info={**sol.info, "stopped": "interrupted"})
+    if stop:
+        sol = dataclasses.replace(sol, info={**sol.info, "stopped": f"interrupted ({stop[0]})"})
     if output:
         sol.save(output)
     _report(g, sol, output, as_json)
+    if stop:
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command("evaluate")
@@ -284,6 +309,9 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
     regal.methods.get(method)  # an unknown name fails before the graph is read
+    if output:
+        from regal._io import check_writable
+        check_writable(output)
     g = load_graph(graph_path, dims)
     sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget)
     if output:

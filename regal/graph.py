@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 import numpy as np
 
 from regal import _kernels
-from regal._io import open_text
+from regal._io import atomic_text, open_text
 
 __all__ = ["GRAPH_FORMAT", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
            "from_networkx", "to_networkx"]
@@ -444,7 +444,7 @@ def load(path: str | os.PathLike) -> Graph:
 
 def save(graph: Graph, path: str | os.PathLike) -> None:
     """Write `graph` as `regal-graph/1`; gzip-compressed when the path ends in `.gz`."""
-    with open_text(path, "wt") as f:
+    with atomic_text(path) as f:
         json.dump(graph.to_json(), f, separators=(",", ":"))
 
 

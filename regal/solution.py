@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from regal._io import open_text
+from regal._io import atomic_text, open_text
 from regal.graph import Graph
 from regal.simulate import ScheduleError, simulate
 
@@ -67,7 +67,7 @@ class Solution:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write `regal-solution/1` JSON (gzip-compressed when the path ends in .gz)."""
-        with open_text(path, "w") as f:
+        with atomic_text(path) as f:
             json.dump(self.to_json(), f, indent=1)
             f.write("\n")
 

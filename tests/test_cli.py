@@ -1,6 +1,7 @@
 """The `regal` command line through click's runner: output, files, and one-line errors."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -116,9 +117,9 @@ def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch)
     monkeypatch.setattr(opt, "evaluate_population", interrupting)
     out = tmp_path / "sol.json"
     r = _invoke("optimize", p, "-n", 5000, "--policy", "none", "-o", out)
-    assert r.exit_code == 0 and "interrupted" in r.output
+    assert r.exit_code == 3 and "interrupted" in r.output
     sol = load_solution(out, g)
-    assert sol.evaluations < 5000 and sol.info["stopped"] == "interrupted"
+    assert sol.evaluations < 5000 and sol.info["stopped"] == "interrupted (SIGINT)"
 
 
 def test_import_hlo_then_optimize_the_module_directly(tmp_path):
@@ -196,3 +197,58 @@ def test_onnx_models_are_read_wherever_a_graph_is(tmp_path):
     assert r.exit_code == 0 and "peak" in r.output
     r = _invoke("info", model, "--dim", "batch")
     assert r.exit_code != 0 and "NAME=VALUE" in r.output
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_the_search_and_keep_the_best(graph_file, tmp_path, signame):
+    """A real `regal optimize` process sent SIGTERM or SIGHUP mid-search writes its best
+    solution and exits with status 3 (interrupted), not 143 / 129 with nothing written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    env = {**os.environ, "REGAL_JAX_CACHE": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "regal.cli", "optimize", str(p), "-n", "100000000",
+                             "-d", "2", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    time.sleep(4.0)  # start-up and a part of the search
+    proc.send_signal(getattr(signal, signame))
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr
+    assert f"interrupted ({signame})" in stdout
+    sol = load_solution(out, g)
+    assert 0 < sol.evaluations < 100000000
+
+
+def test_output_path_is_checked_before_the_search(graph_file, tmp_path):
+    """A missing output directory fails at once with a one-line error, before any search."""
+    g, p = graph_file
+    r = _invoke("optimize", p, "-n", 10 ** 9, "-o", tmp_path / "missing" / "x.json")
+    assert r.exit_code == 1 and "no such directory" in r.output
+    r = _invoke("solve", "gp-dfs", p, "-o", tmp_path / "missing" / "x.json")
+    assert r.exit_code == 1 and "no such directory" in r.output
+
+
+def test_an_interrupted_write_keeps_the_old_file(graph_file, tmp_path, monkeypatch):
+    """Files are written to a temporary file and renamed: a write that dies midway leaves the
+    earlier file intact and no temporary file behind."""
+    import json as json_module
+    from regal.search import brkga_search
+    g, p = graph_file
+    out = tmp_path / "sol.json.gz"
+    good = brkga_search(g, 2, budget=50)
+    good.save(out)
+    before = out.read_bytes()
+
+    def dying_dump(doc, f, **kw):
+        f.write('{"format": "regal-solution/1", "graph"')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(json_module, "dump", dying_dump)
+    with pytest.raises(KeyboardInterrupt):
+        brkga_search(g, 2, budget=60, seed=1).save(out)
+    assert out.read_bytes() == before
+    assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
