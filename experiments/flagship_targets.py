@@ -1,0 +1,130 @@
+"""Issue 10's targets, read off a finished `flagship` experiment: one table per (dataset, d).
+
+    python -m experiments.flagship_targets [--results experiments/results/flagship]
+                                           [--cache experiments/cache/flagship]
+
+From the experiment's cells (peaks re-simulated by the report) and its solution files:
+- flagship (`regal`) against plain BRKGA 5K: mean % improvement over seed pairs, and the share
+  of graphs where the flagship's mean peak over seeds is lower;
+- against local search 5K: the same, and the share of graphs where it is no worse;
+- gap to the best lower bound: per graph the largest of `graph.lower_bound(d)` (per-op, resident
+  share, one-device bound over d), exact's proven one-device optimum divided by d, and CP-SAT's
+  proven bound (SPEC.md section 7); mean gap of the flagship's peaks and how many of its runs
+  are proven optimal (peak equal to the bound);
+- d = 1: where exact proved the optimum, how many graphs the flagship is within 0.5 % of it.
+Writes `targets.md` beside the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+
+FLAGSHIP, BRKGA, LOCAL = "regal", "brkga", "local-search"
+
+
+def _cells(results: str) -> dict:
+    """(dataset, graph, d) -> method -> {seed: peak}, and graph -> nodes."""
+    peaks: dict = defaultdict(lambda: defaultdict(dict))
+    with open(os.path.join(results, "cells.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["peak_bytes"]:
+                peaks[(row["dataset"], row["graph"], int(row["devices"]))][row["method"]][int(row["seed"])] = \
+                    int(row["peak_bytes"])
+    return peaks
+
+
+def _solver_bounds(cache: str) -> dict:
+    """(graph, d) -> the largest proven bound of exact (its optimum over d) and CP-SAT."""
+    bounds: dict = defaultdict(int)
+    for path in glob.glob(os.path.join(cache, "exact-*", "*", "d1_s*.json")):
+        doc = json.load(open(path))
+        if doc.get("info", {}).get("optimal"):
+            graph = os.path.basename(os.path.dirname(path))
+            for d in (1, 2, 4):
+                bounds[(graph, d)] = max(bounds[(graph, d)], -(-int(doc["peak_bytes"]) // d))
+            bounds[("exact", graph)] = int(doc["peak_bytes"])
+    for path in glob.glob(os.path.join(cache, "cpsat-*", "*", "d*_s*.json")):
+        doc = json.load(open(path))
+        bound = doc.get("info", {}).get("bound_bytes")
+        if bound:
+            graph = os.path.basename(os.path.dirname(path))
+            bounds[(graph, int(doc["devices"]))] = max(bounds[(graph, int(doc["devices"]))], int(bound))
+    return bounds
+
+
+def _graph_bound(dataset: str, graph: str, d: int, cache_bounds: dict, manifest_paths: dict) -> int:
+    from regal.parallel import cached_graph
+    return max(cached_graph(manifest_paths[graph]).lower_bound(d), cache_bounds[(graph, d)])
+
+
+def _paths() -> dict:
+    from regal.dataset import split_paths
+    out = {}
+    for synthetic in (False, True):
+        for split in ("train", "valid", "test"):
+            for p in split_paths(split, synthetic=synthetic):
+                out[os.path.basename(p)[:-len(".json.gz")]] = p
+    return out
+
+
+def _pct(a: float, b: float) -> float:
+    return (a - b) / a * 100
+
+
+def table(results: str, cache: str) -> list[str]:
+    peaks, bounds, paths = _cells(results), _solver_bounds(cache), _paths()
+    groups: dict = defaultdict(list)
+    for key in peaks:
+        groups[(key[0], key[2])].append(key)
+    lines = ["| dataset | d | graphs | vs BRKGA 5K: mean % | graphs better | vs local search: mean % | "
+             "graphs no worse | mean % gap to bound | runs proven optimal | within 0.5 % of exact (d=1) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (dataset, d), keys in sorted(groups.items()):
+        vs_b, vs_l, better, no_worse, gaps, proven, runs, exact_ok, exact_n = [], [], 0, 0, [], 0, 0, 0, 0
+        for key in keys:
+            m = peaks[key]
+            if FLAGSHIP not in m or BRKGA not in m or LOCAL not in m:
+                continue
+            seeds = sorted(set(m[FLAGSHIP]) & set(m[BRKGA]) & set(m[LOCAL]))
+            vs_b.append(np.mean([_pct(m[BRKGA][s], m[FLAGSHIP][s]) for s in seeds]))
+            vs_l.append(np.mean([_pct(m[LOCAL][s], m[FLAGSHIP][s]) for s in seeds]))
+            mean_f = np.mean([m[FLAGSHIP][s] for s in seeds])
+            better += mean_f < np.mean([m[BRKGA][s] for s in seeds])
+            no_worse += mean_f <= np.mean([m[LOCAL][s] for s in seeds])
+            lb = _graph_bound(dataset, key[1], d, bounds, paths)
+            for s in seeds:
+                gaps.append((m[FLAGSHIP][s] - lb) / lb * 100 if lb else 0.0)
+                proven += m[FLAGSHIP][s] <= lb
+                runs += 1
+            if d == 1 and ("exact", key[1]) in bounds:
+                exact_n += 1
+                exact_ok += max(m[FLAGSHIP][s] for s in seeds) <= 1.005 * bounds[("exact", key[1])]
+        n = len(vs_b)
+        lines.append(f"| {dataset} | {d} | {n} | {np.mean(vs_b):+.2f} | {better}/{n} | {np.mean(vs_l):+.2f} | "
+                     f"{no_worse}/{n} | {np.mean(gaps):.2f} | {proven}/{runs} | "
+                     + (f"{exact_ok}/{exact_n} |" if d == 1 else "- |"))
+    return lines
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=os.path.join("experiments", "results", "flagship"))
+    ap.add_argument("--cache", default=os.path.join("experiments", "cache", "flagship"))
+    args = ap.parse_args(argv)
+    lines = table(args.results, args.cache)
+    print("\n".join(lines))
+    out = os.path.join(args.results, "targets.md")
+    with open(out + ".tmp", "w") as f:
+        f.write("# Issue 10's targets\n\nCommand: `python -m experiments.flagship_targets`\n\n" + "\n".join(lines) + "\n")
+    os.replace(out + ".tmp", out)
+
+
+if __name__ == "__main__":
+    main()
