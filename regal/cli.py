@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import signal
 import sys
@@ -54,6 +55,22 @@ def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
     from regal._io import load_graph as load
     return load(path, dims=parse_dims(dims) or None)
 
+
+class _Seconds(click.ParamType):
+    """A finite, non-negative number of seconds (click's FloatRange lets NaN through)."""
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(x) or x < 0:
+            self.fail(f"{value!r} is not a finite, non-negative number of seconds", param, ctx)
+        return x
+
+
+TIME_LIMIT = _Seconds()
 
 DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                           help="value of a symbolic ONNX dimension (repeat the option)")
@@ -112,7 +129,8 @@ def main():
 
 @main.command("info", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")
 @click.argument("graph_path", metavar="GRAPH")
-@click.option("--devices", "-d", default=1, show_default=True, help="devices for the lower bound")
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1),
+              help="devices for the lower bound")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @DIM_OPTION
 @_friendly_errors
@@ -219,7 +237,7 @@ def _print_solution(g: Graph, sol, output: str | None):
               help="seed the population with the heuristic solutions")
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="improve the best solution with the local search between generations")
-@click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
@@ -293,7 +311,7 @@ def evaluate_cmd(graph_path, solution_path, as_json):
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--budget", "-n", type=click.IntRange(1), default=None,
               help="evaluations, for the methods that take a budget (default: the method's)")
-@click.option("--time-limit", "time_limit_s", type=click.FloatRange(0), default=None, help="seconds")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")

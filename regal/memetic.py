@@ -121,6 +121,21 @@ def _polish(run: _Run, state: BrkgaState, climber: Climb, evaluations: int) -> B
     return _write_back(run, state, climber) if climber.best_peak < state.best_fitness else state
 
 
+def _check_arguments(graph, budget, config, time_limit_s) -> None:
+    """TypeError / ValueError naming the argument, before any work."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a regal.Graph (regal.load reads one), got {type(graph).__name__}")
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)):
+        raise TypeError(f"budget must be an integer number of evaluations, got {budget!r}")
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1 evaluation, got {budget}")
+    if config is not None and not isinstance(config, BrkgaConfig):
+        raise TypeError(f"config must be a regal.BrkgaConfig, got {type(config).__name__}")
+    if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s)
+                                         and time_limit_s >= 0):
+        raise ValueError(f"time_limit_s must be a finite number of seconds >= 0, got {time_limit_s!r}")
+
+
 def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *, policy=DEFAULT_POLICY,
              priors: Priors | None = None, seeding: bool = True, polish: bool = True,
              config: BrkgaConfig | None = None, time_limit_s: float | None = None,
@@ -141,9 +156,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
     """
     t0 = time.perf_counter()
+    _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise ValueError(f"budget must be a positive integer number of evaluations, got {budget!r}")
     config = (config or BrkgaConfig()).validate()
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s

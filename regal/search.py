@@ -61,11 +61,15 @@ def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) ->
     """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), or none."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
+    if priors is not None and not isinstance(priors, Priors):
+        raise TypeError(f"priors must be a regal.Priors, got {type(priors).__name__}")
     if priors is not None:
         _check_priors(priors, chromosome_length(graph.num_nodes, devices), devices)
         return priors
     if policy is None or policy == "none":
         return None
+    if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
+        raise TypeError(f"policy must be 'default', 'none', a policy file or a loaded Policy, got {policy!r}")
     from regal.policy import load_policy  # JAX is paid for only here
     pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
     return pol.priors(graph, devices)

@@ -77,3 +77,19 @@ def test_info_reports_the_seeds_and_the_polish():
     sol = regal.optimize(g, 2, budget=1500, seed=0)
     assert sol.method == "regal" and sol.info["seeding"] == list(START_NAMES)
     assert 0 < sol.info["polish_evaluations"] < 1500
+
+
+@pytest.mark.parametrize("kwargs, error, word", [
+    ({"graph": None}, TypeError, "graph"),
+    ({"budget": 2.5}, TypeError, "budget"),
+    ({"budget": 0}, ValueError, "budget"),
+    ({"config": {"population_size": 10}}, TypeError, "config"),
+    ({"policy": 123}, TypeError, "policy"),
+    ({"time_limit_s": float("nan")}, ValueError, "time_limit_s"),
+    ({"devices": 0}, ValueError, "devices"),
+])
+def test_bad_arguments_are_named_errors(kwargs, error, word):
+    """The library refuses a bad argument with TypeError/ValueError naming it, before any work."""
+    args = {"graph": _g(1, n=10), "devices": 1, "budget": 10} | kwargs
+    with pytest.raises(error, match=word):
+        regal.optimize(**args)
