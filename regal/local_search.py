@@ -54,7 +54,6 @@ __all__ = ["solve", "improve", "Climb", "Evaluator", "Score", "LocalSearchConfig
 
 #: Half of the order moves go at most this many positions away (inside the feasible window).
 SHIFT = 8
-LEAST = True
 _TRIES = 20  # attempts at finding a node with room to move, per proposal
 
 
@@ -254,7 +253,7 @@ def _propose(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, focu
     focus, k_peak, t_peak = _focus(moves, state, cfg, rng) if focused else (None, 0, None)
     informed = cfg.informed and focus is not None
     if moves.num_devices > 1 and rng.random() < 0.5:
-        return _device_move(moves, state, rng, focus, k_peak, t_peak if informed and LEAST else None)
+        return _device_move(moves, state, rng, focus, k_peak, t_peak if informed else None)
     if informed and moves.num_devices > 1:
         on_peak = focus[state.placement[focus] == k_peak]
         focus = on_peak if on_peak.size else focus
