@@ -32,6 +32,9 @@ def _friendly_errors(fn):
         from regal.solution import SolutionError
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # `regal ... | head`: the reader left; nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         except (GraphError, SolutionError, ScheduleError, ValueError, OSError) as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise click.ClickException(msg) from None
@@ -199,10 +202,23 @@ def _report(g: Graph, sol, output: str | None, as_json: bool) -> None:
         _print_solution(g, sol, output)
 
 
+def _effort(sol) -> str:
+    """", 5,000 evaluations" for a method with an evaluation budget, else "" (CP-SAT's and the
+    exact DP's counts are not evaluations)."""
+    import regal.methods
+    try:
+        counted = regal.methods.get(sol.method).takes_budget
+    except ValueError:  # a solution file from elsewhere
+        counted = sol.evaluations > 0
+    if not counted:
+        return ""
+    return f", {sol.evaluations:,} evaluation{'' if sol.evaluations == 1 else 's'}"
+
+
 def _print_solution(g: Graph, sol, output: str | None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
-    click.echo(f"method    {sol.method}, {sol.evaluations:,} evaluations in {sol.seconds:.2f} s"
+    click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
                + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
     click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
     if d > 1:
@@ -282,14 +298,31 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, tim
         sys.exit(EXIT_INTERRUPTED)
 
 
+def _is_solution_file(path: str) -> bool:
+    """Whether `path` says it is a regal-solution/1 file (its "format" field, near the start)."""
+    from regal._io import open_text
+    try:
+        with open_text(path) as f:
+            return '"regal-solution/' in f.read(256)
+    except (OSError, UnicodeDecodeError, EOFError):
+        return False
+
+
+def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
+    """The (graph, solution) paths of a command that takes both, whichever order they came in."""
+    return (second, first) if _is_solution_file(first) and not _is_solution_file(second) else (first, second)
+
+
 @main.command("evaluate")
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @_friendly_errors
 def evaluate_cmd(graph_path, solution_path, as_json):
-    """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid one."""
+    """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
+    one. The two files may come in either order."""
     from regal.solution import load_solution
+    graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
     g = load_graph(graph_path)
     sol = load_solution(solution_path, g)
     if as_json:
@@ -397,15 +430,16 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
 
 
 @main.command("plot")
-@click.argument("solution_path", metavar="SOLUTION")
 @click.argument("graph_path", metavar="GRAPH")
+@click.argument("solution_path", metavar="SOLUTION")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")
 @_friendly_errors
-def plot_cmd(solution_path, graph_path, output):
+def plot_cmd(graph_path, solution_path, output):
     """Plot memory over the schedule of SOLUTION on GRAPH: one line per device, the peak marked,
-    and which device ran each node."""
+    and which device ran each node. The two files may come in either order."""
     from regal.plot import plot_solution
     from regal.solution import load_solution
+    graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
     g = load_graph(graph_path)
     sol = load_solution(solution_path, g)
     plot_solution(g, sol, output)

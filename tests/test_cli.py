@@ -158,15 +158,28 @@ def test_plot_writes_a_png(graph_file, tmp_path):
     assert r.exit_code == 1 and "claims peak_bytes" in r.output
 
 
+def test_graph_and_solution_come_in_either_order(graph_file, tmp_path):
+    """evaluate and plot take GRAPH SOLUTION, and the swapped order too (the files say which is which)."""
+    g, p = graph_file
+    sol = tmp_path / "sol.json"
+    _invoke("optimize", p, "-d", 2, "-n", 100, "-o", sol)
+    a, b = _invoke("evaluate", p, sol, "--json"), _invoke("evaluate", sol, p, "--json")
+    assert a.exit_code == 0 and a.output == b.output
+    for first, second in ((p, sol), (sol, p)):
+        fig = tmp_path / "fig.png"
+        r = _invoke("plot", first, second, "-o", fig)
+        assert r.exit_code == 0 and fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_optimize_with_the_shipped_policy(graph_file, tmp_path, monkeypatch):
-    """The default policy (REGAL) runs from the CLI and its solution re-simulates."""
+    """The flagship with the shipped policy's priors runs from the CLI and its solution re-simulates."""
     monkeypatch.setenv("REGAL_JAX_CACHE_DIR", str(tmp_path / "jax"))
     g, p = graph_file
     out = tmp_path / "sol.json"
-    r = _invoke("optimize", p, "-d", 2, "-n", 300, "-o", out)
+    r = _invoke("optimize", p, "-d", 2, "-n", 300, "--policy", "default", "-o", out)
     assert r.exit_code == 0, r.output
     sol = load_solution(out, g)
-    assert sol.method == "regal" and sol.evaluations == 300
+    assert sol.method == "regal" and sol.evaluations == 300 and sol.info["priors"]
 
 
 def test_unknown_policy_file_is_one_line_error(graph_file):
