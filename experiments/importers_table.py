@@ -12,13 +12,10 @@ budget=5000, seed=0)` against the best compiler heuristic, min over "xla-heurist
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 import regal
-from regal.onnx import load_onnx
+from data.importer_graphs import onnx_graphs, torch_graphs
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "data", "onnx")
 HEURISTICS = ("xla-heuristics", "inductor-heuristics")
 
 
@@ -26,29 +23,6 @@ def solve_method(name: str, graph, devices: int):
     """Run a registered method (`regal.methods`) by name."""
     from regal.methods import solve
     return solve(name, graph, devices, seed=0)
-
-
-def onnx_graphs():
-    """(model, framework, mode, Graph) of every shipped ONNX fixture at its reference dims."""
-    manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))["models"]
-    for name, entry in manifest.items():
-        yield name, "ONNX", "forward", load_onnx(os.path.join(FIXTURES, entry["file"]), dims=entry["reference_dims"])
-
-
-def torch_graphs():
-    """The same four models through `regal.torch` (needs torch, torchvision, transformers: the
-    torch venv of data/README.md), forward and one training step, at the fixtures' dims."""
-    import torch
-
-    import regal.torch
-    from data.build_onnx import MODELS
-    manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))["models"]
-    for name, (make, *_rest) in MODELS.items():
-        inputs = _rest[2](manifest[name]["reference_dims"])
-        for training in (False, True):
-            torch.manual_seed(0)
-            graph = regal.torch.from_module(make(), inputs, training=training)
-            yield name, "PyTorch", "train" if training else "forward", graph
 
 
 def rows(budget: int, devices: list[int], with_torch: bool = False):

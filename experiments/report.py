@@ -124,42 +124,59 @@ def write_csv(path: str, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _curve(history, grid):
-    """Best peak after each number of evaluations on the grid, from an improvement history."""
-    ev = np.array([h[0] for h in history], dtype=float)
+def _curve(history, grid, column: int = 0):
+    """Best peak at each grid point (evaluations, column 0, or seconds, column 2) from an
+    improvement history of [evaluations, best peak, seconds] entries."""
+    ev = np.array([h[column] for h in history], dtype=float)
     pk = np.array([h[1] for h in history], dtype=float)
     idx = np.searchsorted(ev, grid, side="right") - 1
     return np.where(idx >= 0, pk[np.maximum(idx, 0)], np.nan)
 
 
 def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str = "brkga",
-                           budget: int = 5000, title: str = "") -> str:
-    """Best peak against evaluations spent, relative to the reference's final peak (same seed)."""
+                           budget: int = 5000, title: str = "", axis: str = "evaluations") -> str:
+    """Best peak against evaluations spent (or seconds, `axis="seconds"`: anytime), relative to
+    the reference's final peak on the same seed. Seconds come from histories that record them."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    column = 2 if axis == "seconds" else 0
     ref_final = {(r["dataset"], r["graph"], r["devices"], r["seed"]): r["peak_bytes"]
                  for r in rows if r["method"] == reference and r.get("peak_bytes")}
-    longest = max([r.get("evaluations", 0) or 0 for r in rows if r["method"] in methods] + [budget, 100])
-    grid = np.unique(np.geomspace(100, longest, 80).astype(int))
+
+    def histories(m):
+        for r in rows:
+            h = r.get("info", {}).get("history")
+            key = (r["dataset"], r["graph"], r["devices"], r["seed"])
+            if r["method"] == m and h and len(h[0]) > column and key in ref_final:
+                yield r, h, key
+
+    if axis == "seconds":
+        ends = [h[-1][2] for m in methods for _, h, _ in histories(m)] + [r["seconds"] for r in rows
+                                                                         if r["method"] in methods and r.get("seconds")]
+        grid = np.geomspace(1e-3, max(ends + [1e-2]), 80)
+    else:
+        longest = max([r.get("evaluations", 0) or 0 for r in rows if r["method"] in methods] + [budget, 100])
+        grid = np.unique(np.geomspace(100, longest, 80).astype(int))
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, m in enumerate(methods):
-        curves = []
-        for r in rows:
-            key = (r["dataset"], r["graph"], r["devices"], r["seed"])
-            if r["method"] == m and r.get("info", {}).get("history") and key in ref_final:
-                curves.append(_curve(r["info"]["history"], grid) / ref_final[key])
+        curves, last = [], 0.0
+        for r, h, key in histories(m):
+            curves.append(_curve(h, grid, column) / ref_final[key])
+            last = max(last, r["seconds"] if axis == "seconds" else r["evaluations"])
         if not curves:
             continue
-        c = np.array(curves)
-        upto = grid <= max(r["evaluations"] for r in rows if r["method"] == m)
-        ax.plot(grid[upto], (np.nanmean(c, axis=0)[upto] - 1) * 100, color=f"C{i}", label=f"{m} ({len(curves)} runs)")
+        with np.errstate(all="ignore"):
+            mean = np.nanmean(np.array(curves), axis=0)
+        upto = grid <= last
+        ax.plot(grid[upto], (mean[upto] - 1) * 100, color=f"C{i}", label=f"{m} ({len(curves)} runs)")
     ax.axhline(0, color="k", lw=0.5)
-    ax.axvline(budget, color="0.6", ls=":", lw=0.8)
+    if axis != "seconds":
+        ax.axvline(budget, color="0.6", ls=":", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("evaluations")
+    ax.set_xlabel("seconds (one run, one core)" if axis == "seconds" else "evaluations")
     ax.set_ylabel(f"best peak vs {reference} at {budget:,} (%)")
-    ax.set_title(title or "sample efficiency")
+    ax.set_title(title or ("anytime" if axis == "seconds" else "sample efficiency"))
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -176,7 +193,7 @@ def evaluations_to_match(rows, method: str, long_reference: str) -> list[dict]:
         key = (r["dataset"], r["graph"], r["devices"], r["seed"])
         if r["method"] != long_reference or key not in target or not r.get("info", {}).get("history"):
             continue
-        reached = [e for e, p in r["info"]["history"] if p <= target[key]]
+        reached = [h[0] for h in r["info"]["history"] if h[1] <= target[key]]
         out.append({"dataset": key[0], "graph": key[1], "devices": key[2], "seed": key[3],
                     "evaluations": reached[0] if reached else None, "budget": r["evaluations"]})
     return out

@@ -32,7 +32,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
+    """The graph files of one dataset entry of a config; the entry's own "manifest" (a path
+    relative to the repository) wins over the run's."""
     from regal.dataset import split_paths
+    manifest = os.path.join(ROOT, ds["manifest"]) if ds.get("manifest") else manifest
     paths = split_paths(ds["split"], manifest=manifest, synthetic=ds.get("synthetic", False),
                         max_nodes=ds.get("max_nodes"))
     if ds.get("spread"):
@@ -128,6 +131,12 @@ def _plots(cfg: dict, rows: list, results_dir: str, method_names: list, referenc
                 report.plot_sample_efficiency(sub, os.path.join(results_dir, fname), curve_methods, reference,
                                               budget=cfg.get("budget", 5000), title=f"{name}: {ds}, d={d}")
                 extra.append(f"![sample efficiency {ds} d={d}]({fname})")
+                if "anytime" in plots:
+                    fname = f"anytime_{ds}_d{d}.png"
+                    report.plot_sample_efficiency(sub, os.path.join(results_dir, fname), curve_methods, reference,
+                                                  budget=cfg.get("budget", 5000), axis="seconds",
+                                                  title=f"{name}: {ds}, d={d}, against seconds")
+                    extra.append(f"![anytime {ds} d={d}]({fname})")
     if "scaling" in plots:
         out = os.path.join(results_dir, "scaling.png")
         report.plot_scaling(rows, out, method_names, title=name)

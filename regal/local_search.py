@@ -176,7 +176,7 @@ def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> 
     pos = np.empty(order.shape[0], dtype=np.int64)
     pos[order] = np.arange(order.shape[0])
     return ClimbState(placement.copy(), order.copy(), pos, score, trace, evaluate.new_trace(),
-                      score, placement.copy(), order.copy(), [[evaluate.count, score.peak_bytes]])
+                      score, placement.copy(), order.copy(), [[evaluate.count, score.peak_bytes, time.perf_counter()]])
 
 
 # ---------------------------------------------------------------------------- moves
@@ -289,7 +289,7 @@ def _keep_if_best(state: ClimbState, evaluations: int) -> None:
         state.best_order = state.order.copy()
         state.since_best = 0
         if state.score.peak_bytes < state.history[-1][1]:
-            state.history.append([evaluations, state.score.peak_bytes])
+            state.history.append([evaluations, state.score.peak_bytes, time.perf_counter()])
 
 
 def _accept_or_undo(state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng, move: _Move) -> None:
@@ -341,6 +341,11 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
     return "budget"
 
 
+def _relative(history: list, t0: float) -> list:
+    """[evaluations, best peak, seconds since t0]: the history's clock readings made relative."""
+    return [[e, peak, round(max(t - t0, 0.0), 6)] for e, peak, t in history]
+
+
 def _check_budget(budget: int) -> None:
     if budget < 1:
         raise ValueError(f"budget must be at least 1 evaluation, got {budget}")
@@ -356,6 +361,7 @@ def improve(graph: Graph, devices: int, placement, order, *, budget: int, rng: n
     `LocalSearchConfig.resolve(n, budget)`. deadline: an absolute `time.perf_counter()` value.
     Returns the best schedule seen, never worse (by `Score`) than the start.
     """
+    t0 = time.perf_counter()
     devices = check_devices(devices)
     _check_budget(budget)
     placement, order = check_schedule(graph, placement, order, devices)
@@ -365,7 +371,7 @@ def improve(graph: Graph, devices: int, placement, order, *, budget: int, rng: n
     stopped = climb.run(budget - 1, deadline)
     state = climb.state
     return LocalSearchResult(state.best_placement, state.best_order, state.best_score.peak_bytes,
-                             state.best_score, climb.evaluations, state.history, state.accepted,
+                             state.best_score, climb.evaluations, _relative(state.history, t0), state.accepted,
                              state.sideways, state.kicks, stopped)
 
 
@@ -459,7 +465,7 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, budget: int = 5000,
     stopped = _climb(_moves(graph, devices), state, evaluate, cfg, rng, budget, deadline)
     info = {"seed": seed, "budget": budget, "start": start_name, "start_peak_bytes": start_peak,
             "start_peaks": start_peaks, "accepted": state.accepted, "sideways": state.sideways,
-            "kicks": state.kicks, "stopped": stopped, "history": state.history, "p_equal": cfg.p_equal,
+            "kicks": state.kicks, "stopped": stopped, "history": _relative(state.history, t0), "p_equal": cfg.p_equal,
             "patience": cfg.patience, "kick_moves": cfg.kick_moves}
     return make_solution(graph, state.best_placement, state.best_order, devices, method="local-search",
                          evaluations=evaluate.count, seconds=time.perf_counter() - t0, info=info)

@@ -189,9 +189,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                 state = _polish(run, state, climber, min(max(chunk, 2), run.budget - used))
                 polished = climber.evaluations
             used = state.evaluations + polished
-            if not history or state.best_fitness < history[-1][1]:
-                history.append([used, state.best_fitness])
             seconds = time.perf_counter() - t0
+            if not history or state.best_fitness < history[-1][1]:
+                history.append([used, state.best_fitness, round(seconds, 6)])
             if callback is not None and callback(Progress(used, run.budget, state.generation,
                                                           state.best_fitness, seconds)):
                 stopped = "callback"

@@ -112,9 +112,9 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
             candidates = candidates[:budget - state.evaluations]
             fitness = evaluate_population(graph, candidates, devices)
             state = brkga.tell(state, candidates, fitness, config)
-            if not history or state.best_fitness < history[-1][1]:
-                history.append([state.evaluations, state.best_fitness])
             seconds = time.perf_counter() - t0
+            if not history or state.best_fitness < history[-1][1]:
+                history.append([state.evaluations, state.best_fitness, round(seconds, 6)])
             if callback is not None and callback(Progress(state.evaluations, budget, state.generation,
                                                           state.best_fitness, seconds)):
                 stopped = "callback"

@@ -33,7 +33,7 @@ def test_improve_never_returns_worse_than_its_start():
         start = _start_score(g, d, placement, order)
         res = improve(g, d, placement, order, budget=120, rng=np.random.default_rng(seed))
         assert res.score <= start and res.peak_bytes <= start.peak_bytes
-        assert res.history[0] == [1, start.peak_bytes]
+        assert res.history[0][:2] == [1, start.peak_bytes]
         gains.append(start.peak_bytes - res.peak_bytes)
     assert max(gains) > 0
 
@@ -61,9 +61,9 @@ def test_improve_is_deterministic_per_rng_seed():
     runs = [improve(g, 2, placement, order, budget=200, rng=np.random.default_rng(s)) for s in (3, 3, 4)]
     a, b, c = runs
     assert a.placement.tolist() == b.placement.tolist() and a.order.tolist() == b.order.tolist()
-    assert (a.score, a.history, a.accepted, a.sideways, a.kicks) == (b.score, b.history, b.accepted,
+    assert (a.score, _ep(a.history), a.accepted, a.sideways, a.kicks) == (b.score, _ep(b.history), b.accepted,
                                                                      b.sideways, b.kicks)
-    assert (a.history, a.accepted) != (c.history, c.accepted)
+    assert (_ep(a.history), a.accepted) != (_ep(c.history), c.accepted)
 
 
 def test_improve_peak_equals_a_fresh_and_a_naive_simulation():
@@ -105,3 +105,8 @@ def test_improve_rejects_invalid_starts_and_budgets():
         improve(g, 2, placement + 5, order, budget=10, rng=rng)
     with pytest.raises(ValueError, match="budget"):
         improve(g, 2, placement, order, budget=0, rng=rng)
+
+
+def _ep(history):
+    """A history without its clock column: [evaluations, best peak] entries."""
+    return [h[:2] for h in history]

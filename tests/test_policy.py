@@ -37,7 +37,7 @@ def test_zero_actions_reproduce_plain_brkga_exactly():
     a = optimize(g, devices=d, budget=700, seed=3)
     b = optimize(g, devices=d, budget=700, seed=3, priors=to_priors(acts, n, d))
     assert a.peak_bytes == b.peak_bytes and np.array_equal(a.order, b.order)
-    assert a.info["history"] == b.info["history"]
+    assert [h[:2] for h in a.info["history"]] == [h[:2] for h in b.info["history"]]
 
 
 def test_actions_map_to_the_right_genes():
