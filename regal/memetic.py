@@ -55,8 +55,6 @@ __all__ = ["optimize", "polish_share", "solve_flagship", "solve_regal_paper"]
 DEFAULT_POLICY = "none"
 
 
-
-
 def polish_share(num_nodes: int, devices: int = 1) -> float:
     """Share of the evaluations after the initial population that goes to the local-search climb.
 
@@ -78,7 +76,6 @@ class _Run(NamedTuple):
     budget: int
     config: BrkgaConfig
     priors: Priors | None
-    t0: float
     deadline: float | None
 
 
@@ -161,7 +158,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     config = (config or BrkgaConfig()).validate()
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s
-    run = _Run(graph, devices, int(budget), config, priors, t0, deadline)
+    run = _Run(graph, devices, int(budget), config, priors, deadline)
     starts = _seed_solutions(graph, devices, seed) if seeding else []
     seeds = [encode(placement, order, devices) for _, placement, order in starts]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
