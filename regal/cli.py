@@ -371,24 +371,25 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
 
 
 @main.command("train", help=(
-    "Train a REGAL policy with REINFORCE on a data split; BRKGA runs fan out over Dask (a local "
-    "cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
+    "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
+    "the defaults are the recipe of the shipped policy (regal/policy/default.json). BRKGA runs "
+    "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
     "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
 @click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
 @click.option("--split", default="train", show_default=True, help="training split (real data set)")
 @click.option("--valid-split", default="valid", show_default=True)
 @click.option("--synthetic/--no-synthetic", default=False, show_default=True,
               help="also train on the synthetic data set's training split")
-@click.option("--max-nodes", default=6000, show_default=True, type=int, help="skip larger training graphs")
+@click.option("--max-nodes", default=2000, show_default=True, type=int, help="skip larger training graphs")
 @click.option("--max-valid", default=12, show_default=True, type=int, help="validation graphs used")
-@click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(2,), show_default=True,
+@click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(1, 2), show_default=True,
               help="device counts, cycled over steps (repeat the option)")
 @click.option("--steps", default=400, show_default=True, type=click.IntRange(1))
-@click.option("--samples", default=4, show_default=True, type=click.IntRange(2))
+@click.option("--samples", default=6, show_default=True, type=click.IntRange(2))
 @click.option("--budget", default=5000, show_default=True, type=click.IntRange(1))
 @click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
-@click.option("--entropy", "entropy_coef", default=0.01, show_default=True, type=float)
-@click.option("--imitate", "imitation_steps", default=0, show_default=True, type=click.IntRange(0),
+@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=float)
+@click.option("--imitate", "imitation_steps", default=400, show_default=True, type=click.IntRange(0),
               help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
 @click.option("--heads", default="placement,scheduling", show_default=True,

@@ -529,7 +529,8 @@ def _brace_names(value: str) -> list[str]:
 
 
 def load_hlo(path: str | os.PathLike, name: str | None = None) -> Graph:
-    """Read an HLO text file (`.gz` allowed); the graph's name defaults to the HloModule name."""
+    """Read an HLO text file (`.gz` allowed); the graph's name defaults to the HloModule name, or
+    to the file's name when the module's is generic (`jit__lambda`, ...)."""
     source = os.fspath(path)
     try:
         with open_text(source, "rt") as f:
@@ -538,4 +539,22 @@ def load_hlo(path: str | os.PathLike, name: str | None = None) -> Graph:
         raise HloParseError(f"{source}:0: no such file") from None
     except (UnicodeDecodeError, OSError) as e:
         raise HloParseError(f"{source}:0: cannot read ({type(e).__name__})") from None
+    if name is None:
+        name = _name_from_file(text, source)
     return parse_hlo(text, name=name, source=source)
+
+
+#: Module names that say nothing about the model: what jax.jit of a lambda or a plain function
+#: lowers to. Such a module takes its file's name instead.
+_GENERIC_MODULE = re.compile(r"^(jit_)?_?(lambda|fn|f|fun|func|step|main|wrapped)_?\d*(\.\d+)?$")
+
+
+def _name_from_file(text: str, source: str) -> str | None:
+    """The file's name (without .hlo[.txt][.gz]) when the HloModule's name is generic, else None."""
+    m = re.match(r"\s*HloModule\s+([^\s,]+)", text)
+    if m is None or not _GENERIC_MODULE.match(m.group(1)):
+        return None
+    base = os.path.basename(source)
+    for suffix in (".gz", ".txt", ".hlo"):
+        base = base[:-len(suffix)] if base.endswith(suffix) else base
+    return base or None
