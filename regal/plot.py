@@ -10,6 +10,25 @@ from regal.solution import Solution
 
 __all__ = ["plot_solution"]
 
+
+def _mark_peaks(ax, graph, solution, sim, trace, running, scale, unit, digits) -> None:
+    """A marker at the first step where each device that reaches the peak does so, and one label,
+    kept inside the axes (to the left of the marker when it sits in the right half)."""
+    n = graph.num_nodes
+    at_peak = [k for k in range(solution.num_devices) if sim.device_peak_bytes[k] == sim.peak_bytes]
+    steps = []
+    for k in at_peak:
+        t = int(np.argmax(trace[:, k] == sim.peak_bytes))
+        ax.plot([t], [sim.peak_bytes / scale], "v", color=f"C{k}", mec="k", ms=9, zorder=5)
+        steps.append((t, k))
+    t, k = steps[0]
+    who = ", ".join(f"device {kk} at step {tt}" for tt, kk in steps[:4]) + (" ..." if len(steps) > 4 else "")
+    right_half = t > n / 2
+    ax.annotate(f"peak {sim.peak_bytes / scale:,.{digits}f} {unit}: {who}\n"
+                f"first at {graph.ids[solution.order[t]]}", (t, sim.peak_bytes / scale),
+                textcoords="offset points", xytext=(-10 if right_half else 10, 10), fontsize=8,
+                ha="right" if right_half else "left", va="bottom", annotation_clip=True)
+
 _MIB = 1024.0 ** 2
 
 
@@ -33,17 +52,15 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     for k in range(d):
         ax.step(steps, trace[:, k] / scale, where="mid", lw=1.1, color=f"C{k}",
                 label=f"device {k}: peak {sim.device_peak_bytes[k] / scale:,.{digits}f} {unit}")
-    k_peak = int(np.argmax(sim.device_peak_bytes))
-    t_peak = int(np.argmax(np.where(running == k_peak, trace[:, k_peak], -1)))
-    ax.plot([t_peak], [sim.peak_bytes / scale], "v", color="k", ms=9)
-    ax.annotate(f"peak {sim.peak_bytes / scale:,.{digits}f} {unit}\nat step {t_peak}: {graph.ids[solution.order[t_peak]]}",
-                (t_peak, sim.peak_bytes / scale), textcoords="offset points", xytext=(8, -4),
-                fontsize=8, va="top")
+    _mark_peaks(ax, graph, solution, sim, trace, running, scale, unit, digits)
     lb = graph.lower_bound(d)
-    ax.axhline(lb / scale, color="0.5", ls="--", lw=0.8, label=f"lower bound {lb / scale:,.{digits}f} {unit}")
+    ax.axhline(lb / scale, color="0.5", ls="--", lw=0.8,
+               label=f"lower bound {lb / scale:,.{digits}f} {unit} (no schedule goes below it)")
     ax.set_ylabel(f"memory ({unit})")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylim(0, max(sim.peak_bytes, lb) / scale * 1.22)  # room for the labels inside the axes
+    ax.set_xlim(-0.5, graph.num_nodes - 0.5)
+    ax.legend(fontsize=8, loc="upper left", title="at step 0: the resident tensors (weights, inputs)",
+              title_fontsize=7)
     ax.set_title(title or f"{graph.name}: {solution.method}, {d} device{'s' if d > 1 else ''}")
     for k in range(d):
         sel = computes & (running == k)
