@@ -124,13 +124,13 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="regal")
 def main():
     """regal: place and schedule an ML computation graph for the lowest peak memory (REGAL)."""
 
 
-@main.command("info", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")
+@main.command("info", short_help="size, depth and lower bound on peak memory of a graph", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")
 @click.argument("graph_path", metavar="GRAPH")
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1),
               help="devices for the lower bound")
@@ -157,7 +157,7 @@ def info_cmd(graph_path, devices, as_json, dims):
                f"on peak memory with {devices} device{'s' if devices > 1 else ''}")
 
 
-@main.command("import-hlo")
+@main.command("import-hlo", short_help="XLA HLO text -> regal-graph/1 file")
 @click.argument("module", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="GRAPH.json or GRAPH.json.gz to write")
@@ -173,7 +173,7 @@ def import_hlo_cmd(module, output, name):
                f"{g.num_control_edges:,} control edges, {g.meta.get('folded', 0):,} aliases folded")
 
 
-@main.command("import-onnx")
+@main.command("import-onnx", short_help="ONNX model -> regal-graph/1 file (weights not read)")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="GRAPH.json or GRAPH.json.gz to write")
@@ -237,7 +237,7 @@ def _print_solution(g: Graph, sol, output: str | None):
         click.echo(f"wrote     {output}")
 
 
-@main.command("optimize", help=(
+@main.command("optimize", short_help="place and schedule a graph for the lowest peak memory (the flagship)", help=(
     "Search placements and orders of GRAPH for the lowest peak memory with regal's flagship: a "
     "memetic REGAL (heuristic seeds, the shipped policy's priors, local-search polish). "
     f"GRAPH is {GRAPH_HELP}. Ctrl-C, SIGTERM or SIGHUP stops the search, still writes the best "
@@ -253,6 +253,14 @@ def _print_solution(g: Graph, sol, output: str | None):
               help="seed the population with the heuristic solutions")
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="improve the best solution with the local search between generations")
+@click.option("--population", type=click.IntRange(2), default=100, show_default=True,
+              help="BRKGA population size")
+@click.option("--elites", "elite_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.2, show_default=True, help="BRKGA elite fraction")
+@click.option("--mutants", "mutant_fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True, help="BRKGA mutant fraction")
+@click.option("--inheritance", "elite_inheritance", type=click.FloatRange(0, 1), default=0.7, show_default=True,
+              help="BRKGA probability that a child's gene comes from its elite parent")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -260,10 +268,12 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @DIM_OPTION
 @_friendly_errors
-def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, time_limit_s, threads, output,
-                 as_json, dims):
+def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
+                 mutant_fraction, elite_inheritance, time_limit_s, threads, output, as_json, dims):
     import regal.methods
     from regal._io import check_writable
+    from regal.brkga import BrkgaConfig
+    config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance).validate()
     if output:
         check_writable(output)  # before the search, not after it
     g = load_graph(graph_path, dims)
@@ -284,8 +294,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, tim
     try:
         with _stop_signals(stop):
             sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
-                                      policy=policy, seeding=seeding, polish=polish, callback=callback,
-                                      num_threads=threads)
+                                      policy=policy, seeding=seeding, polish=polish, config=config,
+                                      callback=callback, num_threads=threads)
     finally:
         if bar is not None:
             bar.close()
@@ -313,7 +323,7 @@ def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
     return (second, first) if _is_solution_file(first) and not _is_solution_file(second) else (first, second)
 
 
-@main.command("evaluate")
+@main.command("evaluate", short_help="re-simulate a solution file on its graph; reject an invalid one")
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
@@ -336,7 +346,7 @@ def evaluate_cmd(graph_path, solution_path, as_json):
         click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(sol.device_peak_bytes[k]):,} B)")
 
 
-@main.command("solve", help=(
+@main.command("solve", short_help="run any method of the registry (baselines included) on a graph", help=(
     "Run METHOD (any method of the registry: the library's searches and the baselines) on GRAPH and "
     "write its regal-solution/1 file. `regal solve --list` names and describes them."))
 @click.argument("method", required=False)
@@ -370,7 +380,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     _report(g, sol, output, as_json)
 
 
-@main.command("train", help=(
+@main.command("train", short_help="train a REGAL policy (imitation, then REINFORCE on Dask)", help=(
     "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
     "the defaults are the recipe of the shipped policy (regal/policy/default.json). BRKGA runs "
     "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
@@ -430,7 +440,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
                f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
 
 
-@main.command("plot")
+@main.command("plot", short_help="draw memory over the schedule of a solution (PNG)")
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")

@@ -265,3 +265,24 @@ def test_an_interrupted_write_keeps_the_old_file(graph_file, tmp_path, monkeypat
         brkga_search(g, 2, budget=60, seed=1).save(out)
     assert out.read_bytes() == before
     assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
+
+
+def test_optimize_takes_the_brkga_settings(graph_file, tmp_path):
+    """--population/--elites/--mutants/--inheritance reach the BRKGA; a bad combination is one line."""
+    g, p = graph_file
+    out = tmp_path / "sol.json"
+    r = _invoke("optimize", p, "-n", 300, "--population", 40, "--elites", 0.25, "--mutants", 0.2,
+                "--inheritance", 0.6, "-o", out)
+    assert r.exit_code == 0, r.output
+    cfg = load_solution(out, g).info["config"]
+    assert cfg == {"population_size": 40, "elite_fraction": 0.25, "mutant_fraction": 0.2, "elite_inheritance": 0.6}
+    r = _invoke("optimize", p, "--population", 4, "--elites", 0.75, "--mutants", 0.5)
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
+
+
+def test_command_list_is_not_cut_off():
+    """`regal --help` lists every command with its whole one-line description."""
+    r = _invoke("--help")
+    assert r.exit_code == 0 and "..." not in r.output.split("Commands:")[1]
+    for name in ("optimize", "solve", "import-onnx", "evaluate", "plot", "train"):
+        assert f"  {name} " in r.output
