@@ -30,6 +30,7 @@ on its own; the local search is sequential and seeded from `seed`.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Callable, NamedTuple
 
@@ -199,7 +200,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     used = state.evaluations + polished
     placement, order = decode(graph, state.best_keys, devices)
     info = {"seed": seed, "budget": run.budget, "generations": state.generation, "stopped": stopped,
-            "seeding": [name for name, _, _ in starts], "priors": priors is not None, "polish_share": share,
+            "seeding": [name for name, _, _ in starts], "priors": priors is not None,
+            "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
+            "polish_share": share,
             "polish_evaluations": polished, "config": config._asdict(), "history": history}
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=used,
                         seconds=time.perf_counter() - t0, info=info)
