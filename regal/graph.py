@@ -29,12 +29,18 @@ import numpy as np
 from regal import _kernels
 from regal._io import atomic_text, open_text
 
-__all__ = ["GRAPH_FORMAT", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
+__all__ = ["GRAPH_FORMAT", "MAX_TOTAL_BYTES", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
            "from_networkx", "to_networkx"]
 
 GRAPH_FORMAT = "regal-graph/1"
 
 _T = TypeVar("_T")
+
+
+#: The most bytes a graph may hold: every node's bytes and temp_bytes together. Below 2**53 a
+#: float64 (the BRKGA's fitness) holds every peak exactly, and no int64 sum can overflow; every
+#: device peak is at most this total (a device holds each tensor at most once).
+MAX_TOTAL_BYTES = 2**53 - 1
 
 
 def check_devices(devices, name: str = "devices") -> int:
@@ -152,10 +158,15 @@ class Graph:
         ops: list[str] = []
         data_in: list[list[int]] = []
         ctrl_in: list[list[int]] = []
+        total = 0
         for i, rec in enumerate(nodes):
             nid = rec["id"]
             nbytes[i] = _int_field(rec, "bytes", nid, source, required=True)
             temp[i] = _int_field(rec, "temp_bytes", nid, source, required=False)
+            total += int(nbytes[i]) + int(temp[i])
+            if total > MAX_TOTAL_BYTES:
+                raise GraphError(f"{source}: node '{nid}': the graph's bytes and temp_bytes add up to more "
+                                 f"than {MAX_TOTAL_BYTES:,} (2**53 - 1), the most regal computes exactly")
             c = rec.get("cost", 0.0)
             if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
                 raise GraphError(f"{source}: node '{nid}': 'cost' must be a finite number >= 0, got {c!r}")
@@ -386,8 +397,8 @@ def _int_field(rec: Mapping, key: str, nid: str, source: str, required: bool) ->
         raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
     if x < 0:
         raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
-    if x >= 2**62:
-        raise GraphError(f"{source}: node '{nid}': '{key}' is too large ({x!r})")
+    if x > MAX_TOTAL_BYTES:
+        raise GraphError(f"{source}: node '{nid}': '{key}' is too large ({x!r} > 2**53 - 1)")
     return int(x)
 
 

@@ -42,7 +42,7 @@ from regal.decode import chromosome_length, decode, encode, evaluate_population
 from regal.graph import Graph, check_devices
 from regal.local_search import Climb, LocalSearchConfig
 from regal.priors import Priors
-from regal.search import Progress, numba_threads, resolve_priors
+from regal.search import Progress, check_search_size, numba_threads, resolve_priors
 from regal.solution import Solution, make_solution
 
 __all__ = ["optimize", "polish_share", "solve_flagship", "solve_regal_paper"]
@@ -157,6 +157,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
     config = (config or BrkgaConfig()).validate()
+    check_search_size(graph, devices, config.population_size)
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s
     run = _Run(graph, devices, int(budget), config, priors, deadline)

@@ -52,6 +52,22 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
+def check_search_size(graph: Graph, devices: int, population_size: int) -> None:
+    """ValueError, before anything is allocated, when a search cannot fit: more devices than
+    nodes, or a population of chromosomes (float64[P, n (d + 1)]) over a quarter of the memory."""
+    if devices > graph.num_nodes:
+        raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
+    need = population_size * chromosome_length(graph.num_nodes, devices) * 8 * 3  # parents, children, keys
+    try:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        limit = 8 * 2**30
+    if need > limit:
+        raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
+                         f"chromosomes needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
+                         f"machine's memory ({limit / 2**30:,.1f} GiB); use fewer devices or a smaller population")
+
+
 def _check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
     if priors is not None and priors.num_keys != num_keys:
         raise ValueError(f"priors have {priors.num_keys} genes; the graph needs {num_keys} for {devices} devices")
@@ -98,6 +114,7 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
         raise ValueError(f"budget must be a positive integer number of evaluations, got {budget!r}")
     config = (config or BrkgaConfig()).validate()
     t0 = time.perf_counter() if t0 is None else t0
+    check_search_size(graph, devices, config.population_size)
     L = chromosome_length(graph.num_nodes, devices)
     _check_priors(priors, L, devices)
     state = brkga.init(L, config, seed)

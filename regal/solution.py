@@ -115,6 +115,8 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     d = doc.get("devices")
     if isinstance(d, bool) or not isinstance(d, int) or d < 1:
         fail(f"'devices' must be a positive integer, got {d!r}")
+    if d > graph.num_nodes:
+        fail(f"'devices' is {d:,}, more than the graph's {graph.num_nodes:,} nodes can use")
     index = graph.index
     raw_place = doc.get("placement")
     if not isinstance(raw_place, Mapping):

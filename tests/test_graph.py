@@ -287,3 +287,32 @@ def test_import_regal_does_not_import_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
     assert regal.__version__
+
+
+def test_byte_counts_beyond_exact_arithmetic_are_refused_naming_the_node():
+    """A node over 2**53 - 1 bytes, or bytes that add up past it, is a GraphError naming the node
+    (not a wrong peak or a failed assertion later)."""
+    from regal.graph import MAX_TOTAL_BYTES
+    with pytest.raises(GraphError, match="'big'.*too large"):
+        Graph.from_records([{"id": "big", "bytes": 2**53 + 1}])
+    recs = [{"id": f"n{i}", "bytes": MAX_TOTAL_BYTES // 3, "inputs": [f"n{i - 1}"] if i else []} for i in range(4)]
+    with pytest.raises(GraphError, match="'n3'.*add up"):
+        Graph.from_records(recs)
+    Graph.from_records(recs[:3])  # three fit
+
+
+def test_device_counts_are_bounded_by_the_graph_and_by_memory():
+    """More devices than nodes, or a population that cannot fit, fail before allocating."""
+    import regal
+    from regal.solution import SolutionError, solution_from_json
+    g = Graph.from_records([{"id": "a", "bytes": 1}, {"id": "b", "bytes": 1, "inputs": ["a"]}])
+    with pytest.raises(ValueError, match="more than the graph's 2 nodes"):
+        regal.optimize(g, devices=3, budget=10)
+    doc = {"format": "regal-solution/1", "graph": g.name, "devices": 10**9, "placement": {"a": 0, "b": 0},
+           "order": ["a", "b"], "peak_bytes": 2}
+    with pytest.raises(SolutionError, match="more than the graph's 2 nodes"):
+        solution_from_json(g, doc)
+    chain = Graph.from_records([{"id": f"n{i}", "bytes": 1, "inputs": [f"n{i - 1}"] if i else []}
+                                for i in range(50_000)])
+    with pytest.raises(ValueError, match="GiB"):
+        regal.optimize(chain, devices=20_000, budget=10)
