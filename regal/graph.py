@@ -450,6 +450,8 @@ def load(path: str | os.PathLike) -> Graph:
         raise GraphError(f"{source}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError) as e:
         raise GraphError(f"{source}: not a JSON file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    except RecursionError:
+        raise GraphError(f"{source}: not a regal-graph/1 file (JSON nested too deep)") from None
     return from_json(doc, source)
 
 

@@ -537,8 +537,10 @@ def load_hlo(path: str | os.PathLike, name: str | None = None) -> Graph:
             text = f.read()
     except FileNotFoundError:
         raise HloParseError(f"{source}:0: no such file") from None
-    except (UnicodeDecodeError, OSError) as e:
-        raise HloParseError(f"{source}:0: cannot read ({type(e).__name__})") from None
+    except UnicodeDecodeError as e:
+        raise HloParseError(f"{source}:0: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+    except (OSError, EOFError) as e:  # EOFError: a cut-off .gz
+        raise HloParseError(f"{source}:0: cannot read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
     if name is None:
         name = _name_from_file(text, source)
     return parse_hlo(text, name=name, source=source)

@@ -112,6 +112,16 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
         fail("not a regal-solution/1 document (top level is not an object)")
     if doc.get("format") != FORMAT:
         fail(f"not a {FORMAT} file (format is {doc.get('format')!r})")
+    if "graph" in doc and doc["graph"] != graph.name:
+        fail(f"is a solution of graph {doc['graph']!r}, not of {graph.name!r}")
+    for key, kind in (("device_peak_bytes", list), ("info", Mapping), ("method", str)):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            fail(f"'{key}' must be a {'list' if kind is list else 'string' if kind is str else 'object'}, "
+                 f"got {type(doc[key]).__name__}")
+    for key in ("evaluations", "seconds"):
+        x = doc.get(key)
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0):
+            fail(f"'{key}' must be a non-negative number, got {x!r}")
     d = doc.get("devices")
     if isinstance(d, bool) or not isinstance(d, int) or d < 1:
         fail(f"'devices' must be a positive integer, got {d!r}")
@@ -173,4 +183,6 @@ def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
         raise SolutionError(f"{p}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
         raise SolutionError(f"{p}: not a JSON file ({type(e).__name__})") from None
+    except RecursionError:
+        raise SolutionError(f"{p}: not a {FORMAT} file (JSON nested too deep)") from None
     return solution_from_json(graph, doc, source=p)

@@ -286,3 +286,31 @@ def test_command_list_is_not_cut_off():
     assert r.exit_code == 0 and "..." not in r.output.split("Commands:")[1]
     for name in ("optimize", "solve", "import-onnx", "evaluate", "plot", "train"):
         assert f"  {name} " in r.output
+
+
+def test_remaining_bad_files_are_one_line_errors(graph_file, tmp_path):
+    """A cut-off policy .npz or .hlo.gz, JSON nested 200,000 deep, a solution whose fields have the
+    wrong types or that belongs to another graph: one line, exit 1, no traceback."""
+    import gzip
+    from pathlib import Path
+    g, p = graph_file
+    root = Path(__file__).resolve().parent
+    policy = (root.parent / "regal" / "policy" / "default.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(policy[:len(policy) // 2])
+    hlo = gzip.compress((root / "data" / "tiny.hlo").read_bytes())
+    (tmp_path / "cut.hlo.gz").write_bytes(hlo[:len(hlo) // 2])
+    (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    sol = tmp_path / "sol.json"
+    _invoke("optimize", p, "-n", 50, "-o", sol)
+    good = json.loads(sol.read_text())
+    bad = {"peaks.json": {**good, "device_peak_bytes": 5}, "info.json": {**good, "info": [1]},
+           "other.json": {**good, "graph": "another_graph"}}
+    for name, doc in bad.items():
+        (tmp_path / name).write_text(json.dumps(doc))
+    cases = [("optimize", p, "--policy", tmp_path / "cut.npz"), ("info", tmp_path / "cut.hlo.gz"),
+             ("info", tmp_path / "deep.json"), ("evaluate", p, tmp_path / "deep.json"),
+             *[("evaluate", p, tmp_path / name) for name in bad]]
+    for args in cases:
+        r = _invoke(*args)
+        assert r.exit_code == 1, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output, (args, r.output)

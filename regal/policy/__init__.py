@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from functools import lru_cache
 
 import numpy as np
@@ -119,7 +120,7 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
                     continue
                 module, name = key.rsplit("/", 1)
                 params.setdefault(module, {})[name] = z[key]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:  # e.g. a cut-off file
         raise ValueError(f"{p}: not a regal policy file ({type(e).__name__})") from None
     import jax.numpy as jnp
     params = {m: {k: jnp.asarray(v) for k, v in d.items()} for m, d in params.items()}
