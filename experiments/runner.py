@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import replace
 from typing import NamedTuple
 
 __all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results"]
@@ -67,37 +66,30 @@ def cells_for(methods, graph_paths, devices, seeds) -> list[Cell]:
             for s in (m.seeds if m.seeds is not None else seeds)]
 
 
-def _solve(method: Method, graph, devices: int, seed: int):
-    """Run the cell's method through the registry (`regal.methods`), one core per Dask worker."""
+def _options(method: Method) -> dict:
+    """The method's options as the registry takes them: a policy path made absolute (config paths
+    are relative to the repository), one Numba thread per Dask worker."""
     import regal.methods
     opts = dict(method.options)
     policy = opts.get("policy")
     if isinstance(policy, str) and policy not in ("default", "gas", "none") and not os.path.isabs(policy):
-        opts["policy"] = os.path.join(_ROOT, policy)  # config paths are relative to the repository
+        opts["policy"] = os.path.join(_ROOT, policy)
     if regal.methods.get(method.solver).takes_threads:
         opts.setdefault("num_threads", 1)
-    return regal.methods.solve(method.solver, graph, devices, seed=seed, **opts)
+    return opts
+
+
+def _task(cell: Cell, cache_dir: str) -> tuple:
+    """The arguments of `regal.parallel.solve_to_file` for one cell: plain values only, so a
+    worker needs regal installed and nothing of this repository."""
+    return (cell.method.solver, _options(cell.method), cell.graph_path, cell.devices, cell.seed,
+            cell.path(cache_dir), cell.method.name)
 
 
 def run_cell(cell: Cell, cache_dir: str) -> dict:
-    """Solve one cell and write its solution file; runs on a Dask worker."""
-    from regal.parallel import cached_graph
-    g = cached_graph(cell.graph_path)
-    out = cell.path(cache_dir)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    t = time.perf_counter()
-    try:
-        sol = _solve(cell.method, g, cell.devices, cell.seed)
-    except ValueError as e:  # a method that refuses a graph (exact on a wide graph, xla without a schedule)
-        with open(out + ".tmp", "w") as f:
-            json.dump({"refused": str(e).splitlines()[0], "method": cell.method.name}, f)
-        os.replace(out + ".tmp", out)
-        return {"cell": out, "refused": True}
-    sol = replace(sol, info={**sol.info, "wall_seconds": time.perf_counter() - t})
-    tmp = out + ".tmp"
-    sol.save(tmp)
-    os.replace(tmp, out)
-    return {"cell": out, "peak_bytes": sol.peak_bytes}
+    """Solve one cell and write its solution file (in this process)."""
+    from regal.parallel import solve_to_file
+    return solve_to_file(*_task(cell, cache_dir))
 
 
 def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = True) -> dict:
@@ -115,7 +107,9 @@ def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = T
                 bar.update(1)
     else:
         from dask.distributed import as_completed
-        futures = client.map(run_cell, todo, cache_dir=cache_dir, pure=False)
+
+        from regal.parallel import solve_to_file
+        futures = [client.submit(solve_to_file, *_task(c, cache_dir), pure=False) for c in todo]
         for fut in as_completed(futures):
             fut.result()
             if bar is not None:

@@ -15,7 +15,7 @@ import os
 from contextlib import contextmanager
 from functools import lru_cache
 
-__all__ = ["dask_client", "cached_graph"]
+__all__ = ["dask_client", "cached_graph", "solve_to_file"]
 
 
 @contextmanager
@@ -49,3 +49,30 @@ def cached_graph(path: str):
     from regal.graph import load
     return load(path)
 
+
+def solve_to_file(method: str, options: dict, graph_path: str, devices: int, seed: int, out: str,
+                  label: str | None = None) -> dict:
+    """Run registry method `method` on the graph file and write its regal-solution/1 file to
+    `out` (atomically); a method that refuses the graph (a ValueError: exact on a wide graph, xla
+    without a schedule) leaves {"refused": reason} there instead. A Dask task of the experiments:
+    plain arguments, so a worker needs only regal installed. `label` names the cell in the
+    refusal (default: the method)."""
+    import dataclasses
+    import json
+    import time
+
+    import regal.methods
+    graph = cached_graph(graph_path)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    t = time.perf_counter()
+    try:
+        sol = regal.methods.solve(method, graph, devices, seed=seed, **options)
+    except ValueError as e:
+        tmp = out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"refused": str(e).splitlines()[0], "method": label or method}, f)
+        os.replace(tmp, out)
+        return {"cell": out, "refused": True}
+    sol = dataclasses.replace(sol, info={**sol.info, "wall_seconds": time.perf_counter() - t})
+    sol.save(out)
+    return {"cell": out, "peak_bytes": sol.peak_bytes}

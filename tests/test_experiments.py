@@ -93,3 +93,39 @@ def test_tiny_experiment_end_to_end_and_resume(tiny_experiment):
     assert out3["counts"] == {"cells": 30, "cached": 29, "computed": 1}
     assert os.path.exists(victim) and os.path.getmtime(files[8]) == before
     assert out3["table"] == out["table"]  # deterministic per seed
+
+
+def test_experiment_runs_on_an_external_cluster_whose_workers_lack_the_repository(tiny_experiment, tmp_path):
+    """A real `dask scheduler` and two `dask worker` processes, started in a directory where the
+    repository's `experiments` package cannot be imported, run a tiny experiment."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    from experiments.run import run
+    tmp, config, manifest = tiny_experiment
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], cwd=bare, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(3)
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                           f"tcp://127.0.0.1:{port}", "--nthreads", "1", "--no-dashboard"],
+                                          cwd=bare, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        check = subprocess.run([sys.executable, "-c", "import experiments"], cwd=bare, env=env, capture_output=True)
+        assert check.returncode != 0  # the workers' directory does not see the repository
+        out = run(config, scheduler=f"tcp://127.0.0.1:{port}", progress=False, manifest=manifest,
+                  cache_dir=str(tmp_path / "cache"), results_dir=str(tmp_path / "results"))
+        assert out["counts"]["computed"] == 30
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
