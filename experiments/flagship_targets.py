@@ -71,6 +71,8 @@ def _paths() -> dict:
         for split in ("train", "valid", "test"):
             for p in split_paths(split, synthetic=synthetic):
                 out[os.path.basename(p)[:-len(".json.gz")]] = p
+    for p in split_paths("test", manifest=os.path.join("data", "manifest_importers.json")):
+        out[os.path.basename(p)[:-len(".json.gz")]] = p
     return out
 
 
