@@ -59,7 +59,7 @@ def _solver_bounds(cache: str) -> dict:
     return bounds
 
 
-def _graph_bound(dataset: str, graph: str, d: int, cache_bounds: dict, manifest_paths: dict) -> int:
+def _graph_bound(graph: str, d: int, cache_bounds: dict, manifest_paths: dict) -> int:
     from regal.parallel import cached_graph
     return max(cached_graph(manifest_paths[graph]).lower_bound(d), cache_bounds[(graph, d)])
 
@@ -100,7 +100,7 @@ def table(results: str, cache: str) -> list[str]:
             mean_f = np.mean([m[FLAGSHIP][s] for s in seeds])
             better += mean_f < np.mean([m[BRKGA][s] for s in seeds])
             no_worse += mean_f <= np.mean([m[LOCAL][s] for s in seeds])
-            lb = _graph_bound(dataset, key[1], d, bounds, paths)
+            lb = _graph_bound(key[1], d, bounds, paths)
             for s in seeds:
                 gaps.append((m[FLAGSHIP][s] - lb) / lb * 100 if lb else 0.0)
                 proven += m[FLAGSHIP][s] <= lb

@@ -85,16 +85,12 @@ def _seed_solutions(graph: Graph, devices: int, seed: int) -> list[tuple[str, np
     return list(heuristic_solutions(graph, devices, seed))
 
 
-def _initial_generation(run: _Run, state: BrkgaState, initial: list[np.ndarray]) -> BrkgaState:
+def _generation(run: _Run, state: BrkgaState, used: int, initial: list[np.ndarray] = ()) -> BrkgaState:
+    """One BRKGA generation (the initial population first, its first members replaced by
+    `initial`), cut short so that at most `run.budget - used` chromosomes are evaluated."""
     candidates, state = brkga.ask(state, run.config, run.priors)
     for i, keys in enumerate(initial[:candidates.shape[0]]):
         candidates[i] = keys
-    candidates = candidates[:run.budget]
-    return brkga.tell(state, candidates, evaluate_population(run.graph, candidates, run.devices), run.config)
-
-
-def _generation(run: _Run, state: BrkgaState, used: int) -> BrkgaState:
-    candidates, state = brkga.ask(state, run.config, run.priors)
     candidates = candidates[:run.budget - used]
     return brkga.tell(state, candidates, evaluate_population(run.graph, candidates, run.devices), run.config)
 
@@ -171,10 +167,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     stopped, polished = "budget", 0
     with numba_threads(num_threads):
         while state.evaluations + polished < run.budget:
-            if state.generation == 0:
-                state = _initial_generation(run, state, seeds + list(initial or []))
-            else:
-                state = _generation(run, state, state.evaluations + polished)
+            state = _generation(run, state, state.evaluations + polished,
+                                seeds + list(initial or []) if state.generation == 0 else ())
             used = state.evaluations + polished
             if share > 0.0 and climber is None and used < run.budget:
                 climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(graph.num_nodes, run.budget,
