@@ -397,7 +397,9 @@ def _multi_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
                 b._aux.append((end, _home_end_hint(u, cons)))
             size = m.new_int_var(1, horizon, f"hsize_{u}")
             m.add(size == end - pos[u] + 1)
-            b._aux.append((size, lambda p, pl, u=u, f=_home_end_hint(u, cons), last=horizon - 1:
+            # every name the hint reads is bound now: a free `cons` would be read after the loop
+            # (the last node's consumers), which raised on graphs whose last node has consumers
+            b._aux.append((size, lambda p, pl, u=u, cons=cons, f=_home_end_hint(u, cons), last=horizon - 1:
                            (f(p, pl) if cons else last) - p[u] + 1))
             for k in range(d):
                 put(k, m.new_optional_interval_var(pos[u], size, end + 1, x[u, k], f"home_{u}_{k}"), nbytes[u])
