@@ -33,7 +33,6 @@ def main():
     import regal
     from regal.dataset import split_paths
     from regal.policy import load_policy
-    from regal.policy.features import build
     from regal.search import brkga_search
     regal.warmup()
     pol = load_policy(args.policy)
@@ -47,7 +46,7 @@ def main():
     for p in paths:
         g = regal.load(p)
         pol.priors(g, d)  # compile this bucket
-        t_feat = median_time(lambda: build(g, d, pol.config.structure_features), args.repeats)
+        t_feat = median_time(lambda: pol.config.batch(g, d), args.repeats)
         t_pol = median_time(lambda: pol.priors(g, d), args.repeats)
         t_brkga = median_time(lambda: brkga_search(g, d, budget=5000, seed=0), max(3, args.repeats // 2))
         ratios.append(t_pol / t_brkga)

@@ -39,6 +39,8 @@ class BrkgaConfig(NamedTuple):
     elite_fraction: float = 0.2
     mutant_fraction: float = 0.1
     elite_inheritance: float = 0.7
+    prior_share: float = 1.0     # share of mutants (and of the initial population) drawn from the
+                                 # priors; the rest stay uniform, a hedge against a wrong prior
 
     @property
     def num_elites(self) -> int:
@@ -61,7 +63,13 @@ class BrkgaConfig(NamedTuple):
             raise ValueError("elites and mutants leave no room in the population")
         if not 0 <= self.elite_inheritance <= 1:
             raise ValueError(f"elite_inheritance must be in [0, 1], got {self.elite_inheritance}")
+        if not 0 <= self.prior_share <= 1:
+            raise ValueError(f"prior_share must be in [0, 1], got {self.prior_share}")
         return self
+
+    def num_prior(self, rows: int) -> int:
+        """How many of `rows` mutants are drawn from the priors (the first ones)."""
+        return rows if self.prior_share >= 1 else int(round(rows * self.prior_share))
 
 
 class BrkgaState(NamedTuple):
@@ -109,12 +117,14 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
     state = state._replace(rng=rng)
     L = state.population.shape[1]
     if state.generation == 0:
-        return sample_keys(priors, rng.random((config.population_size, L))), state
+        keys = rng.random((config.population_size, L))
+        sample_keys(priors, keys[:config.num_prior(config.population_size)])
+        return keys, state
     P, E, M = state.population.shape[0], config.num_elites, config.num_mutants
     num_children = P - E - M
     candidates = np.empty((M + num_children, L))
     rng.random(out=candidates[:M])
-    sample_keys(priors, candidates[:M])
+    sample_keys(priors, candidates[:config.num_prior(M)])
     elite_parent = rng.integers(0, E, size=num_children)
     other_parent = rng.integers(E, P, size=num_children)
     coin = rng.integers(0, 65536, size=(num_children, L), dtype=np.uint16)

@@ -55,6 +55,11 @@ __all__ = ["optimize", "polish_share", "solve_flagship", "solve_regal_paper"]
 #: policy to use one: `policy="default"`.
 DEFAULT_POLICY = "none"
 
+#: Share of the flagship's mutants drawn from the priors when it has any (the rest stay uniform:
+#: a wrong prior then slows the search rather than steering all of it); REGAL's paper setting,
+#: priors in plain BRKGA, draws every mutant from them. Override with `config=BrkgaConfig(...)`.
+FLAGSHIP_PRIOR_SHARE = 0.5
+
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:
     """Share of the evaluations after the initial population that goes to the local-search climb.
@@ -139,7 +144,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
 
     budget: evaluations in all (seeds, decodes and local moves); seed: the only randomness.
     policy: a trained policy for the mutants' priors ("default" for the shipped one, a path or a
-        loaded Policy); None or "none" for uniform mutants. priors: explicit priors instead.
+        loaded Policy; "teacher" / "teacher-schedule" for the structural teacher's); None or
+        "none" for uniform mutants. priors: explicit priors instead. With seeding or polish on,
+        FLAGSHIP_PRIOR_SHARE of the mutants are drawn from them (config.prior_share), else all.
     seeding / polish: the flagship's other two parts (module docstring); with both off and no
         policy this is plain BRKGA, bit for bit.
     time_limit_s: stop after the first step that ends past this many seconds.
@@ -152,7 +159,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     t0 = time.perf_counter()
     _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
-    config = (config or BrkgaConfig()).validate()
+    if config is None:
+        config = BrkgaConfig(prior_share=FLAGSHIP_PRIOR_SHARE if seeding or polish else 1.0)
+    config = config.validate()
     check_search_size(graph, devices, config.population_size)
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s

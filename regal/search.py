@@ -73,8 +73,23 @@ def _check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
         raise ValueError(f"priors have {priors.num_keys} genes; the graph needs {num_keys} for {devices} devices")
 
 
+#: Policy names that need no trained network (NumPy only): the structural teacher's priors
+#: (`regal.policy.teacher`: DFS-position scheduling priors and, for d > 1, METIS placement
+#: priors), or its scheduling half alone.
+TEACHER_POLICIES = ("teacher", "teacher-schedule")
+
+
+def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors:
+    """The structural teacher's priors; placement=False keeps the scheduling half only."""
+    from regal.policy.actions import to_priors
+    from regal.policy.teacher import teacher_actions
+    acts = teacher_actions(graph, devices)
+    return to_priors(acts if placement else acts._replace(placement=None), graph.num_nodes, devices)
+
+
 def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> Priors | None:
-    """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), or none."""
+    """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), the
+    teacher's ("teacher", "teacher-schedule"), or none."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
     if priors is not None and not isinstance(priors, Priors):
@@ -84,6 +99,8 @@ def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) ->
         return priors
     if policy is None or policy == "none":
         return None
+    if isinstance(policy, str) and policy in TEACHER_POLICIES:
+        return teacher_priors(graph, devices, placement=policy == "teacher")
     if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
         raise TypeError(f"policy must be 'default', 'none', a policy file or a loaded Policy, got {policy!r}")
     from regal.policy import load_policy  # JAX is paid for only here
@@ -162,10 +179,8 @@ def solve_teacher(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: fl
                   budget: int = 5000, **options) -> Solution:
     """BRKGA with the structural teacher's priors (`regal.policy.teacher`, NumPy only): an ablation."""
     t0 = time.perf_counter()
-    from regal.policy.actions import to_priors
-    from regal.policy.teacher import teacher_actions
     devices = check_devices(devices)
-    priors = to_priors(teacher_actions(graph, devices), graph.num_nodes, devices)
+    priors = teacher_priors(graph, devices)
     return brkga_search(graph, devices, budget=budget, seed=seed, priors=priors, time_limit_s=time_limit_s,
                         method="teacher", t0=t0, **options)
 

@@ -68,7 +68,7 @@ class Policy:
     def logits(self, graph: Graph, devices: int, batch: GraphBatch | None = None) -> dict[str, np.ndarray]:
         """Unpadded logits: placement [n, devices, A], scheduling [n, A], elite [n, B]."""
         self._check_devices(devices)
-        batch = batch if batch is not None else build(graph, devices, self.config.structure_features)
+        batch = batch if batch is not None else self.config.batch(graph, devices)
         out = self._apply(self.params, batch)
         n = graph.num_nodes
         return {"placement": np.asarray(out.placement)[:n, :devices],
@@ -112,7 +112,10 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
         raise ValueError(f"{p}: no such policy file")
     try:
         with np.load(p) as z:
-            config = PolicyConfig(**json.loads(str(z["__config__"])))
+            saved = json.loads(str(z["__config__"]))
+            saved.setdefault("features", "v1")  # files from before feature set v2 read v1
+            saved["drop_features"] = tuple(saved.get("drop_features", ()))
+            config = PolicyConfig(**saved)
             meta = json.loads(str(z["__meta__"]))
             params: dict = {}
             for key in z.files:
@@ -134,5 +137,5 @@ def init_policy(config=None, seed: int = 0, example: Graph | None = None) -> Pol
     config = config or PolicyConfig()
     if example is None:
         example = Graph.from_records([{"id": "a", "bytes": 1}, {"id": "b", "bytes": 1, "inputs": ["a"]}])
-    params = make_network(config).init(jax.random.PRNGKey(seed), build(example, 1, config.structure_features))
+    params = make_network(config).init(jax.random.PRNGKey(seed), config.batch(example, 1))
     return Policy(config, params, {"trained": False})

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
-from regal.policy.features import OP_VOCAB, GraphBatch
+from regal.policy.features import GraphBatch, op_vocab_size
 
 __all__ = ["PolicyConfig", "Logits", "make_network"]
 
@@ -39,6 +39,13 @@ class PolicyConfig(NamedTuple):
     elite: bool = False
     default_bias: float = 2.0    # initial logit bonus of action 0
     structure_features: bool = True  # DFS position and METIS part as node features
+    features: str = "v2"         # feature set (regal.policy.features): "v2" source-invariant, "v1" REGAL's
+    drop_features: tuple = ()    # v2 feature groups zeroed (the ablation)
+
+    def batch(self, graph, devices: int) -> GraphBatch:
+        """The padded features of `graph` that this network reads."""
+        from regal.policy.features import build
+        return build(graph, devices, self.structure_features, self.features, tuple(self.drop_features))
 
 
 class Logits(NamedTuple):
@@ -51,9 +58,10 @@ def _mlp(hidden: int, name: str) -> hk.Module:
     return hk.nets.MLP([hidden, hidden], activation=jax.nn.gelu, name=name)
 
 
-def _encode(batch: GraphBatch, hidden: int) -> jnp.ndarray:
+def _encode(batch: GraphBatch, cfg: PolicyConfig) -> jnp.ndarray:
+    hidden = cfg.hidden
     x = hk.Linear(hidden, name="node_in")(batch.nodes)
-    x = x + hk.Embed(len(OP_VOCAB), hidden, name="op_embed")(batch.op_ids)
+    x = x + hk.Embed(op_vocab_size(cfg.features), hidden, name="op_embed")(batch.op_ids)
     return _mlp(hidden, "encoder")(jax.nn.gelu(x))
 
 
@@ -65,7 +73,7 @@ def _gnn(batch: GraphBatch, cfg: PolicyConfig) -> jnp.ndarray:
     deg_in = jnp.maximum(jax.ops.segment_sum(emask, rcv, num_nodes), 1.0)
     deg_out = jnp.maximum(jax.ops.segment_sum(emask, snd, num_nodes), 1.0)
     count = jnp.maximum(nmask.sum(), 1.0)
-    x = _encode(batch, cfg.hidden) * nmask
+    x = _encode(batch, cfg) * nmask
     for r in range(cfg.rounds):
         # messages: node transforms are computed once per node, edges only gather and add, so
         # the cost is O(N H^2 + E H) rather than O(E H^2)
@@ -83,7 +91,7 @@ def _gnn(batch: GraphBatch, cfg: PolicyConfig) -> jnp.ndarray:
 
 def _gas(batch: GraphBatch, cfg: PolicyConfig) -> jnp.ndarray:
     num_nodes = batch.nodes.shape[0]
-    x = _encode(batch, cfg.hidden)
+    x = _encode(batch, cfg)
     n = batch.node_mask.sum()
     pos = jnp.arange(num_nodes)
     fwd_seq = batch.seq_order                                  # real nodes first, padding last
