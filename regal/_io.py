@@ -1,4 +1,5 @@
-"""Opening regal's text files: UTF-8, gzip-compressed when the path ends in `.gz`."""
+"""Opening regal's text files (UTF-8, gzip-compressed when the path ends in `.gz`), and writing
+every file regal writes atomically (a temporary file in the same directory, then `os.replace`)."""
 
 from __future__ import annotations
 
@@ -72,19 +73,42 @@ def check_writable(path: str | os.PathLike) -> None:
 
 
 @contextlib.contextmanager
-def atomic_text(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """Write `path` (gzip for `.gz`) through a temporary file in the same directory, renamed over
-    `path` only once the write has finished: a reader, or a kill mid-write, never sees a cut-off
-    file, and an earlier good file stays until the new one is complete."""
+def atomic_path(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary path in the same directory as `path` (same suffix), renamed over `path` once
+    the body has finished without an error, removed otherwise: a reader, or a kill mid-write,
+    never sees a cut-off file, and an earlier good file stays until the new one is complete."""
     p = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(p) + ".", suffix=".tmp.gz" if p.endswith(".gz") else ".tmp",
-                               dir=os.path.dirname(os.path.abspath(p)))
+    base = os.path.basename(p)
+    suffix = ".tmp.gz" if p.endswith(".gz") else ".tmp" + os.path.splitext(base)[1]
+    fd, tmp = tempfile.mkstemp(prefix=base + ".", suffix=suffix, dir=os.path.dirname(os.path.abspath(p)))
     os.close(fd)
     try:
-        with open_text(tmp, "w") as f:
-            yield f
+        yield tmp
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_text(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Write text to `path` (gzip for `.gz`) through `atomic_path`."""
+    with atomic_path(path) as tmp:
+        with open_text(tmp, "w") as f:
+            yield f
+
+
+@contextlib.contextmanager
+def atomic_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """Write bytes to `path` (not compressed, whatever its suffix) through `atomic_path`."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            yield f
+
+
+def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> None:
+    """`fig.savefig(path, **kwargs)` through `atomic_path`, the format from `path`'s suffix."""
+    fmt = os.path.splitext(os.fspath(path))[1][1:].lower() or None
+    with atomic_binary(path) as f:
+        fig.savefig(f, format=fmt, **kwargs)

@@ -68,10 +68,9 @@ def solve_to_file(method: str, options: dict, graph_path: str, devices: int, see
     try:
         sol = regal.methods.solve(method, graph, devices, seed=seed, **options)
     except ValueError as e:
-        tmp = out + ".tmp"
-        with open(tmp, "w") as f:
+        from regal._io import atomic_text
+        with atomic_text(out) as f:
             json.dump({"refused": str(e).splitlines()[0], "method": label or method}, f)
-        os.replace(tmp, out)
         return {"cell": out, "refused": True}
     sol = dataclasses.replace(sol, info={**sol.info, "wall_seconds": time.perf_counter() - t})
     sol.save(out)

@@ -72,6 +72,7 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     ax2.set_xlabel("step of the global order")
     ax2.legend(fontsize=7, loc="upper right", ncol=min(d, 4), markerscale=3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from regal._io import atomic_savefig
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path

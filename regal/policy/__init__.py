@@ -98,9 +98,9 @@ class Policy:
         flat = {f"{m}/{k}": np.asarray(v) for m, d in self.params.items() for k, v in d.items()}
         flat["__config__"] = np.array(json.dumps(self.config._asdict()))
         flat["__meta__"] = np.array(json.dumps(self.meta))
-        tmp = path + ".tmp.npz"
-        np.savez_compressed(tmp, **flat)
-        os.replace(tmp, path)
+        from regal._io import atomic_binary
+        with atomic_binary(path) as f:  # a kill mid-write leaves the earlier file
+            np.savez_compressed(f, **flat)
 
 
 def load_policy(path: str | os.PathLike = "default") -> Policy:
