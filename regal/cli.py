@@ -380,6 +380,14 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     _report(g, sol, output, as_json)
 
 
+#: The `regal train` option behind each field a resumed run must keep (regal.policy.reinforce.ResumeError).
+_RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples": "--samples", "budget": "--budget",
+                   "learning_rate": "--lr", "entropy_coef": "--entropy", "imitation_steps": "--imitate",
+                   "seed": "--seed", "kind": "--kind", "placement": "--heads", "scheduling": "--heads",
+                   "elite": "--heads", "train_graphs": "--manifest, --split, --synthetic or --max-nodes",
+                   "valid_graphs": "--manifest, --valid-split, --max-valid or --max-nodes"}
+
+
 @main.command("train", short_help="train a REGAL policy (imitation, then REINFORCE on Dask)", help=(
     "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
     "the defaults are the recipe of the shipped policy (regal/policy/default.json). BRKGA runs "
@@ -416,7 +424,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.policy.reinforce import CheckpointError, TrainConfig, check_resume, run_setup, train
     active = {h.strip() for h in heads.split(",") if h.strip()}
     unknown = active - {"placement", "scheduling", "elite"}
     if unknown or not active:
@@ -432,10 +440,16 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
                      learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
                      imitation_steps=imitation_steps)
-    click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
-               f"devices {list(devices)}, heads {sorted(active)}")
-    with dask_client(scheduler, workers) as client:
-        pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh, log=click.echo)
+    try:
+        if not fresh:  # a checkpoint of another setting fails now, not once a cluster has started
+            check_resume(out_dir, run_setup(tc, pc, train_paths, valid_paths))
+        click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
+                   f"devices {list(devices)}, heads {sorted(active)}")
+        with dask_client(scheduler, workers) as client:
+            pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh, log=click.echo)
+    except CheckpointError as e:
+        option = _RESUME_OPTIONS.get(getattr(e, "field", None))
+        raise click.ClickException(f"{e} ({'option ' + option + '; ' if option else ''}--fresh starts over)") from None
     click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
                f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
 

@@ -121,7 +121,7 @@ def test_reinforce_trains_checkpoints_and_resumes(tmp_path):
     assert pol.meta["valid_improvement_pct"] == 0.0  # untrained = plain BRKGA on validation
     rows = open(os.path.join(out, "train.csv")).read().splitlines()
     assert len(rows) == 4 and rows[0].startswith("step,graph")
-    assert {"checkpoint.pkl", "curves.png", "best.npz", "last.npz", "reference.json"} <= set(os.listdir(out))
+    assert {"checkpoint.npz", "curves.png", "best.npz", "last.npz", "reference.json"} <= set(os.listdir(out))
     train(paths[:3], paths[3:], out, tc=tc._replace(steps=5), resume=True, log=lambda *_: None)
     rows = open(os.path.join(out, "train.csv")).read().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3", "4", "5"]

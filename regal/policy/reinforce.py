@@ -9,29 +9,52 @@ mean reward of the others (leave-one-out). The loss per graph is
     -mean_j (r_j - b_j) * log pi(a_j | G) / n  -  entropy_coef * mean-node entropy,
 
 Adam with gradient clipping. BRKGA runs fan out over Dask (`regal.parallel`). Every
-`checkpoint_every` steps the full state is saved (`checkpoint.pkl`), so `train(..., resume=True)`
-continues where a run stopped. The policy is validated on held-out graphs every
-`validate_every` steps (most likely actions, fixed seeds) and the best one is kept (`best.npz`).
-Curves go to `train.csv`, `valid.csv` and `curves.png`.
+`checkpoint_every` steps the full state is saved (`checkpoint.npz`: arrays, and JSON for the rest;
+no pickle), so `train(..., resume=True)` continues where a run stopped, with the same numbers as a
+run that was never stopped; a checkpoint of another setting (a training field other than `steps`,
+`checkpoint_every` and `validate_every`, another policy config, other training or validation
+graphs) is refused, naming the field (`ResumeError`). The policy is validated on held-out graphs
+every `validate_every` steps (most likely actions, fixed seeds) and the best one is kept
+(`best.npz`). Curves go to `train.csv`, `valid.csv` and `curves.png`; on resume their rows after
+the checkpoint's step are dropped (they are run again). Every file is written atomically.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import os
-import pickle
 import time
 from typing import NamedTuple
 
 import numpy as np
 
+from regal._io import atomic_binary, atomic_savefig, atomic_text
 from regal.graph import load
 from regal.policy import Policy, init_policy
 from regal.policy.actions import Actions, to_priors
-from regal.policy.features import build
 
-__all__ = ["TrainConfig", "train"]
+__all__ = ["TrainConfig", "train", "CheckpointError", "ResumeError"]
+
+CHECKPOINT = "checkpoint.npz"
+CHECKPOINT_FORMAT = "regal-checkpoint/1"
+_LEGACY_CHECKPOINT = "checkpoint.pkl"  # pickles of older versions: never read (unpickling runs code)
+#: TrainConfig fields a resumed run may change: they end or log the run, but do not alter its steps.
+RESUMABLE_FIELDS = ("steps", "checkpoint_every", "validate_every")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read: cut off, corrupt, of another format or of another network."""
+
+
+class ResumeError(CheckpointError):
+    """A checkpoint written by a run of another setting; `field` names the setting."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
 
 
 class TrainConfig(NamedTuple):
@@ -175,7 +198,7 @@ def imitate(policy: Policy, paths, devices, steps: int, lr: float, smoothing: fl
         if (path, d) not in cache:
             g = load(path)
             t = teacher_actions(g, d)
-            batch = build(g, d, cfg.structure_features)
+            batch = cfg.batch(g, d)
             N = batch.nodes.shape[0]
             place = np.zeros((N, cfg.max_devices), dtype=np.int32)
             place[:g.num_nodes, :d] = t.placement
@@ -194,7 +217,17 @@ class _References:
 
     def __init__(self, path: str):
         self.path = path
-        self.data = json.load(open(path)) if os.path.exists(path) else {}
+        self.data = {}
+        if os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self.data = json.load(f)
+            except (OSError, ValueError, RecursionError) as e:
+                raise ValueError(f"{path}: not a readable reference cache ({type(e).__name__}); "
+                                 "remove it to run the plain BRKGA references again") from None
+            if not isinstance(self.data, dict) or not all(isinstance(v, int) for v in self.data.values()):
+                raise ValueError(f"{path}: not a reference cache (an object of integer peaks); "
+                                 "remove it to run the plain BRKGA references again")
 
     @staticmethod
     def key(gpath, d, seed, budget):
@@ -210,10 +243,8 @@ class _References:
         return self.data[self.key(*item)]
 
     def save(self):
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
+        with atomic_text(self.path) as f:
             json.dump(self.data, f)
-        os.replace(tmp, self.path)
 
 
 def _run_many(client, jobs):
@@ -270,7 +301,8 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
     policy = init_policy(policy_config, seed=tc.seed)
     learner = _Learner(policy, tc)
     rng = np.random.default_rng(tc.seed)
-    state = _initial_state(policy, learner, train_paths, out_dir, tc, rng, resume, log)
+    setup = run_setup(tc, policy.config, train_paths, valid_paths)
+    state = _initial_state(policy, learner, train_paths, out_dir, tc, rng, resume, log, setup)
     meta = {"train_config": tc._asdict(), "train_graphs": [os.path.basename(p) for p in train_paths]}
     run = _Run(out_dir, tc, policy.config, meta, refs, client, valid_paths, log)
     t0 = time.time()
@@ -286,7 +318,7 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
             state = _validate(run, state, first=False)
         if state.step % tc.checkpoint_every == 0 or state.step == tc.steps:
             refs.save()
-            _save_checkpoint(os.path.join(out_dir, "checkpoint.pkl"), state, rng)
+            _save_checkpoint(os.path.join(out_dir, CHECKPOINT), state, rng, setup)
             plot_curves(out_dir)
     refs.save()
     Policy(run.cfg, state.params, meta | {"step": state.step}).save(os.path.join(out_dir, "last.npz"))
@@ -295,23 +327,86 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
     return load_policy(best_path) if os.path.exists(best_path) else Policy(run.cfg, state.params, meta)
 
 
+def run_setup(tc: TrainConfig, policy_config, train_paths, valid_paths) -> dict:
+    """What a checkpoint must share with the run that resumes it, as JSON values: the training
+    config (but `RESUMABLE_FIELDS`), the policy config and the graphs (by file name, in order)."""
+    return json.loads(json.dumps({
+        "train_config": {k: v for k, v in tc._asdict().items() if k not in RESUMABLE_FIELDS},
+        "policy_config": dict(policy_config._asdict()),
+        "train_graphs": [os.path.basename(os.fspath(p)) for p in train_paths],
+        "valid_graphs": [os.path.basename(os.fspath(p)) for p in valid_paths]}))
+
+
+def check_resume(out_dir: str, setup: dict) -> None:
+    """`ResumeError` naming the first field in which the checkpoint in `out_dir` (if any) differs
+    from `setup` (`run_setup`); `CheckpointError` for one that cannot be read. Reads only the
+    checkpoint's JSON part: a cheap check before a cluster starts."""
+    path = os.path.join(out_dir, CHECKPOINT)
+    if os.path.exists(path):
+        _check_setup(path, _read_checkpoint(path)[0].get("setup"), setup)
+    elif os.path.exists(os.path.join(out_dir, _LEGACY_CHECKPOINT)):
+        raise _legacy_error(os.path.join(out_dir, _LEGACY_CHECKPOINT))
+
+
+def _legacy_error(path: str) -> CheckpointError:
+    return CheckpointError(f"{path}: a pickle checkpoint of an older regal, not read (unpickling can run "
+                           "code); start the run over")
+
+
+def _show(value) -> str:
+    return json.dumps(value) if not isinstance(value, str) else repr(value)
+
+
+def _check_setup(path: str, saved, now: dict) -> None:
+    """`ResumeError` naming the first field where the checkpoint's setup `saved` differs from `now`."""
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: no 'setup' object in the checkpoint")
+    for group in ("policy_config", "train_config"):
+        old = saved.get(group)
+        if not isinstance(old, dict):
+            raise CheckpointError(f"{path}: no '{group}' object in the checkpoint")
+        for field, value in now[group].items():
+            if field not in old:
+                raise ResumeError(f"{path}: the checkpoint has no {field} (a {group.replace('_', ' ')} field of "
+                                  "another version); start the run over", field)
+            if old[field] != value or isinstance(old[field], bool) != isinstance(value, bool):
+                raise ResumeError(f"{path}: the checkpoint was trained with {field}={_show(old[field])}, this run "
+                                  f"asks for {field}={_show(value)}; resume with the same setting or start over",
+                                  field)
+    for group, what in (("train_graphs", "training"), ("valid_graphs", "validation")):
+        old, new = saved.get(group), now[group]
+        if not isinstance(old, list):
+            raise CheckpointError(f"{path}: no '{group}' list in the checkpoint")
+        if old != new:
+            gone = [n for n in old if n not in set(new)]
+            added = [n for n in new if n not in set(old)]
+            how = (f"{gone[0]} is missing" if gone else f"{added[0]} is new" if added else "another order")
+            raise ResumeError(f"{path}: the checkpoint was trained with {len(old)} {what} graphs ({group}), this run "
+                              f"has {len(new)} ({how}); resume with the same graphs or start over", group)
+
+
 def _initial_state(policy: Policy, learner: _Learner, train_paths, out_dir: str, tc: TrainConfig,
-                   rng: np.random.Generator, resume: bool, log) -> _TrainState:
-    """The checkpoint's state (and `rng`'s) when resuming from one; else a fresh start, after the
-    imitation warm start if asked for, with the old curves removed."""
+                   rng: np.random.Generator, resume: bool, log, setup: dict) -> _TrainState:
+    """The checkpoint's state (and `rng`'s) when resuming from one, the curves cut back to its
+    step; else a fresh start, after the imitation warm start if asked for, with the old curves,
+    checkpoint and best policy removed."""
     import jax
-    ckpt_path = os.path.join(out_dir, "checkpoint.pkl")
+    ckpt_path = os.path.join(out_dir, CHECKPOINT)
     if resume and os.path.exists(ckpt_path):
-        state = _load_checkpoint(ckpt_path, rng)
+        state = _load_checkpoint(ckpt_path, rng, learner, policy.params, setup, len(train_paths))
+        for name in ("train.csv", "valid.csv"):
+            _truncate_csv(os.path.join(out_dir, name), state.step)
         log(f"resumed from {ckpt_path} at step {state.step}")
         return state
+    if resume and os.path.exists(os.path.join(out_dir, _LEGACY_CHECKPOINT)):
+        raise _legacy_error(os.path.join(out_dir, _LEGACY_CHECKPOINT))
     order = list(rng.permutation(len(train_paths)))
     params = policy.params
     if tc.imitation_steps:
         params = imitate(policy, train_paths, tc.devices, tc.imitation_steps, tc.imitation_lr,
                          tc.imitation_smoothing, tc.seed, log)
     state = _TrainState(params, learner.opt.init(params), 0, jax.random.PRNGKey(tc.seed), -np.inf, order)
-    for name in ("train.csv", "valid.csv"):
+    for name in ("train.csv", "valid.csv", CHECKPOINT, _LEGACY_CHECKPOINT, "best.npz"):
         if os.path.exists(os.path.join(out_dir, name)):
             os.remove(os.path.join(out_dir, name))
     return state
@@ -324,7 +419,7 @@ def _train_step(run: _Run, learner: _Learner, state: _TrainState, path: str, d: 
     import jax.numpy as jnp
     tc, cfg, refs = run.tc, run.cfg, run.refs
     g = load(path)
-    batch = build(g, d, cfg.structure_features)
+    batch = cfg.batch(g, d)
     key, sub = jax.random.split(state.key)
     acts = learner.sample(state.params, batch, sub)
     seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)
@@ -375,36 +470,124 @@ def _validate(run: _Run, state: _TrainState, first: bool) -> _TrainState:
     return state
 
 
-def _save_checkpoint(path: str, state: _TrainState, rng: np.random.Generator) -> None:
-    """The full training state (parameters, optimizer, step, keys, `rng`), written atomically."""
+def _save_checkpoint(path: str, state: _TrainState, rng: np.random.Generator, setup: dict) -> None:
+    """The full training state, written atomically as an .npz without pickles: the parameters
+    (`params/MODULE/NAME`), the optimizer state's leaves in `jax.tree_util` order (`opt/I`), the
+    PRNG key, and JSON (`__state__`): step, best validation, graph order, `rng`'s state and the
+    run's `setup` (`run_setup`)."""
     import jax
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump({"params": jax.tree_util.tree_map(np.asarray, state.params),
-                     "opt_state": jax.tree_util.tree_map(np.asarray, state.opt_state), "step": state.step,
-                     "key": np.asarray(state.key), "best_valid": state.best_valid, "order": state.order,
-                     "rng": rng.bit_generator.state}, f)
-    os.replace(tmp, path)
+    arrays = {f"params/{m}/{k}": np.asarray(v) for m, d in state.params.items() for k, v in d.items()}
+    arrays.update({f"opt/{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(state.opt_state))})
+    arrays["key"] = np.asarray(state.key)
+    best = float(state.best_valid)
+    doc = {"format": CHECKPOINT_FORMAT, "step": int(state.step), "best_valid": best if math.isfinite(best) else None,
+           "order": [int(i) for i in state.order], "rng": rng.bit_generator.state, "setup": setup}
+    arrays["__state__"] = np.array(json.dumps(doc))
+    with atomic_binary(path) as f:
+        np.savez(f, **arrays)
 
 
-def _load_checkpoint(path: str, rng: np.random.Generator) -> _TrainState:
-    """The state `_save_checkpoint` wrote; `rng` is restored in place."""
+def _read_checkpoint(path: str) -> tuple[dict, dict]:
+    """(the JSON state, the arrays) of a checkpoint file; `CheckpointError` for anything that does
+    not decode (a cut-off or corrupted file fails the zip's CRC or its structure)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        doc = json.loads(str(arrays.pop("__state__")))
+    # whatever a damaged zip or .npy header raises: decoding a file, no other code runs here
+    except (Exception, RecursionError) as e:  # noqa: BLE001
+        raise CheckpointError(f"{path}: not a readable regal checkpoint ({type(e).__name__}); it may be "
+                              "cut off or corrupted") from None
+    if not isinstance(doc, dict) or doc.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: not a {CHECKPOINT_FORMAT} file")
+    return doc, arrays
+
+
+def _load_checkpoint(path: str, rng: np.random.Generator, learner: _Learner, params_like: dict, setup: dict,
+                     num_train: int) -> _TrainState:
+    """The state `_save_checkpoint` wrote, checked against this run (`setup`, the shapes of
+    `params_like` and of a fresh optimizer state); `rng` is restored in place."""
     import jax
     import jax.numpy as jnp
-    with open(path, "rb") as f:
-        st = pickle.load(f)
-    rng.bit_generator.state = st["rng"]
-    return _TrainState(jax.tree_util.tree_map(jnp.asarray, st["params"]), st["opt_state"], st["step"],
-                       jnp.asarray(st["key"]), st["best_valid"], st["order"])
+    doc, arrays = _read_checkpoint(path)
+    _check_setup(path, doc.get("setup"), setup)
+
+    def bad(field, what):
+        return CheckpointError(f"{path}: field '{field}' {what}")
+
+    step, order, best = doc.get("step"), doc.get("order"), doc.get("best_valid")
+    if type(step) is not int or step < 0:
+        raise bad("step", "is not a non-negative integer")
+    if (not isinstance(order, list) or not all(type(i) is int for i in order)
+            or sorted(order) != list(range(num_train))):
+        raise bad("order", f"is not an order of the {num_train} training graphs")
+    if best is not None and (type(best) not in (int, float) or not math.isfinite(best)):
+        raise bad("best_valid", "is not a finite number or null")
+
+    def like(prefix, got: list, want: list):
+        if len(got) != len(want):
+            raise bad(prefix, f"has {len(got)} arrays, this network needs {len(want)}")
+        for i, (a, b) in enumerate(zip(got, want)):
+            if a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype:
+                raise bad(prefix, f"array {i} is {a.dtype}{list(a.shape)}, this network needs "
+                                  f"{np.asarray(b).dtype}{list(np.shape(b))}")
+
+    params: dict = {}
+    for name, a in arrays.items():
+        if name.startswith("params/") and "/" in name[7:]:
+            module, leaf = name[7:].rsplit("/", 1)
+            params.setdefault(module, {})[leaf] = a
+    if jax.tree_util.tree_structure(params) != jax.tree_util.tree_structure(params_like):
+        raise bad("params", "does not hold the parameters of this network")
+    like("params", jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(params_like))
+    fresh, treedef = jax.tree_util.tree_flatten(learner.opt.init(params_like))
+    opt = [arrays.get(f"opt/{i}") for i in range(len(fresh))]
+    if any(a is None for a in opt) or sum(n.startswith("opt/") for n in arrays) != len(fresh):
+        raise bad("opt", f"does not hold this optimizer's state ({len(fresh)} arrays opt/0, opt/1, ...)")
+    like("opt", opt, fresh)
+    key = arrays.get("key")
+    like("key", [] if key is None else [key], [jax.random.PRNGKey(0)])
+    try:
+        rng.bit_generator.state = doc.get("rng")
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise bad("rng", f"is not a {type(rng.bit_generator).__name__} state") from None
+    return _TrainState(jax.tree_util.tree_map(jnp.asarray, params),
+                       jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in opt]), step,
+                       jnp.asarray(key), -np.inf if best is None else float(best), order)
+
+
+def _csv_text(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path, newline="", encoding="utf-8") as f:
+        return f.read()
 
 
 def _append_csv(path: str, row: dict) -> None:
-    new = not os.path.exists(path)
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            w.writeheader()
-        w.writerow(row)
+    """One more row (a header first in a new file), the whole file rewritten atomically."""
+    old = _csv_text(path)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(row))
+    if not old:
+        w.writeheader()
+    w.writerow(row)
+    with atomic_text(path) as f:
+        f.write(old + buf.getvalue())
+
+
+def _truncate_csv(path: str, step: int) -> None:
+    """Drop the rows of `path` after `step` (written after the checkpoint a run resumes from, and
+    run again) and rows that do not parse (a file cut off by an older version)."""
+    rows = list(csv.reader(io.StringIO(_csv_text(path))))
+    if not rows or "step" not in rows[0]:
+        return
+    i = rows[0].index("step")
+    keep = [r for r in rows[1:] if len(r) == len(rows[0]) and r[i].isdigit() and int(r[i]) <= step]
+    if len(keep) < len(rows) - 1:
+        buf = io.StringIO()
+        csv.writer(buf).writerows([rows[0]] + keep)
+        with atomic_text(path) as f:
+            f.write(buf.getvalue())
 
 
 def plot_curves(out_dir: str) -> str | None:
@@ -415,7 +598,7 @@ def plot_curves(out_dir: str) -> str | None:
     tpath, vpath = os.path.join(out_dir, "train.csv"), os.path.join(out_dir, "valid.csv")
     if not os.path.exists(tpath):
         return None
-    rows = list(csv.DictReader(open(tpath)))
+    rows = list(csv.DictReader(io.StringIO(_csv_text(tpath))))
     steps = np.array([int(r["step"]) for r in rows])
     rew = np.array([float(r["mean_reward_pct"]) for r in rows])
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -425,7 +608,7 @@ def plot_curves(out_dir: str) -> str | None:
         ax.plot(steps[w - 1:], np.convolve(rew, np.ones(w) / w, mode="valid"), color="C0",
                 label=f"train reward, {w}-step mean")
     if os.path.exists(vpath):
-        vr = list(csv.DictReader(open(vpath)))
+        vr = list(csv.DictReader(io.StringIO(_csv_text(vpath))))
         ax.plot([int(r["step"]) for r in vr], [float(r["mean_improvement_pct"]) for r in vr], "o-",
                 color="C3", label="valid improvement (most likely actions)")
     ax.axhline(0, color="k", lw=0.5)
@@ -434,6 +617,6 @@ def plot_curves(out_dir: str) -> str | None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     out = os.path.join(out_dir, "curves.png")
-    fig.savefig(out, dpi=110)
+    atomic_savefig(fig, out, dpi=110)
     plt.close(fig)
     return out
