@@ -26,6 +26,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from regal._io import atomic_text
+
 FLAGSHIP, BRKGA, LOCAL = "regal", "brkga", "local-search"
 
 
@@ -123,9 +125,8 @@ def main(argv=None) -> None:
     lines = table(args.results, args.cache)
     print("\n".join(lines))
     out = os.path.join(args.results, "targets.md")
-    with open(out + ".tmp", "w") as f:
+    with atomic_text(out) as f:
         f.write("# Issue 10's targets\n\nCommand: `python -m experiments.flagship_targets`\n\n" + "\n".join(lines) + "\n")
-    os.replace(out + ".tmp", out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from regal._io import atomic_savefig, atomic_text
+
 __all__ = ["per_graph", "summary_table", "markdown", "write_csv", "plot_sample_efficiency",
            "plot_scaling", "evaluations_to_match"]
 
@@ -118,7 +120,7 @@ def write_csv(path: str, rows: list[dict]) -> None:
     if not rows:
         return
     keys = list(dict.fromkeys(k for r in rows for k in r if k != "info"))
-    with open(path, "w", newline="") as f:
+    with atomic_text(path) as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
@@ -179,7 +181,7 @@ def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str =
     ax.set_title(title or ("anytime" if axis == "seconds" else "sample efficiency"))
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -229,6 +231,6 @@ def plot_scaling(rows, path: str, methods: list[str], title: str = "") -> str:
     ax.set_title(title or "scaling")
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
     plt.close(fig)
     return path

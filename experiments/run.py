@@ -26,6 +26,7 @@ import sys
 import time
 
 from experiments import report
+from regal._io import atomic_text
 from experiments.runner import Method, cells_for, load_results, run_cells
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,7 +91,7 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
     if focus:
         extra.append(_focus_tables(focus, reference, summary, graph_rows))
     doc = _readme(cfg, config_path, counts, rows, table, summary, extra, time.time() - t0)
-    with open(os.path.join(results_dir, "README.md"), "w") as f:
+    with atomic_text(os.path.join(results_dir, "README.md")) as f:
         f.write(doc)
     return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
 

@@ -18,6 +18,7 @@ import sys
 import time
 
 from experiments import report
+from regal._io import atomic_text
 from experiments.run import commit, machine
 from experiments.runner import Method, cells_for, load_results, run_cells
 
@@ -72,7 +73,7 @@ def main():
            "grid": GRID,
            "results": [{"method": r["method"], "improvement_pct": round(r["improvement_pct"], 4),
                         "gap_pct": round(r["gap_pct"], 4)} for r in summary]}
-    with open(args.out, "w") as f:
+    with atomic_text(args.out) as f:
         json.dump(doc, f, indent=1)
     print(f"best: {best['method']} ({best['improvement_pct']:+.3f}% over the default config on "
           f"{len(paths)} train graphs x devices {args.devices} x seeds {args.seeds}); wrote {args.out}")
