@@ -8,7 +8,8 @@ switched off (everything off is plain BRKGA, bit for bit):
   Inductor's LPMF/BFS/DFS orders), encoded as chromosomes (`regal.decode.encode`); the rest of
   the population is drawn as mutants. Each seed costs one evaluation, as any member does.
 - **Priors.** Mutants are drawn from per-gene Beta priors (REGAL, Paliwal et al., ICLR 2020):
-  a trained policy's (`policy`), or explicit `priors`.
+  a trained policy's (`policy`), or explicit `priors`; with seeding on, the schedule of the
+  priors' means (every gene at its Beta's mean) is one more start.
 - **Polish.** One peak-focused local-search climb (`regal.local_search`: order and device
   moves near the peak, plateau walks, kicks; with `informed` moves, which aim at the peak
   device) runs between the generations. It starts from the best heuristic seed (by the local
@@ -167,6 +168,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     deadline = None if time_limit_s is None else t0 + time_limit_s
     run = _Run(graph, devices, int(budget), config, priors, deadline)
     starts = _seed_solutions(graph, devices, seed) if seeding else []
+    if seeding and priors is not None:  # the priors' most likely schedule is one more start
+        starts.append(("priors-mean", *decode(graph, priors.alpha / (priors.alpha + priors.beta), devices)))
     seeds = [encode(placement, order, devices) for _, placement, order in starts]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
