@@ -5,9 +5,34 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import os
 import tempfile
+import zlib
 from typing import IO, Iterator
+
+
+class _GzipReader(gzip.GzipFile):
+    """A gzip file whose corrupt data raises `gzip.BadGzipFile` (an OSError, which every reader of
+    regal reports in one line) where `gzip` raises a bare `zlib.error`."""
+
+    def _guard(self, method, *args):
+        try:
+            return method(*args)
+        except zlib.error as e:
+            raise gzip.BadGzipFile(f"corrupt gzip data ({e})") from None
+
+    def read(self, size=-1):
+        return self._guard(super().read, size)
+
+    def read1(self, size=-1):
+        return self._guard(super().read1, size)
+
+    def peek(self, n):
+        return self._guard(super().peek, n)
+
+    def readline(self, size=-1):
+        return self._guard(super().readline, size)
 
 
 def open_text(path: str | os.PathLike, mode: str = "rt") -> IO[str]:
@@ -21,6 +46,8 @@ def open_text(path: str | os.PathLike, mode: str = "rt") -> IO[str]:
     mode = mode if "t" in mode else mode + "t"
     p = os.fspath(path)
     if p.endswith(".gz"):
+        if mode.startswith("r"):
+            return io.TextIOWrapper(_GzipReader(p, "rb"), encoding="utf-8")
         return gzip.open(p, mode, encoding="utf-8")
     return open(p, mode, encoding="utf-8")
 

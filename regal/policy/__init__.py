@@ -10,8 +10,10 @@ The only package of regal that imports JAX, Haiku and optax; `import regal` does
 from __future__ import annotations
 
 import json
+import math
 import os
 import zipfile
+import zlib
 from functools import lru_cache
 
 import numpy as np
@@ -52,10 +54,11 @@ def _jitted_apply(config):
 class Policy:
     """A trained (or fresh) policy: network config, parameters and provenance metadata."""
 
-    def __init__(self, config, params, meta: dict | None = None):
+    def __init__(self, config, params, meta: dict | None = None, *, source: str | None = None):
         self.config = config
         self.params = params
         self.meta = dict(meta or {})
+        self.source = source  # the file it was loaded from, for error messages
 
     @property
     def _apply(self):
@@ -69,7 +72,12 @@ class Policy:
         """Unpadded logits: placement [n, devices, A], scheduling [n, A], elite [n, B]."""
         self._check_devices(devices)
         batch = batch if batch is not None else self.config.batch(graph, devices)
-        out = self._apply(self.params, batch)
+        try:
+            out = self._apply(self.params, batch)
+        except (ValueError, TypeError) as e:  # Haiku: a parameter missing or of another shape
+            where = f"{self.source}: " if self.source else ""
+            raise ValueError(f"{where}the parameters do not fit the policy's network ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
         n = graph.num_nodes
         return {"placement": np.asarray(out.placement)[:n, :devices],
                 "scheduling": np.asarray(out.scheduling)[:n], "elite": np.asarray(out.elite)[:n]}
@@ -111,11 +119,8 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
     if not os.path.exists(p):
         raise ValueError(f"{p}: no such policy file")
     try:
-        with np.load(p) as z:
+        with np.load(p, allow_pickle=False) as z:
             saved = json.loads(str(z["__config__"]))
-            saved.setdefault("features", "v1")  # files from before feature set v2 read v1
-            saved["drop_features"] = tuple(saved.get("drop_features", ()))
-            config = PolicyConfig(**saved)
             meta = json.loads(str(z["__meta__"]))
             params: dict = {}
             for key in z.files:
@@ -123,11 +128,67 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
                     continue
                 module, name = key.rsplit("/", 1)
                 params.setdefault(module, {})[name] = z[key]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as e:  # e.g. a cut-off file
+    except (OSError, ValueError, KeyError, TypeError, EOFError, RecursionError, zipfile.BadZipFile,
+            zlib.error) as e:  # e.g. a cut-off file
         raise ValueError(f"{p}: not a regal policy file ({type(e).__name__})") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{p}: not a regal policy file (its config is not a JSON object)")
+    saved.setdefault("features", "v1")  # files from before feature set v2 read v1
+    config = PolicyConfig(**_config_fields(saved, p))
+    if not isinstance(meta, dict):
+        raise ValueError(f"{p}: not a regal policy file (its metadata is not a JSON object)")
+    for m, d in params.items():
+        for k, v in d.items():
+            if v.dtype.kind not in "fiu" or v.dtype.itemsize > 8:
+                raise ValueError(f"{p}: parameter {m}/{k} holds {v.dtype}, not numbers")
+            if not np.isfinite(v).all():
+                raise ValueError(f"{p}: parameter {m}/{k} holds NaN or infinity")
     import jax.numpy as jnp
     params = {m: {k: jnp.asarray(v) for k, v in d.items()} for m, d in params.items()}
-    return Policy(config, params, meta)
+    return Policy(config, params, meta, source=p)
+
+
+#: Largest values of the integer fields of a policy config a file may give (bigger ones are damage).
+_CONFIG_LIMITS = {"hidden": 4096, "rounds": 64, "max_devices": 4096}
+
+
+def _config_fields(saved: dict, source: str) -> dict:
+    """The fields of a policy file's config, each checked against the type of PolicyConfig's
+    default: ValueError naming the field for an unknown field or a value of another type."""
+    from regal.policy.features import FEATURE_GROUPS, FEATURE_SETS
+    from regal.policy.network import PolicyConfig
+    defaults = PolicyConfig()._asdict()
+    out = {}
+    for field, value in saved.items():
+        if field not in defaults:
+            raise ValueError(f"{source}: unknown policy config field {field!r}")
+        want = defaults[field]
+        if isinstance(want, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(want, int):
+            ok = type(value) is int and 1 - (field == "rounds") <= value <= _CONFIG_LIMITS.get(field, 2 ** 31)
+        elif isinstance(want, float):
+            ok = type(value) in (int, float) and math.isfinite(value)
+        elif isinstance(want, tuple):
+            ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
+            value = tuple(value) if ok else value
+        else:
+            ok = isinstance(value, type(want))
+        if field == "kind":
+            ok = value in ("gnn", "gas")
+        elif field == "features":
+            ok = value in FEATURE_SETS
+        elif field == "drop_features" and ok:
+            ok = set(value) <= set(FEATURE_GROUPS)
+        if not ok:
+            expected = {"kind": "'gnn' or 'gas'", "features": " or ".join(map(repr, FEATURE_SETS)),
+                        "drop_features": f"a list of {', '.join(FEATURE_GROUPS)}", "bool": "true or false",
+                        "int": f"an integer in {1 - (field == 'rounds')}..{_CONFIG_LIMITS.get(field, 2 ** 31)}",
+                        "float": "a finite number"}
+            raise ValueError(f"{source}: policy config field {field!r} is {json.dumps(value)[:40]}, not "
+                             f"{expected.get(field) or expected[type(want).__name__]}")
+        out[field] = value
+    return out
 
 
 def init_policy(config=None, seed: int = 0, example: Graph | None = None) -> Policy:
