@@ -166,3 +166,100 @@ def test_synthetic_graph_structure(num_nodes):
     assert (consumers[g.resident] > 0).all()
     assert 1 <= int((consumers == 0).sum()) <= 4
     assert g.depth() > num_nodes // 4
+
+
+# ------------------------------------------------------------------ the corpus (data/corpus.py)
+CORPUS = DATA / "manifest_corpus.json"
+CORPUS_SOURCES = {"haiku_hlo", "torch", "flax_hlo", "layers", "synthetic_regal", "synthetic_layered"}
+
+
+@pytest.fixture(scope="module")
+def corpus() -> dict:
+    return _manifest(CORPUS)
+
+
+def test_corpus_lists_every_source_with_at_least_10_graphs_and_existing_files(corpus):
+    """Six sources, each with >= 10 graphs; every path exists; by_source and by_family partition the graphs."""
+    assert corpus["root"] == "." and set(corpus["sources"]) == CORPUS_SOURCES
+    by_source = corpus["splits"]["by_source"]
+    assert set(by_source) == CORPUS_SOURCES
+    assert sorted(k for ks in by_source.values() for k in ks) == sorted(corpus["graphs"])
+    lo, hi = corpus["node_range"]
+    for source, keys in by_source.items():
+        assert len(keys) >= 10, source
+        assert corpus["sources"][source]["graphs"] == len(keys)
+        split_keys = [k for sp in ("train", "valid", "test") for k in corpus["splits"]["by_family"][source][sp]]
+        assert sorted(split_keys) == sorted(keys), source
+    for key, e in corpus["graphs"].items():
+        assert key == f"{e['source']}/{e['name']}" and key in by_source[e["source"]]
+        assert (DATA / e["path"]).is_file(), key
+        assert lo <= e["nodes"] <= hi and e["granularity"] in ("op", "layer"), key
+        assert e["mode"] in ("fwd", "train", None), key
+    assert {e["granularity"] for e in corpus["graphs"].values()} == {"op", "layer"}
+
+
+def test_corpus_family_splits_never_share_a_family(corpus):
+    """Within each source a family is in one split only (REGAL's synthetic set, one family, splits by index)."""
+    for source, splits in corpus["splits"]["by_family"].items():
+        seen: dict[str, str] = {}
+        for sp, keys in splits.items():
+            for k in keys:
+                assert corpus["graphs"][k]["split"] == sp
+                fam = corpus["graphs"][k]["family"]
+                if source != "synthetic_regal":
+                    assert seen.setdefault(fam, sp) == sp, (source, fam)
+        if source != "synthetic_regal":
+            assert all(splits[sp] for sp in ("train", "valid", "test")), source
+
+
+def test_corpus_graphs_load_one_per_source_mode_and_granularity(corpus):
+    """A graph of each (source, granularity, mode, stage) kind loads with the manifest's node and edge counts."""
+    picked: dict[tuple, str] = {}
+    for key, e in corpus["graphs"].items():
+        picked.setdefault((e["source"], e["granularity"], e["mode"], e["stage"]), key)
+    assert len(picked) >= 12
+    for key in picked.values():
+        e = corpus["graphs"][key]
+        g = regal.load(DATA / e["path"])
+        assert (g.name, g.num_nodes, g.num_data_edges) == (e["name"], e["nodes"], e["edges"]), key
+        assert g.resident.any() and not g.resident.all(), key
+
+
+def test_synthetic_layered_is_deterministic_and_matches_the_shipped_files(tmp_path):
+    """Same (family, seed): the same records and the same file bytes; shipped files are what it makes."""
+    from data import synthetic_layered as sl
+    from data._files import save_graph
+    for fam in sl.FAMILIES:
+        a, b = sl.generate(fam, 11), sl.generate(fam, 11)
+        assert a.to_records() == b.to_records() and a.meta == b.meta
+        assert sl.MIN_NODES <= a.num_nodes <= sl.MAX_NODES
+        save_graph(a, str(tmp_path / "a.json.gz"))
+        save_graph(b, str(tmp_path / "b.json.gz"))
+        assert (tmp_path / "a.json.gz").read_bytes() == (tmp_path / "b.json.gz").read_bytes()
+    assert sl.generate("resnet", 11).to_records() != sl.generate("resnet", 12).to_records()
+    manifest = DATA / "manifest_synthetic_layered.json"
+    if manifest.exists():
+        doc = json.loads(manifest.read_text())
+        for name, family, seed in sl.sample_dataset(200, 0)[:12]:
+            g = sl.generate(family, seed, name=name)
+            g.meta.update(split=sl.FAMILY_SPLIT[family], dataset_seed=0)
+            save_graph(g, str(tmp_path / "x.json.gz"))
+            shipped = DATA / doc["root"] / doc["graphs"][name]["path"]
+            assert (tmp_path / "x.json.gz").read_bytes() == shipped.read_bytes(), name
+
+
+def test_synthetic_layered_training_step_mirrors_the_forward_pass():
+    """A train graph holds a gradient node per forward layer that reads saved activations, and one update per parameter."""
+    from data import synthetic_layered as sl
+    fwd = sl.generate("resnet", 3, mode="fwd", granularity="layer")
+    train = sl.generate("resnet", 3, mode="train", granularity="layer")
+    assert fwd.meta["mode"] == "fwd" and train.meta["mode"] == "train"
+    ops = list(train.ops)
+    fwd_layers = [op for op, r in zip(fwd.ops, fwd.resident) if not r]
+    convs = sum(op.startswith("conv") for op in fwd_layers)
+    assert sum(op.startswith("conv") and op.endswith("_grad") for op in ops) >= convs - 1  # not the stem's input
+    assert sum(op.startswith("conv") and op.endswith("_wgrad") for op in ops) == convs
+    assert sum(op.endswith("_update") for op in ops) >= convs
+    grad = next(v for v, op in enumerate(ops) if op.startswith("conv") and op.endswith("_grad"))
+    # the gradient of a conv reads forward activations, so they stay alive until the backward pass
+    assert any(not train.ops[u].endswith(("_grad", "add_n")) and not train.resident[u] for u in train.inputs(grad))
