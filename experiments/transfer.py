@@ -5,7 +5,8 @@
 For each graph source S (the corpus's `source` field: Haiku HLO, PyTorch/ONNX, Flax HLO, layer
 graphs, two synthetic generators), in turn:
   1. the selection source V is the next source in the rotation; the training graphs are the
-     train split of every other source (at most --train-max-nodes nodes);
+     train split of every other source (at most --train-max-nodes nodes); sources that trace the
+     same architectures (torch and its layer-granularity twin) leave training together;
   2. a policy (feature set v2) imitates the structural teacher for --imitate steps (saved as the
      imitation-only policy), then REINFORCE runs for --steps steps from it, validated on V's
      valid split every --validate-every steps; the best validation checkpoint is the fold's
@@ -120,10 +121,24 @@ def spread(graphs: list[dict], k: int) -> list[dict]:
     return out
 
 
+#: Sources that trace the same architectures (layer graphs are contracted torch.export graphs):
+#: leaving one out leaves out the other from training too, or the test would have seen the models.
+SIBLINGS = ({"torch", "layers"},)
+
+
+def _siblings(source: str) -> set[str]:
+    return set().union({source}, *(group for group in SIBLINGS if source in group))
+
+
 def fold_graphs(sources: dict[str, list[dict]], order: list[str], held: str, args) -> dict[str, list[dict]]:
-    """Training, selection and test graphs of the fold that leaves out `held`."""
-    select = order[(order.index(held) + 1) % len(order)]
-    train = [g for s in order if s not in (held, select) for g in sources[s]
+    """Training, selection and test graphs of the fold that leaves out `held` (and its siblings).
+
+    The selection source is the next one in the rotation that is not a sibling of `held`."""
+    out = _siblings(held)
+    i = order.index(held)
+    select = next(order[(i + k) % len(order)] for k in range(1, len(order) + 1)
+                  if order[(i + k) % len(order)] not in out)
+    train = [g for s in order if s not in out | {select} for g in sources[s]
              if g["split"] == "train" and g["nodes"] <= args.train_max_nodes]
     valid = spread([g for g in sources[select] if g["split"] == "valid" and g["nodes"] <= args.train_max_nodes],
                    args.valid_graphs)
