@@ -266,14 +266,26 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
+              help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
+                   "--memory-limit (section 4, docs/timed-model.md)")
+@click.option("--memory-limit", "memory_limit", metavar="SIZE", default=None,
+              help="runtime: bytes per device, e.g. 16GiB, 1.5GB, 512MiB (default: no limit)")
+@click.option("--bandwidth", metavar="RATE", default=None,
+              help="runtime: link bandwidth, e.g. 100GB/s, 25GiB/s [default: 100GB/s]")
+@click.option("--latency", metavar="TIME", default=None, help="runtime: per-transfer latency, e.g. 5us [default: 5us]")
+@click.option("--speed", metavar="S0,S1,...", default=None,
+              help="runtime: each device's speed relative to the nominal device [default: 1 each]")
 @DIM_OPTION
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
-                 mutant_fraction, elite_inheritance, time_limit_s, threads, output, as_json, dims):
+                 mutant_fraction, elite_inheritance, time_limit_s, threads, output, as_json, objective,
+                 memory_limit, bandwidth, latency, speed, dims):
     import regal.methods
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
     config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance).validate()
+    runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if output:
         check_writable(output)  # before the search, not after it
     g = load_graph(graph_path, dims)
@@ -288,14 +300,15 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     def callback(p):
         if bar is not None:
             bar.update(p.evaluations - bar.n)
-            bar.set_postfix_str(f"peak {human_bytes(p.best_peak_bytes)}")
+            bar.set_postfix_str(f"fitness {p.best_peak_bytes:.4g}" if runtime
+                                else f"peak {human_bytes(p.best_peak_bytes)}")
         return bool(stop)
 
     try:
         with _stop_signals(stop):
             sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
                                       policy=policy, seeding=seeding, polish=polish, config=config,
-                                      callback=callback, num_threads=threads)
+                                      callback=callback, num_threads=threads, **runtime)
     finally:
         if bar is not None:
             bar.close()
@@ -303,9 +316,152 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
         sol = dataclasses.replace(sol, info={**sol.info, "stopped": f"interrupted ({stop[0]})"})
     if output:
         sol.save(output)
-    _report(g, sol, output, as_json)
+    if runtime:
+        _report_timed(g, sol, output, as_json)
+    else:
+        _report(g, sol, output, as_json)
     if stop:
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed) -> dict:
+    """The optimize command's runtime options as `regal.optimize` keywords ({} for memory);
+    a malformed size, rate, time or speed list is a one-line error naming the option."""
+    given = [name for name, v in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth),
+                                  ("--latency", latency), ("--speed", speed)) if v is not None]
+    if objective != "runtime":
+        if given:
+            raise click.UsageError(f"{given[0]} needs --objective runtime")
+        return {}
+    from regal.timed import DeviceModel, parse_bytes, parse_rate, parse_seconds
+
+    def parse(fn, value, hint):
+        try:
+            return fn(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint=hint) from None
+
+    def speeds(text):
+        try:
+            return tuple(float(x) for x in text.split(","))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a comma-separated list of numbers") from None
+
+    default = DeviceModel()
+    model = DeviceModel(
+        bandwidth_bytes_per_s=default.bandwidth_bytes_per_s if bandwidth is None else
+        parse(parse_rate, bandwidth, "--bandwidth"),
+        latency_s=default.latency_s if latency is None else parse(parse_seconds, latency, "--latency"),
+        speed=None if speed is None else parse(speeds, speed, "--speed"))
+    model = parse(model.validate, devices, "--speed")  # the only field left unchecked
+    limit = None if memory_limit is None else parse(parse_bytes, memory_limit, "--memory-limit")
+    return {"objective": "runtime", "memory_limit_bytes": limit, "device_model": model}
+
+
+def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
+    """A runtime solution's summary: makespan, timed peaks against the limit, the device model."""
+    timed = sol.info["timed"]
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["info"]["timed"]["transfers"] = len(timed["transfers"])
+        click.echo(json.dumps(doc, indent=1))
+        return
+    from regal.timed import DeviceModel
+    limit = timed["memory_limit_bytes"]
+    click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
+    click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
+               + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
+    click.echo(f"makespan  {timed['makespan_s'] * 1e3:,.4f} ms ({len(timed['transfers']):,} transfers)")
+    fit = "fits" if timed["feasible"] else "OVER the limit"
+    click.echo(f"peak      {human_bytes(timed['peak_bytes'])} over time"
+               + ("" if limit is None else f", limit {human_bytes(limit[0])} per device: {fit}"))
+    for k in range(sol.num_devices):
+        click.echo(f"  device {k}  {human_bytes(timed['device_peak_bytes'][k])} "
+                   f"({int((sol.placement == k).sum()):,} nodes)")
+    click.echo(f"devices   {DeviceModel(**timed['device_model']).describe()}")
+    if sol.info.get("stopped") not in (None, "budget"):
+        click.echo(f"stopped   {sol.info['stopped']}")
+    if output:
+        click.echo(f"wrote     {output}")
+
+
+def _policy_priors(policy: str, g: Graph, devices: int):
+    """(priors, seconds): a trained policy's priors for `g` and the seconds spent loading the
+    policy and running it (JAX's import, the network's compilation or its cache, inference)."""
+    t = time.perf_counter()
+    use_jax_cache()
+    skip_flax_interop()
+    from regal.policy import load_policy
+    priors = load_policy(policy).priors(g, devices)
+    return priors, time.perf_counter() - t
+
+
+class _PolicyJob:
+    """A trained policy's priors for the graph, computed while this process loads the search's
+    kernels: in a forked child where that is safe (Linux; no JAX, no Numba worker threads and no
+    other thread here yet), so that JAX's start runs on another core; else right here. `result()`
+    gives (priors, seconds) or raises the error the policy raised (a one-line ValueError for a bad
+    policy file)."""
+
+    def __init__(self, policy: str, g: Graph, devices: int):
+        self.pid = None
+        if not self._can_fork():
+            self.value = _policy_priors(policy, g, devices)
+            return
+        import pickle
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+            os.close(read)
+            try:
+                out = ("ok", _policy_priors(policy, g, devices))
+            except BaseException as e:  # noqa: BLE001  (sent to the parent, which raises it)
+                import traceback
+                kind = ("value" if isinstance(e, (ValueError, TypeError)) else "os" if isinstance(e, OSError)
+                        else "interrupt" if isinstance(e, KeyboardInterrupt) else "other")
+                out = (kind, str(e) if kind != "other" else traceback.format_exc())
+            try:
+                with os.fdopen(write, "wb") as f:
+                    pickle.dump(out, f)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.pid, self.read = pid, read
+
+    @staticmethod
+    def _can_fork() -> bool:
+        import threading
+        if not sys.platform.startswith("linux") or "jax" in sys.modules or threading.active_count() > 1:
+            return False
+        try:
+            from numba.np.ufunc import parallel
+        except ImportError:
+            return False
+        return getattr(parallel, "_is_initialized", True) is False
+
+    def result(self):
+        if self.pid is None:
+            return self.value
+        import pickle
+        try:
+            with os.fdopen(self.read, "rb") as f:
+                data = f.read()
+        finally:
+            os.waitpid(self.pid, 0)
+        if not data:
+            raise OSError("the policy's process ended without an answer")
+        kind, value = pickle.loads(data)
+        if kind == "ok":
+            return value
+        if kind == "value":
+            raise ValueError(value)
+        if kind == "os":
+            raise OSError(value)
+        if kind == "interrupt":
+            raise KeyboardInterrupt
+        raise RuntimeError(f"the policy's process failed:\n{value}")
 
 
 def _is_solution_file(path: str) -> bool:

@@ -140,7 +140,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
              priors: Priors | None = None, seeding: bool = True, polish: bool = True,
              config: BrkgaConfig | None = None, time_limit_s: float | None = None,
              callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
-             initial: list[np.ndarray] | None = None, method: str | None = None) -> Solution:
+             initial: list[np.ndarray] | None = None, method: str | None = None, objective: str = "memory",
+             memory_limit_bytes=None, device_model=None) -> Solution:
     """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
 
     budget: evaluations in all (seeds, decodes and local moves); seed: the only randomness.
@@ -155,8 +156,26 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     num_threads: Numba threads for decoding the population; the result is the same for any value.
     initial: extra chromosomes (float64[L] each) for the initial population, after the seeds.
     method: the name the Solution carries (default "regal").
+    objective: "memory" (SPEC.md section 3, this function) or "runtime": the shortest makespan
+        (section 4) with every device's peak <= memory_limit_bytes (None: no limit; an int, or
+        one per device) on `device_model` (`regal.timed.DeviceModel`; None: its defaults), run
+        by `regal.runtime.optimize_runtime` with the same budget, seeding, polish and config
+        (no priors: the policies predict the memory chromosome).
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
     """
+    if objective == "runtime":
+        if priors is not None or policy not in (None, "none"):
+            raise ValueError("objective 'runtime' takes no policy or priors (they predict the memory "
+                             "objective's chromosome); use policy='none'")
+        from regal.runtime import optimize_runtime
+        return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
+                                device_model=device_model, seeding=seeding, polish=polish, config=config,
+                                time_limit_s=time_limit_s, callback=callback, num_threads=num_threads,
+                                initial=initial, method=method)
+    if objective != "memory":
+        raise ValueError(f"objective must be 'memory' or 'runtime', got {objective!r}")
+    if memory_limit_bytes is not None or device_model is not None:
+        raise ValueError("memory_limit_bytes and device_model belong to objective='runtime'")
     t0 = time.perf_counter()
     _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)

@@ -52,6 +52,16 @@ _LIBRARY = {
     "teacher": ("regal.search:solve_teacher",
                 "BRKGA with the structural teacher's priors (DFS-position scheduling, METIS placement); no learning",
                 True, True),
+    # the runtime objective's baselines (timed model, SPEC.md section 4); the flagship takes
+    # objective="runtime" itself
+    "brkga-runtime": ("regal.runtime:solve_brkga_runtime",
+                      "runtime: plain BRKGA on the timed chromosome (uniform mutants, no seeds, no polish)", True, True),
+    "heft": ("regal.timed_heuristics:solve_heft",
+             "runtime: HEFT list scheduling (Topcuoglu et al. 2002), scored by the timed model", False, False),
+    "critical-path": ("regal.timed_heuristics:solve_critical_path",
+                      "runtime: critical-path list scheduling on the METIS placement, timed model", False, False),
+    "one-device": ("regal.timed_heuristics:solve_one_device",
+                   "runtime: every node on the fastest device (the sequential sum), timed model", False, False),
 }
 
 

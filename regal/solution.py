@@ -170,7 +170,30 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     if claimed_dev is not None and list(claimed_dev) != [int(x) for x in sol.device_peak_bytes]:
         fail(f"claims device_peak_bytes {list(claimed_dev)} but the simulation gives "
              f"{[int(x) for x in sol.device_peak_bytes]}")
+    if isinstance(sol.info.get("timed"), Mapping):
+        _check_timed(graph, sol, sol.info["timed"], fail)
     return sol
+
+
+def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:
+    """A runtime solution's info["timed"] (regal.timed.timed_info) must be what the timed model
+    gives for its placement, order, transfer order and device model."""
+    from regal.timed import memory_limits, resimulate
+    try:
+        sim = resimulate(graph, sol)
+        limits = memory_limits(timed.get("memory_limit_bytes"), sol.num_devices)
+    except (ValueError, TypeError) as e:
+        fail(f"info.timed: {str(e).splitlines()[0]}")
+    claimed = timed.get("makespan_s")
+    if claimed is not None and claimed != sim.makespan_s:
+        fail(f"claims makespan_s {claimed} but the timed model gives {sim.makespan_s}")
+    claimed = timed.get("device_peak_bytes")
+    if claimed is not None and list(claimed) != [int(x) for x in sim.device_peak_bytes]:
+        fail(f"claims timed device_peak_bytes {list(claimed)} but the timed model gives "
+             f"{[int(x) for x in sim.device_peak_bytes]}")
+    feasible = bool(np.all((limits < 0) | (sim.device_peak_bytes <= limits)))
+    if timed.get("feasible") is not None and timed["feasible"] != feasible:
+        fail(f"claims feasible {timed['feasible']} but the timed model gives {feasible}")
 
 
 def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:

@@ -1,0 +1,347 @@
+"""The runtime objective: the shortest makespan under a memory limit per device (issue 16).
+
+`regal.optimize(graph, devices, objective="runtime", memory_limit_bytes=..., device_model=...)`
+runs `optimize_runtime`: the flagship's loop (`regal.memetic`) on the timed chromosome
+(`regal.timed`, SPEC.md section 5: per node d affinities, a priority and d transfer priorities)
+scored by the timed model (section 4). Fitness (`regal.timed.runtime_fitness`): the makespan
+when every device's peak fits its limit, else a value above every feasible makespan that grows
+with the bytes over the limits, so the search is pulled back to feasibility and an infeasible
+schedule never wins while a feasible one is known.
+
+- **Seeding.** The initial population holds the timed list schedulers (`regal.timed_heuristics`:
+  HEFT, critical path on METIS, one device), each encoded so that it decodes to exactly the
+  schedule it was scored with, and the peak-memory heuristics (`regal.heuristics`: METIS + DFS,
+  greedy, the compiler orders), whose low-memory schedules are the feasible starts when the
+  limit binds; one evaluation each.
+- **Polish.** A climb over timed schedules runs between the generations (`TimedClimb`): device
+  moves (a node to another device), priority moves (a node just before another one of its
+  device, near it in the dispatch order) and transfer moves (a transfer just before another one
+  on its link); three quarters of them on the current critical path (the chain of tasks that
+  waited for each other back from the last finish), or, while the schedule is over its limit,
+  off the device most over it. Each move is one evaluation, `batch` of them evaluated in
+  parallel; the best of a batch is taken when it is no worse (plateaus are walked). Its best is
+  written back into the population (Lamarckian), as in the peak-memory flagship.
+- **Priors.** None: the trained policies predict the peak-memory chromosome's genes.
+
+Budget, time limit, callback and thread-count invariance as in `regal.memetic.optimize`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from regal import brkga
+from regal.brkga import BrkgaConfig, BrkgaState
+from regal.graph import Graph, check_devices
+from regal.search import Progress, numba_threads
+from regal.solution import Solution
+from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decode_timed, encode_timed,
+                         evaluate_population_timed, excess_bytes, memory_limits, runtime_fitness,
+                         timed_chromosome_length, timed_solution)
+
+__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
+
+
+class _Problem(NamedTuple):
+    graph: Graph
+    devices: int
+    model: DeviceModel
+    memory_limit_bytes: object  # None, an int, or one int per device
+    limits: np.ndarray          # int64[d], -1: none
+
+    def evaluate(self, population: np.ndarray) -> np.ndarray:
+        return evaluate_population_timed(self.graph, population, self.devices, self.model,
+                                         self.memory_limit_bytes)[0]
+
+    def fitness(self, sim: TimedSimulation) -> float:
+        from regal.timed import makespan_bound
+        bound = self.graph.cached(("makespan_bound", self.devices, self.model),
+                                  lambda: makespan_bound(self.graph, self.devices, self.model))
+        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, self.limits), bound,
+                                     self.limits))
+
+
+def check_search_size_timed(graph: Graph, devices: int, population_size: int) -> None:
+    """ValueError before allocating when a timed population cannot fit (see regal.search)."""
+    import os
+    if devices > graph.num_nodes:
+        raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
+    need = population_size * timed_chromosome_length(graph.num_nodes, devices) * 8 * 3
+    try:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        limit = 8 * 2**30
+    if need > limit:
+        raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
+                         f"timed chromosomes needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
+                         f"machine's memory; use fewer devices or a smaller population")
+
+
+def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int) -> list[tuple[str, np.ndarray]]:
+    """(name, timed chromosome) of every seed: the timed list schedulers (encoded to decode to
+    their own schedule), then the peak-memory heuristics (their order as priorities)."""
+    from regal.heuristics import heuristic_solutions
+    from regal.timed_heuristics import timed_starts
+    seeds = []
+    for name, placement, sim in timed_starts(graph, devices, model, seed):
+        seeds.append((name, encode_timed(placement, sim.order, devices, (sim.transfer_node, sim.transfer_device))))
+    for name, placement, order in heuristic_solutions(graph, devices, seed):
+        seeds.append((name, encode_timed(placement, order, devices)))
+    return seeds
+
+
+def critical_nodes(graph: Graph, placement: np.ndarray, sim: TimedSimulation) -> np.ndarray:
+    """int64[*]: the critical path of a timed schedule, from the last node to finish back: each
+    node's start was fixed by the last of (its device freeing up, a predecessor finishing, an
+    input arriving); follow that task back (for an arrival, to the tensor's producer)."""
+    compute = ~graph.resident
+    if not compute.any():
+        return np.empty(0, dtype=np.int64)
+    preds = graph.cached("pred_lists", lambda: [graph.pred_idx[graph.pred_ptr[v]:graph.pred_ptr[v + 1]].tolist()
+                                                for v in range(graph.num_nodes)])
+    resident = graph.resident.tolist()
+    place = placement.tolist()
+    start, finish = sim.start_s.tolist(), sim.finish_s.tolist()
+    arrival = dict(zip(zip(sim.transfer_node.tolist(), sim.transfer_device.tolist()), sim.transfer_finish_s.tolist()))
+    prev = {}  # the previous node on each node's device, in the dispatch order
+    last: dict[int, int] = {}
+    for v in sim.order.tolist():
+        if not resident[v]:
+            prev[v] = last.get(place[v], -1)
+            last[place[v]] = v
+    v = int(np.flatnonzero(compute)[np.argmax(sim.finish_s[compute])])
+    path, seen = [], set()
+    while v >= 0 and v not in seen:
+        seen.add(v)
+        path.append(v)
+        s, k = start[v], place[v]
+        nxt = -1
+        for u in preds[v]:
+            if resident[u]:
+                continue
+            if (finish[u] == s and place[u] == k) or arrival.get((u, k)) == s or (finish[u] == s):
+                nxt = u
+                break
+        p = prev[v]
+        if nxt < 0 and p >= 0 and finish[p] == s:
+            nxt = p
+        v = nxt
+    return np.asarray(path, dtype=np.int64)
+
+
+class TimedClimb:
+    """The runtime flagship's polish: a batched first-best climb over timed chromosomes."""
+
+    def __init__(self, problem: _Problem, rng: np.random.Generator, batch: int = 16, focus: float = 0.75):
+        self.problem = problem
+        self.rng = rng
+        self.batch = batch
+        self.focus = focus
+        self.evaluations = 0
+        self.best_keys: np.ndarray | None = None
+        self.best_fitness = np.inf
+        self._cur_keys: np.ndarray | None = None
+        self._cur_fitness = np.inf
+
+    def start(self, keys: np.ndarray, fitness: float) -> None:
+        self._cur_keys = np.array(keys, dtype=np.float64)
+        self._cur_fitness = float(fitness)
+        if fitness < self.best_fitness:
+            self.best_keys, self.best_fitness = self._cur_keys.copy(), float(fitness)
+        self._study()
+
+    def _study(self) -> None:
+        """Decode the current schedule once more, recording it, for the moves' targets."""
+        p = self.problem
+        self._placement, self._sim = decode_timed(p.graph, self._cur_keys, p.devices, p.model)
+        self._critical = None  # computed when a move first asks for it
+        over = np.where(p.limits >= 0, self._sim.device_peak_bytes - p.limits, -1)
+        self._over_device = int(np.argmax(over)) if over.max() > 0 else -1
+        self._device_seq = [self._sim.order[(self._placement[self._sim.order] == k)
+                                            & ~p.graph.resident[self._sim.order]] for k in range(p.devices)]
+        self._pos = np.empty(p.graph.num_nodes, dtype=np.int64)
+        for seq in self._device_seq:
+            self._pos[seq] = np.arange(seq.shape[0])
+
+    def _pick(self) -> int:
+        g = self.problem.graph
+        if self._over_device >= 0 and self.rng.random() < self.focus:
+            on = self._device_seq[self._over_device]
+            if on.size:
+                return int(on[self.rng.integers(on.size)])
+        if self.rng.random() < self.focus:
+            if self._critical is None:
+                self._critical = critical_nodes(g, self._placement, self._sim)
+            if self._critical.size:
+                return int(self._critical[self.rng.integers(self._critical.size)])
+        return int(self.rng.integers(g.num_nodes))
+
+    def _move(self, keys: np.ndarray) -> None:
+        p = self.problem
+        d = p.devices
+        row = keys.reshape(p.graph.num_nodes, 2 * d + 1)
+        r = self.rng.random()
+        v = self._pick()
+        if d > 1 and r < 0.4:  # device move
+            k = int(self._placement[v])
+            if self._over_device >= 0 and k == self._over_device:
+                q = int(np.argmin(np.where(np.arange(d) == k, np.iinfo(np.int64).max, self._sim.device_peak_bytes)))
+            else:
+                q = int((k + 1 + self.rng.integers(d - 1)) % d)
+            row[v, :d] = 0.25
+            row[v, q] = 0.75
+            return
+        if d == 1 or r < 0.85 or self._sim.transfer_node.size == 0:  # priority move
+            seq = self._device_seq[int(self._placement[v])]
+            if seq.size < 2 or p.graph.resident[v]:
+                return
+            i = self._pos[v]
+            j = int(np.clip(i + self.rng.integers(-8, 9), 0, seq.size - 1))
+            if j == i:
+                j = i - 1 if i > 0 else i + 1
+            w = seq[j]
+            before = row[seq[j - 1], d] if j > 0 else 1.0  # put v just ahead of w
+            if j > i:  # moving later: just after w
+                after = row[seq[j + 1], d] if j + 1 < seq.size else 0.0
+                row[v, d] = 0.5 * (row[w, d] + after)
+            else:
+                row[v, d] = 0.5 * (row[w, d] + before)
+            return
+        # transfer move: a transfer just ahead of another one on its link, near it in time
+        sim = self._sim
+        t = int(self.rng.integers(sim.transfer_node.size))
+        u, q = int(sim.transfer_node[t]), int(sim.transfer_device[t])
+        link = self._placement[sim.transfer_node] * d + sim.transfer_device
+        same = np.flatnonzero(link == link[t])
+        if same.size < 2:
+            row[u, d + 1 + q] = self.rng.random()
+            return
+        i = int(np.searchsorted(same, t))
+        j = int(np.clip(i + self.rng.integers(-4, 5), 0, same.size - 1))
+        if j == i:
+            j = i - 1 if i > 0 else i + 1
+        w, qw = int(sim.transfer_node[same[j]]), int(sim.transfer_device[same[j]])
+        before = row[int(sim.transfer_node[same[j - 1]]), d + 1 + q] if j > 0 else 1.0
+        row[u, d + 1 + q] = 0.5 * (row[w, d + 1 + qw] + before) if j < i else 0.5 * row[w, d + 1 + qw]
+
+    def run(self, evaluations: int, deadline: float | None) -> None:
+        """Spend `evaluations` evaluations (fewer if `deadline`, a perf_counter(), passes)."""
+        left = evaluations
+        while left > 0:
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            m = min(self.batch, left)
+            cand = np.repeat(self._cur_keys[None], m, axis=0)
+            for c in cand:
+                self._move(c)
+            fit = self.problem.evaluate(cand)
+            self.evaluations += m
+            left -= m
+            i = int(np.argmin(fit))
+            if fit[i] <= self._cur_fitness:
+                self._cur_keys, self._cur_fitness = cand[i], float(fit[i])
+                if fit[i] < self.best_fitness:
+                    self.best_keys, self.best_fitness = cand[i].copy(), float(fit[i])
+                self._study()
+
+
+def _write_back(state: BrkgaState, keys: np.ndarray, fitness: float) -> BrkgaState:
+    """The climb's best into the population (replacing the worst), unless one as good is there."""
+    if fitness >= state.fitness[-1] or np.any(state.fitness == fitness):
+        return state
+    population = state.population.copy()
+    fit = state.fitness.copy()
+    population[-1] = keys
+    fit[-1] = fitness
+    keep = np.argsort(fit, kind="stable")
+    return state._replace(population=population[keep], fitness=fit[keep])
+
+
+def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *,
+                     memory_limit_bytes=None, device_model=None, seeding: bool = True, polish: bool = True,
+                     config: BrkgaConfig | None = None, time_limit_s: float | None = None,
+                     callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
+                     initial: list[np.ndarray] | None = None, method: str | None = None) -> Solution:
+    """Search placements, priorities and transfer orders of `graph` on `devices` devices for the
+    shortest makespan with every device's peak memory <= memory_limit_bytes (module docstring).
+
+    memory_limit_bytes: None (no limit), an int for every device, or one int per device.
+    device_model: a `regal.timed.DeviceModel`, a dict of its fields, or None for the defaults.
+    initial: extra timed chromosomes (float64[n (2d + 1)] each) for the initial population.
+    The other arguments as in `regal.optimize`. The Solution's order is the dispatch order of
+    the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
+    and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
+    """
+    from regal.memetic import _check_arguments, polish_share
+    t0 = time.perf_counter()
+    _check_arguments(graph, budget, config, time_limit_s)
+    devices = check_devices(devices)
+    model = check_device_model(device_model, devices)
+    limits = memory_limits(memory_limit_bytes, devices)
+    config = (config or BrkgaConfig()).validate()
+    check_search_size_timed(graph, devices, config.population_size)
+    problem = _Problem(graph, devices, model, memory_limit_bytes, limits)
+    deadline = None if time_limit_s is None else t0 + time_limit_s
+    L = timed_chromosome_length(graph.num_nodes, devices)
+    for keys in initial or []:
+        if np.shape(keys) != (L,):
+            raise ValueError(f"initial chromosomes must have {L} keys (the timed layout), got {np.shape(keys)}")
+    seeds = timed_seeds(graph, devices, model, seed) if seeding else []
+    starts = [keys for _, keys in seeds] + [np.asarray(k, dtype=np.float64) for k in initial or []]
+    share = polish_share(graph.num_nodes, devices) if polish else 0.0
+    rng = np.random.default_rng([seed, 0x7173])  # the climb's own stream
+    climber = TimedClimb(problem, rng) if share > 0.0 else None
+    state = brkga.init(L, config, seed)
+    history: list[list[float]] = []
+    stopped, polished = "budget", 0
+    with numba_threads(num_threads):
+        while state.evaluations + polished < budget:
+            candidates, state = brkga.ask(state, config, None)
+            if state.generation == 0:
+                for i, keys in enumerate(starts[:candidates.shape[0]]):
+                    candidates[i] = keys
+            candidates = candidates[:budget - state.evaluations - polished]
+            state = brkga.tell(state, candidates, problem.evaluate(candidates), config)
+            used = state.evaluations + polished
+            if climber is not None and used < budget:
+                if climber.best_keys is None:
+                    climber.start(state.best_keys, state.best_fitness)
+                chunk = int(round((config.population_size - config.num_elites) * share / (1.0 - share)))
+                climber.run(min(max(chunk, 2), budget - used), deadline)
+                polished = climber.evaluations
+                if climber.best_fitness < state.best_fitness:
+                    state = _write_back(state, climber.best_keys, climber.best_fitness)
+            used = state.evaluations + polished
+            seconds = time.perf_counter() - t0
+            if not history or state.best_fitness < history[-1][1]:
+                history.append([used, state.best_fitness, round(seconds, 6)])
+            if callback is not None and callback(Progress(used, budget, state.generation, state.best_fitness,
+                                                          seconds)):
+                stopped = "callback"
+                break
+            if deadline is not None and time.perf_counter() >= deadline:
+                stopped = "time_limit"
+                break
+    placement, sim = decode_timed(graph, state.best_keys, devices, model)
+    assert problem.fitness(sim) == state.best_fitness, "decoder and timed simulator disagree"
+    info = {"objective": "runtime", "seed": seed, "budget": budget, "generations": state.generation,
+            "stopped": stopped, "seeding": [name for name, _ in seeds], "polish_share": share,
+            "polish_evaluations": polished, "config": config._asdict(), "history": history}
+    return timed_solution(graph, placement, sim, devices, model, method=method or "regal",
+                          memory_limit_bytes=memory_limit_bytes, evaluations=state.evaluations + polished,
+                          seconds=time.perf_counter() - t0, info=info)
+
+
+# ---------------------------------------------------------------- registry entries (regal.methods)
+def solve_brkga_runtime(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
+                        budget: int = 5000, memory_limit_bytes=None, device_model=None,
+                        config: BrkgaConfig | dict | None = None, **options) -> Solution:
+    """Plain BRKGA on the timed chromosome under the runtime objective (the reference "BRKGA 5K")."""
+    if isinstance(config, dict):
+        config = BrkgaConfig(**config)
+    return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
+                            device_model=device_model, seeding=False, polish=False, config=config,
+                            time_limit_s=time_limit_s, method="brkga-runtime", **options)
