@@ -12,6 +12,8 @@ Graph arrays used below (n nodes, d devices):
     in_ptr:    int64[n+1], in_idx: int32[*]     data inputs, CSR
     out_ptr:   int64[n+1], out_idx: int32[*]    data consumers, CSR
     nbytes, temp: int64[n];  resident: bool[n]
+    reuse_ptr: int64[n+1], reuse_idx: int32[*]  inputs each node may take over (SPEC.md section 3),
+                                                in preference order; empty for most graphs
 """
 
 import numba
@@ -160,8 +162,34 @@ def longest_path_levels(order, succ_ptr, succ_idx, from_sources, to_sinks):
 
 
 @numba.njit(**_JIT)
+def _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes):
+    """Bytes of v's inputs that v takes over on one device (SPEC.md section 3, step 2): in
+    preference order, each non-resident input whose last consumer is v (remaining == 1, before
+    v's own decrement), while the total stays <= bytes(v)."""
+    taken = 0
+    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
+        u = reuse_idx[e]
+        if remaining[u] == 1 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
+            taken += nbytes[u]
+    return taken
+
+
+@numba.njit(**_JIT)
+def _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes):
+    """The same with d devices, after v's inputs were walked: an input qualifies when its home is
+    k (v's device) and this step frees its home copy (st[u, 2 + d + k] was set by this step: v
+    is one of its home consumers, so it cannot have been set before)."""
+    taken = 0
+    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
+        u = reuse_idx[e]
+        if st[u, 0] == k and st[u, 2 + d + k] != 0 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
+            taken += nbytes[u]
+    return taken
+
+
+@numba.njit(**_JIT)
 def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                  nbytes, temp, resident, device_peak, trace):
+                  nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace):
     """Peak memory of a placement and global order under SPEC.md section 3.
 
     order: int32[n] topological; placement: int32[n] in [0, d); in_bytes: int64[E] and
@@ -169,8 +197,13 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
     copies, read sequentially). Writes device_peak: int64[d]
     and returns max(device_peak). trace: int64[n, d] or int64[0, d]; when it has n rows, row t
     receives every device's bytes while step t runs (temp included on the running device).
+
+    Taking over (`reuse`): a step that takes over inputs holds `taken` bytes fewer while it runs;
+    after it, the bytes are as without the field (the taken inputs' bytes now belong to its
+    output instead of being freed). Graphs without the field skip that code (`has_reuse`).
     """
     tracing = trace.shape[0] > 0
+    has_reuse = reuse_idx.shape[0] > 0
     res = np.zeros(d, dtype=np.int64)
     for v in range(n):
         if resident[v]:
@@ -191,12 +224,15 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
                 if tracing:
                     trace[t, 0] = r
                 continue
-            r += nbytes[v] + temp[v]
+            taken = 0
+            if has_reuse:
+                taken = _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes)
+            r += nbytes[v] + temp[v] - taken
             if r > peak:
                 peak = r
             if tracing:
                 trace[t, 0] = r
-            r -= temp[v]
+            r += taken - temp[v]
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 u = in_idx[e]
                 remaining[u] -= 1
@@ -255,15 +291,18 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
             st[u, 2 + d + h] |= free_home
             freed += b * (free_home & (not remote))
             res[h] -= b * (free_home & remote)
-        # 2. run
-        r += nbytes[v]
+        # 2. run (less the inputs v takes over: home copies on k that this step frees)
+        taken = 0
+        if has_reuse:
+            taken = _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes)
+        r += nbytes[v] - taken
         if r + temp[v] > device_peak[k]:
             device_peak[k] = r + temp[v]
         if tracing:
             res[k] = r + temp[v]
             for j in range(d):
                 trace[t, j] = res[j]
-        res[k] = r - freed
+        res[k] = r + taken - freed
 
     peak = device_peak[0]
     for k in range(1, d):
@@ -274,7 +313,8 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
 
 @numba.njit(**_JIT)
 def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident,
-                    out_ptr, out_idx, nbytes, temp, resident, placement, order, device_peak, no_trace):
+                    out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order,
+                    device_peak, no_trace):
     """Decode one chromosome (SPEC.md section 5) and return its peak memory (section 3).
 
     keys: float64[n*(d+1)], node v's affinities at keys[v*(d+1) : v*(d+1)+d], its priority at
@@ -287,12 +327,12 @@ def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in
         prio[v] = keys[v * w + d]
     priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, resident, order)
     return simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                         nbytes, temp, resident, device_peak, no_trace)
+                         nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, no_trace)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes,
-                        in_resident, out_ptr, out_idx, nbytes, temp, resident, fitness):
+                        in_resident, out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, fitness):
     """fitness[i] = peak memory of chromosome population[i]; chromosomes decoded in parallel.
 
     population: float64[m, n*(d+1)]; fitness: float64[m]. Each chromosome is decoded on its own,
@@ -306,7 +346,7 @@ def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, 
         device_peak = np.empty(d, dtype=np.int64)
         fitness[i] = decode_simulate(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr,
                                      in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
-                                     resident, placement, order, device_peak, no_trace)
+                                     resident, reuse_ptr, reuse_idx, placement, order, device_peak, no_trace)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -543,12 +583,25 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
 
 
 @numba.njit(**_JIT)
+def _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes):
+    """What v would take over on device k in the greedy's running state (SPEC.md section 3,
+    step 2): inputs homed on k whose last consumer is v, in preference order, while they fit."""
+    taken = 0
+    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
+        u = reuse_idx[e]
+        if placement[u] == k and left[u] == 1 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
+            taken += nbytes[u]
+    return taken
+
+
+@numba.njit(**_JIT)
 def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                    nbytes, temp, resident, placement, order):
+                    nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order):
     """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
 
     Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered.
     """
+    has_reuse = reuse_idx.shape[0] > 0
     present = np.zeros(n * d, dtype=np.bool_)
     left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
     for u in range(n):
@@ -618,6 +671,8 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
                                     cnt_dev += 1
                         freed += nbytes[u] * cnt_dev
                 run = rbase[k] + extra_r + level[k] + copy + nbytes[v] + temp[v]
+                if has_reuse:
+                    run -= _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
                 a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
                 b = copy + nbytes[v] - freed
                 if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
@@ -633,6 +688,9 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
         k = bk
         cnt -= 1
         ready[best] = ready[cnt]
+        taken = 0
+        if has_reuse:
+            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
         placement[v] = k
         present[v * d + k] = True
         order[t] = v
@@ -646,10 +704,10 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
             elif not present[u * d + k]:
                 present[u * d + k] = True
                 level[k] += nbytes[u]
-        level[k] += nbytes[v] + temp[v]
+        level[k] += nbytes[v] + temp[v] - taken
         if level[k] > dynpeak[k]:
             dynpeak[k] = level[k]
-        level[k] -= temp[v]
+        level[k] += taken - temp[v]
         for e in range(in_ptr[v], in_ptr[v + 1]):
             u = in_idx[e]
             left[u] -= 1

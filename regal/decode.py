@@ -40,8 +40,8 @@ def decode_evaluate(graph: Graph, keys, devices: int) -> tuple[np.ndarray, np.nd
     device_peak = np.empty(devices, dtype=np.int64)
     peak = _kernels.decode_simulate(keys, n, devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx,
                                     kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
-                                    kg.out_idx, kg.nbytes, kg.temp, kg.resident, placement, order,
-                                    device_peak, np.empty((0, devices), dtype=np.int64))
+                                    kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx,
+                                    placement, order, device_peak, np.empty((0, devices), dtype=np.int64))
     return placement, order, Simulation(int(peak), device_peak)
 
 
@@ -79,7 +79,8 @@ def evaluate_population(graph: Graph, population, devices: int) -> np.ndarray:
     fitness = np.empty(population.shape[0], dtype=np.float64)
     _kernels.evaluate_population(population, kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr,
                                  kg.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident,
-                                 kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, fitness)
+                                 kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr,
+                                 kg.reuse_idx, fitness)
     return fitness
 
 

@@ -11,6 +11,8 @@ index is the tie-breaker of the decoder (SPEC.md section 5). Edges are stored as
     ctrl_out_ptr, ctrl_out_idx       their transpose
     pred_ptr, pred_idx               data and control inputs together, without repeats
     succ_ptr, succ_idx               their transpose (what Kahn's algorithm walks)
+    reuse_ptr, reuse_idx             the data inputs whose buffer each node may take over (field
+                                     `reuse`, SPEC.md section 3), in preference order
 
 Every validation failure raises `GraphError` with a one-line message that names the node.
 """
@@ -111,6 +113,7 @@ class Graph:
         cost: float64[n]            run time in seconds (timed model only)
         resident: bool[n]           output exists before execution and is never freed
         in_ptr/in_idx, out_ptr/out_idx, ctrl_*, pred_*, succ_*: CSR edges, see module docstring
+        reuse_ptr/reuse_idx         CSR: the inputs node v may take over, reuse_idx[reuse_ptr[v]:reuse_ptr[v+1]]
         meta: dict                  free-form metadata carried through files
     """
 
@@ -125,6 +128,8 @@ class Graph:
     in_idx: np.ndarray
     ctrl_in_ptr: np.ndarray
     ctrl_in_idx: np.ndarray
+    reuse_ptr: np.ndarray
+    reuse_idx: np.ndarray
     meta: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
@@ -158,6 +163,7 @@ class Graph:
         ops: list[str] = []
         data_in: list[list[int]] = []
         ctrl_in: list[list[int]] = []
+        reuse: list[list[int]] = []
         total = 0
         for i, rec in enumerate(nodes):
             nid = rec["id"]
@@ -183,12 +189,15 @@ class Graph:
             ctrl_in.append(_id_list(rec, "control_inputs", nid, index, source))
             if r and (data_in[-1] or ctrl_in[-1]):
                 raise GraphError(f"{source}: node '{nid}' is resident but has inputs")
+            reuse.append(_reuse_list(rec, nid, index, data_in[-1], source) if "reuse" in rec else [])
 
         in_ptr, in_idx = _csr(n, data_in)
         ctrl_ptr, ctrl_idx = _csr(n, ctrl_in)
+        reuse_ptr, reuse_idx = _csr(n, reuse)
         g = cls(name=str(name), ids=tuple(index), ops=tuple(ops), bytes=nbytes, temp_bytes=temp,
                 cost=cost, resident=resident, in_ptr=in_ptr, in_idx=in_idx,
-                ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, meta=dict(meta or {}))
+                ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, reuse_ptr=reuse_ptr, reuse_idx=reuse_idx,
+                meta=dict(meta or {}))
         g._check_acyclic(source)
         return g
 
@@ -299,6 +308,27 @@ class Graph:
     def control_inputs(self, v: int) -> np.ndarray:
         return self.ctrl_in_idx[self.ctrl_in_ptr[v]:self.ctrl_in_ptr[v + 1]]
 
+    def reuse(self, v: int) -> np.ndarray:
+        """The data inputs whose buffer node `v` may take over, in preference order (SPEC.md section 3)."""
+        return self.reuse_idx[self.reuse_ptr[v]:self.reuse_ptr[v + 1]]
+
+    @property
+    def has_reuse(self) -> bool:
+        """Whether some node lists inputs it may take over (the field `reuse`)."""
+        return self.reuse_idx.shape[0] > 0
+
+    def max_taken_bytes(self) -> np.ndarray:
+        """int64[n]: the most bytes of its inputs node v can take over (SPEC.md section 3):
+        min(bytes(v), the bytes of its non-resident `reuse` inputs no larger than bytes(v))."""
+        def make():
+            out = np.zeros(self.num_nodes, dtype=np.int64)
+            for v in np.flatnonzero(np.diff(self.reuse_ptr)):
+                us = self.reuse(v)
+                b = self.bytes[us[~self.resident[us]]]
+                out[v] = min(int(self.bytes[v]), int(b[b <= self.bytes[v]].sum()))
+            return out
+        return self.cached("max_taken", make)
+
     def topological_order(self) -> np.ndarray:
         """int64[n]: Kahn's algorithm, lowest index first; shorter than num_nodes iff there is a cycle."""
         return _kahn_order(self).astype(np.int64)
@@ -317,15 +347,17 @@ class Graph:
         return int(self.levels()[0].max()) + 1
 
     def node_lower_bound_bytes(self) -> np.ndarray:
-        """int64[n]: inputs + output + temp of each node, memory any device running it must hold."""
+        """int64[n]: inputs + output + temp of each node, less the most it can take over of its
+        inputs (`max_taken_bytes`): memory any device running it must hold."""
         in_sum = np.zeros(self.num_nodes, dtype=np.int64)
         np.add.at(in_sum, np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr)), self.bytes[self.in_idx])
-        return in_sum + self.bytes + self.temp_bytes
+        return in_sum + self.bytes + self.temp_bytes - self.max_taken_bytes()
 
     def lower_bound(self, devices: int = 1) -> int:
         """A lower bound on peak_bytes (SPEC.md section 3) for any placement and order.
 
-        Any device running v holds all of v's inputs, its output and its temp. With one device
+        Any device running v holds all of v's inputs, its output and its temp (less the inputs it
+        may take over, which its output then holds: `max_taken_bytes`). With one device
         every resident tensor is also always present, so the bound adds them to the non-resident
         part; with d devices the resident bytes need at least ceil(total / d) on some device, and
         the one-device bound over d holds too (interleaving the d schedules gives a one-device
@@ -339,7 +371,7 @@ class Graph:
             src = np.repeat(np.arange(self.num_nodes), np.diff(self.in_ptr))
             w = np.where(self.resident[self.in_idx], 0, self.bytes[self.in_idx])
             np.add.at(nonres_in, src, w)
-            tail = nonres_in + self.bytes + self.temp_bytes
+            tail = nonres_in + self.bytes + self.temp_bytes - self.max_taken_bytes()
             return res_total + int(tail[run].max(initial=0))
         res_share = -(-res_total // devices)
         res_max = int(self.bytes[self.resident].max(initial=0))
@@ -364,6 +396,9 @@ class Graph:
                 rec["temp_bytes"] = int(self.temp_bytes[v])
             if self.cost[v]:
                 rec["cost"] = float(self.cost[v])
+            reuse = self.reuse(v)
+            if reuse.size:
+                rec["reuse"] = [self.ids[u] for u in reuse]
             recs.append(rec)
         return recs
 
@@ -424,6 +459,25 @@ def _id_list(rec: Mapping, key: str, nid: str, index: Mapping[str, int], source:
     return out
 
 
+def _reuse_list(rec: Mapping, nid: str, index: Mapping[str, int], inputs: list[int], source: str) -> list[int]:
+    """The node's `reuse` field as node indices: a list of its own data inputs, each once."""
+    raw = rec["reuse"]
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise GraphError(f"{source}: node '{nid}': 'reuse' must be a list of input ids, got {raw!r}")
+    out: list[int] = []
+    for u in raw:
+        if not isinstance(u, str):
+            raise GraphError(f"{source}: node '{nid}': 'reuse' holds {u!r}, not a node id")
+        if u not in index or index[u] not in inputs:
+            raise GraphError(f"{source}: node '{nid}': 'reuse' lists '{u}', which is not one of its data inputs")
+        if index[u] in out:
+            raise GraphError(f"{source}: node '{nid}': 'reuse' lists '{u}' twice")
+        out.append(index[u])
+    return out
+
+
 def from_json(doc: Any, source: str = "graph") -> Graph:
     """Build a Graph from a parsed `regal-graph/1` document."""
     if not isinstance(doc, Mapping):
@@ -474,6 +528,8 @@ def to_networkx(graph: Graph):
         g.add_node(graph.ids[v], op=graph.ops[v], bytes=int(graph.bytes[v]),
                    temp_bytes=int(graph.temp_bytes[v]), cost=float(graph.cost[v]),
                    resident=bool(graph.resident[v]), order=v)
+        if graph.reuse(v).size:
+            g.nodes[graph.ids[v]]["reuse"] = [graph.ids[u] for u in graph.reuse(v)]
     for v in range(graph.num_nodes):
         for pos, u in enumerate(graph.inputs(v)):
             g.add_edge(graph.ids[u], graph.ids[v], kind="data", position=pos)
@@ -505,6 +561,8 @@ def from_networkx(g, name: str | None = None, default_bytes: int | None = None) 
         for k in ("op", "bytes", "temp_bytes", "cost", "resident"):
             if k in a:
                 rec[k] = a[k]
+        if "reuse" in a:
+            rec["reuse"] = [str(u) for u in a["reuse"]]
         if "bytes" not in rec and default_bytes is not None:
             rec["bytes"] = default_bytes
         data, ctrl = [], []

@@ -9,10 +9,13 @@ local search starts from the best (`heuristic_solutions`).
 - PyTorch Inductor's peak-memory reorderings (`torch/_inductor/memory.py`): `lpmf_order`
   (least-peak-memory-first), `inductor_bfs_order`, `inductor_dfs_order`.
 - `greedy_schedule`: a greedy list scheduler that chooses node and device together on a running
-  memory state (what a simple hand-written scheduler would do).
+  memory state (what a simple hand-written scheduler would do), with SPEC.md's in-place reuse.
 - `random_solution`: uniform placement and a random topological order (one random chromosome).
 
-The compilers schedule one device: their orders go with gp-dfs's METIS placement
+The compiler heuristics rank nodes as the compilers do, without the in-place reuse of a graph's
+`reuse` field (XLA's and Inductor's list schedulers do not model it either); every solution is
+scored by the simulator, which does. The compilers schedule one device: their orders go with
+gp-dfs's METIS placement
 (`regal.structure.metis_placement`, Paliwal et al., ICLR 2020's GP + DFS). Resident nodes are
 XLA's parameters and constants (ignored by its heuristics, as there) and Inductor's
 non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal._kernels`.
@@ -194,7 +197,9 @@ def greedy_schedule(graph: Graph, devices: int) -> tuple[np.ndarray, np.ndarray]
     the start) or, if nobody reads it, on the lowest-peak device at the end. Its bytes are paid
     wherever and whenever it is first read, so they steer the device, never the node's turn.
     The running state frees a tensor, with all its copies, when its last consumer has run, since
-    the devices of consumers not yet placed are unknown; the exact peak is the simulator's.
+    the devices of consumers not yet placed are unknown; the exact peak is the simulator's. A node
+    with a `reuse` field runs with the bytes it would take over on k subtracted (SPEC.md section
+    3: inputs homed on k whose last consumer it is, in its preference order, while they fit).
     Deterministic. O(n * ready * d * in-degree).
     """
     devices = check_devices(devices)
@@ -203,7 +208,7 @@ def greedy_schedule(graph: Graph, devices: int) -> tuple[np.ndarray, np.ndarray]
     order = np.empty(graph.num_nodes, dtype=np.int32)
     t = _kernels.greedy_schedule(kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx,
                                  kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp,
-                                 kg.resident, placement, order)
+                                 kg.resident, kg.reuse_ptr, kg.reuse_idx, placement, order)
     assert t == graph.num_nodes
     return placement, order
 

@@ -41,6 +41,8 @@ class KernelGraph(NamedTuple):
     resident: np.ndarray   # bool[n]
     in_bytes: np.ndarray   # int64[E]  bytes of each data edge's producer (nbytes[in_idx])
     in_resident: np.ndarray  # bool[E]  whether each data edge's producer is resident
+    reuse_ptr: np.ndarray  # int64[n+1]  the inputs each node may take over (SPEC.md section 3), CSR
+    reuse_idx: np.ndarray  # int32[*]    in preference order; empty when the graph has no `reuse`
 
 
 def kernel_graph(graph: Graph) -> KernelGraph:
@@ -56,7 +58,8 @@ def kernel_graph(graph: Graph) -> KernelGraph:
             nbytes=c(graph.bytes, dtype=np.int64), temp=c(graph.temp_bytes, dtype=np.int64),
             resident=c(graph.resident, dtype=np.bool_),
             in_bytes=c(graph.bytes[graph.in_idx], dtype=np.int64),
-            in_resident=c(graph.resident[graph.in_idx], dtype=np.bool_))
+            in_resident=c(graph.resident[graph.in_idx], dtype=np.bool_),
+            reuse_ptr=c(graph.reuse_ptr, dtype=np.int64), reuse_idx=c(graph.reuse_idx, dtype=np.int32))
     return graph.cached("kernel_graph", make)
 
 
@@ -109,7 +112,7 @@ def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, devices: 
         trace = np.empty((0, devices), dtype=np.int64)
     return int(_kernels.simulate_peak(order, placement, kg.num_nodes, devices, kg.in_ptr, kg.in_idx,
                                       kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes,
-                                      kg.temp, kg.resident, device_peak, trace))
+                                      kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, device_peak, trace))
 
 
 def _run(graph: Graph, placement, order, devices: int, trace: np.ndarray) -> Simulation:

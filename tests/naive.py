@@ -41,6 +41,8 @@ def simulate(graph, placement, order, num_devices):
     consumers = {u: [int(c) for c in graph.consumers(u)] for u in range(n)}
     inputs = {v: [int(u) for u in graph.inputs(v)] for v in range(n)}
 
+    reuse = {v: [int(u) for u in graph.reuse(v)] for v in range(n)}
+
     resident = [0] * d
     present = {u: set() for u in range(n)}  # devices holding a copy (home included)
     for u in range(n):
@@ -59,11 +61,21 @@ def simulate(graph, placement, order, num_devices):
             if k not in present[u]:
                 present[u].add(k)
                 resident[k] += nbytes[u]
-        resident[k] += nbytes[v] + temp[v]  # 2. run
+        ran = has_run | {v}
+        taken, taken_over = 0, set()  # 2. run, taking over inputs whose home copy this step frees
+        for u in reuse[v]:
+            if (not resident_flag[u] and placement[u] == k and u not in home_freed
+                    and _home_copy_freed(u, ran, placement, consumers) and taken + nbytes[u] <= nbytes[v]):
+                taken += nbytes[u]
+                taken_over.add(u)
+        resident[k] += nbytes[v] - taken + temp[v]
         peak[k] = max(peak[k], resident[k])
         resident[k] -= temp[v]
         present[v].add(k)
         has_run.add(v)
+        for u in taken_over:  # its buffer is v's output now: not freed, not present as u
+            home_freed.add(u)
+            present[u].discard(k)
         for u in inputs[v]:  # 3. free
             home = placement[u]
             on_k = [c for c in consumers[u] if placement[c] == k]
@@ -81,6 +93,15 @@ def simulate(graph, placement, order, num_devices):
                 present[u].discard(home)
                 resident[home] -= nbytes[u]
     return max(peak), peak
+
+
+def _home_copy_freed(u, ran, placement, consumers):
+    """SPEC.md section 3, step 3: once `ran` has run, every consumer of u on its home device has
+    run and every other device hosting a consumer has received its copy (a consumer there ran)."""
+    home = placement[u]
+    others = {placement[c] for c in consumers[u]} - {home}
+    return (all(c in ran for c in consumers[u] if placement[c] == home)
+            and all(any(c in ran for c in consumers[u] if placement[c] == q) for q in others))
 
 
 def is_topological(graph, order):
@@ -205,6 +226,14 @@ def greedy_schedule(g, d):
     left = {u: len(g.consumers(u)) for u in range(n)}
     level, dyn, rbase, peak = [0] * d, [0] * d, [0] * d, 0
     order = [v for v in range(n) if res[v]]
+
+    def taken(v, k):  # inputs homed on k whose last consumer is v, in reuse order, while they fit
+        total = 0
+        for u in g.reuse(v).tolist():
+            if place.get(u) == k and left[u] == 1 and not res[u] and total + nb[u] <= nb[v]:
+                total += nb[u]
+        return total
+
     if d == 1:  # one device: every resident tensor is there from the start
         place = {v: 0 for v in order}
         present.update({v: {0} for v in order})
@@ -220,11 +249,12 @@ def greedy_schedule(g, d):
                 copy = sum(nb[u] for u in ins if u in place and k not in present[u])
                 freed = sum(nb[u] * len((present[u] | {k}) - ({place[u]} if res[u] else set()))
                             for u in ins if u in place and left[u] == 1)
-                run = rbase[k] + extra + level[k] + copy + nb[v] + tmp[v]
+                run = rbase[k] + extra + level[k] + copy + nb[v] + tmp[v] - taken(v, k)
                 per_device.append((max(peak, rbase[k] + extra + dyn[k], run), copy + nb[v] - freed, run, k, extra))
             _, net, run, k, extra = min(per_device)
             cands.append((max(peak, rbase[k] + dyn[k], run - extra), net, run - extra, v, k))
         *_, v, k = min(cands)
+        took = taken(v, k)
         place[v] = k
         present[v].add(k)
         for u in g.inputs(v).tolist():
@@ -235,7 +265,7 @@ def greedy_schedule(g, d):
             elif k not in present[u]:
                 present[u].add(k)
                 level[k] += nb[u]
-        dyn[k] = max(dyn[k], level[k] + nb[v] + tmp[v])
+        dyn[k] = max(dyn[k], level[k] + nb[v] + tmp[v] - took)
         level[k] += nb[v]
         for u in g.inputs(v).tolist():
             left[u] -= 1

@@ -316,3 +316,48 @@ def test_device_counts_are_bounded_by_the_graph_and_by_memory():
                                 for i in range(50_000)])
     with pytest.raises(ValueError, match="GiB"):
         regal.optimize(chain, devices=20_000, budget=10)
+
+
+# ---------------------------------------------------------------------------- the reuse field
+@pytest.mark.parametrize("reuse, what", [
+    ("a", "'reuse' must be a list of input ids"),
+    ([3], "'reuse' holds 3, not a node id"),
+    (["zz"], "'reuse' lists 'zz', which is not one of its data inputs"),
+    (["c"], "'reuse' lists 'c', which is not one of its data inputs"),      # a control input
+    (["b"], "'reuse' lists 'b', which is not one of its data inputs"),      # itself
+    (["a", "a"], "'reuse' lists 'a' twice"),
+])
+def test_bad_reuse_fields_are_one_line_errors_naming_node_and_field(tmp_path, reuse, what):
+    """A `reuse` entry must be one of the node's own data inputs, named once."""
+    msg = _error(tmp_path, [{"id": "a", "bytes": 1}, {"id": "c", "bytes": 1},
+                            {"id": "b", "bytes": 1, "inputs": ["a"], "control_inputs": ["c"], "reuse": reuse}])
+    assert "node 'b'" in msg and what in msg
+
+
+def test_a_resident_node_cannot_list_reuse(tmp_path):
+    msg = _error(tmp_path, [{"id": "a", "bytes": 1}, {"id": "w", "bytes": 1, "resident": True, "reuse": ["a"]}])
+    assert "node 'w'" in msg and "'reuse'" in msg
+
+
+def test_reuse_round_trips_through_files_and_networkx(tmp_path):
+    """The field survives save/load (JSON) and to_networkx/from_networkx, in its order."""
+    g = random_dag(7, num_nodes=30, reuse_fraction=0.8)
+    assert g.has_reuse
+    path = tmp_path / "g.json.gz"
+    save(g, path)
+    for h in (load(path), from_networkx(to_networkx(g))):
+        assert h.to_records() == g.to_records()
+        assert h.reuse_ptr.tolist() == g.reuse_ptr.tolist() and h.reuse_idx.tolist() == g.reuse_idx.tolist()
+    plain = random_dag(7, num_nodes=30)
+    assert not plain.has_reuse and all("reuse" not in r for r in plain.to_records())
+
+
+def test_lower_bound_with_reuse_stays_below_the_optimum():
+    """The per-op bound subtracts what a node can take over, so it stays a bound (brute force)."""
+    import naive
+    for seed in range(25):
+        g = random_dag(seed, num_nodes=7, reuse_fraction=0.8)
+        for d in (1, 2):
+            assert g.lower_bound(d) <= naive.brute_force_peak(g, d), (seed, d)
+    g = Graph.from_records([{"id": "x", "bytes": 8}, {"id": "y", "bytes": 8, "inputs": ["x"], "reuse": ["x"]}])
+    assert g.max_taken_bytes().tolist() == [0, 8] and g.lower_bound(1) == 8

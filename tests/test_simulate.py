@@ -137,3 +137,114 @@ def test_control_edges_constrain_order_but_move_no_bytes():
     with pytest.raises(ScheduleError):
         simulate(g, [0, 0], [1, 0], 1)
     assert simulate(g, [0, 1], [0, 1], 2).device_peak_bytes.tolist() == [7, 1]
+
+
+# ---------------------------------------------------------------------------- in-place reuse
+REUSE_CASES = [(seed, 1 + seed % 4) for seed in range(600)]
+
+
+def test_kernels_agree_with_naive_with_reuse_fields():
+    """Decoder, simulator and population kernel equal the literal SPEC with `reuse` on 600 DAGs."""
+    mismatches, lowered = [], 0
+    for seed, d in REUSE_CASES:
+        g = random_dag(seed, max_nodes=25, reuse_fraction=0.6)
+        keys = _keys(seed, g.num_nodes, d)
+        placement, order, sim = decode_evaluate(g, keys, d)
+        ref_peak, ref_dev = naive.simulate(g, placement.tolist(), order.tolist(), d)
+        fit = evaluate_population(g, keys[None, :], d)[0]
+        if sim.peak_bytes != ref_peak or sim.device_peak_bytes.tolist() != ref_dev or fit != ref_peak:
+            mismatches.append((seed, d))
+        plain = Graph.from_records([{k: v for k, v in r.items() if k != "reuse"} for r in g.to_records()])
+        lowered += simulate(plain, placement, order, d).peak_bytes > sim.peak_bytes
+    assert mismatches == []
+    assert lowered > 60  # taking over does lower peaks in this sample
+
+
+def _chain(**reuse):
+    """Resident x(4) -> a(4) -> b(4) -> c(4), with the given reuse lists."""
+    recs = [{"id": "x", "bytes": 4, "resident": True}, {"id": "a", "bytes": 4, "inputs": ["x"]},
+            {"id": "b", "bytes": 4, "inputs": ["a"]}, {"id": "c", "bytes": 4, "inputs": ["b"]}]
+    for r in recs:
+        if r["id"] in reuse:
+            r["reuse"] = reuse[r["id"]]
+    return Graph.from_records(recs)
+
+
+def test_spec_worked_example_a_chain_of_elementwise_ops_runs_in_two_buffers():
+    """SPEC section 3: the chain beside its resident input holds x and one buffer (8), not 12."""
+    sim, trace = memory_trace(_chain(a=["x"], b=["a"], c=["b"]), [0] * 4, [0, 1, 2, 3], 1)
+    assert sim.peak_bytes == 8 and trace[:, 0].tolist() == [4, 8, 8, 8]
+    sim, trace = memory_trace(_chain(), [0] * 4, [0, 1, 2, 3], 1)
+    assert sim.peak_bytes == 12 and trace[:, 0].tolist() == [4, 8, 12, 12]
+
+
+def test_resident_inputs_are_never_taken_over():
+    """a lists the resident x: it still needs its own 4 bytes beside x (and x is never freed)."""
+    assert memory_trace(_chain(a=["x"]), [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [4, 8, 12, 12]
+
+
+def test_a_fork_keeps_its_input_alive():
+    """u feeds a and b: a (run first) cannot take u over; b, its last consumer, can."""
+    g = Graph.from_records([{"id": "u", "bytes": 10}, {"id": "a", "bytes": 10, "inputs": ["u"], "reuse": ["u"]},
+                            {"id": "b", "bytes": 10, "inputs": ["u"], "reuse": ["u"]}])
+    sim, trace = memory_trace(g, [0, 0, 0], [0, 1, 2], 1)
+    assert trace[:, 0].tolist() == [10, 20, 20]  # a: u + a; b takes u over: u + a, not + b
+    assert naive.simulate(g, [0, 0, 0], [0, 1, 2], 1)[0] == sim.peak_bytes == 20
+
+
+def test_a_graph_output_is_never_taken_over_and_keeps_its_bytes():
+    """An output (no consumers) is no one's input; an output that takes over holds its full size."""
+    g = Graph.from_records([{"id": "u", "bytes": 6}, {"id": "o", "bytes": 6, "inputs": ["u"], "reuse": ["u"]},
+                            {"id": "p", "bytes": 3}])
+    sim, trace = memory_trace(g, [0, 0, 0], [0, 1, 2], 1)
+    assert trace[:, 0].tolist() == [6, 6, 9]  # o took u over; o (6) stays to the end beside p
+
+
+def test_taking_over_needs_the_same_device_and_the_home_copy_freed_by_this_step():
+    """Across devices: a remote consumer never takes over; the home consumer only once every
+    other device holding a consumer has its copy."""
+    g = Graph.from_records([{"id": "u", "bytes": 10}, {"id": "a", "bytes": 10, "inputs": ["u"], "reuse": ["u"]},
+                            {"id": "b", "bytes": 10, "inputs": ["u"], "reuse": ["u"]}])
+    # b on device 1 copies u in and cannot take it over; a on u's home then does
+    sim, trace = memory_trace(g, [0, 0, 1], [0, 2, 1], 2)
+    assert trace[:, 0].tolist() == [10, 10, 10] and sim.device_peak_bytes.tolist() == [10, 20]
+    # a runs first on u's home while b (device 1) has no copy yet: u's home copy stays, no take
+    sim, trace = memory_trace(g, [0, 0, 1], [0, 1, 2], 2)
+    assert trace[1].tolist() == [20, 0] and sim.device_peak_bytes.tolist() == [20, 20]
+    for placement, order in (([0, 0, 1], [0, 2, 1]), ([0, 0, 1], [0, 1, 2]), ([0, 1, 1], [0, 1, 2])):
+        assert naive.simulate(g, placement, order, 2)[1] == simulate(g, placement, order, 2).device_peak_bytes.tolist()
+
+
+def test_taking_over_follows_the_preference_order_and_the_size():
+    """Inputs are taken in `reuse` order while their bytes fit in the output's."""
+    g = Graph.from_records([{"id": "p", "bytes": 6}, {"id": "q", "bytes": 10}, {"id": "r", "bytes": 4},
+                            {"id": "v", "bytes": 10, "inputs": ["p", "q", "r"], "reuse": ["p", "q", "r"]}])
+    # p (6) fits, q (6 + 10 > 10) does not, r (6 + 4) does: v adds 0 new bytes
+    assert memory_trace(g, [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [6, 16, 20, 20]
+    g2 = Graph.from_records([{**r, "reuse": ["q", "p", "r"]} if r["id"] == "v" else r for r in g.to_records()])
+    # q first: it fills v's 10 bytes, nothing else fits
+    assert memory_trace(g2, [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [6, 16, 20, 20]
+    g3 = Graph.from_records([{**r, "bytes": 5} if r["id"] == "v" else r for r in g.to_records()])
+    # v (5): p (6) does not fit, q neither, r (4) does: 20 + 5 - 4
+    assert memory_trace(g3, [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [6, 16, 20, 21]
+
+
+def test_shipped_graphs_have_no_reuse_and_keep_their_peaks():
+    """Old files (the shipped data set) load without `reuse`, round-trip unchanged, and every
+    kernel gives the literal SPEC peak on them."""
+    import json
+    import os
+    import regal
+    root = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+    with open(os.path.join(root, "manifest.json")) as f:
+        entries = sorted(json.load(f)["graphs"].values(), key=lambda e: e["nodes"])[:6]
+    for e in entries:
+        path = os.path.join(root, "graphs", e["path"])
+        if not os.path.exists(path):
+            continue
+        g = regal.load(path)
+        assert not g.has_reuse
+        assert all("reuse" not in r for r in g.to_records())
+        keys = _keys(1, g.num_nodes, 2)
+        placement, order, sim = decode_evaluate(g, keys, 2)
+        assert naive.simulate(g, placement.tolist(), order.tolist(), 2)[0] == sim.peak_bytes
