@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import sys
+import time
 
 import click
 
@@ -56,6 +57,7 @@ def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
 def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
     """A graph file, or an HLO or ONNX module imported on the fly (`regal.load`)."""
     from regal._io import load_graph as load
+    start_numba()
     return load(path, dims=parse_dims(dims) or None)
 
 
@@ -114,6 +116,38 @@ def use_jax_cache() -> None:
     path = os.environ.get("REGAL_JAX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "regal", "jax")
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def start_numba() -> None:
+    """Start Numba's CPU target (what loading the first cached kernel does) without importing
+    scipy.linalg, for the command line only.
+
+    Numba imports scipy.linalg once, to learn whether np.dot and np.convolve can call BLAS;
+    regal's kernels call neither, and the import is about a third of the target's start (0.1 to
+    0.2 s of every command). With the import failing, Numba falls back to its own loops for
+    those two functions in this process; scipy.linalg itself stays importable.
+    """
+    name = "scipy.linalg.cython_blas"
+    try:
+        from numba.core.registry import cpu_target
+    except ImportError:  # another Numba layout: it starts the usual way on the first kernel
+        return
+    blocked = name not in sys.modules
+    if blocked:
+        sys.modules[name] = None  # `import scipy.linalg.cython_blas` fails at once
+    try:
+        cpu_target.target_context.refresh()
+    finally:
+        if blocked and sys.modules.get(name, 0) is None:
+            del sys.modules[name]
+
+
+def skip_flax_interop() -> None:
+    """Import Haiku without its optional Flax interop (haiku.experimental.flax imports all of
+    Flax when it is installed, 0.1 to 0.2 s, and regal's networks do not use it), for the command
+    line only."""
+    if "haiku" not in sys.modules:
+        sys.modules.setdefault("haiku.experimental.flax", None)  # Haiku then installs its no-Flax shim
 
 
 def human_bytes(n: float) -> str:
@@ -289,13 +323,13 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     if output:
         check_writable(output)  # before the search, not after it
     g = load_graph(graph_path, dims)
-    if policy != "none":
-        use_jax_cache()
+    stop = []
+    with _stop_signals(stop):  # a signal from here on stops the search after its first step
+        priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish)
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
         bar = tqdm(total=budget, unit="eval", file=sys.stderr, leave=False)
-    stop = []
 
     def callback(p):
         if bar is not None:
@@ -307,11 +341,14 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     try:
         with _stop_signals(stop):
             sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
-                                      policy=policy, seeding=seeding, polish=polish, config=config,
-                                      callback=callback, num_threads=threads, **runtime)
+                                      policy=policy if priors is None else "none", priors=priors, seeding=seeding,
+                                      polish=polish, config=config, callback=callback, num_threads=threads,
+                                      **runtime)
     finally:
         if bar is not None:
             bar.close()
+    if priors is not None:  # the solution names the policy that gave the priors, and its time
+        sol = dataclasses.replace(sol, info={**sol.info, "policy": policy, "policy_seconds": round(policy_seconds, 6)})
     if stop:
         sol = dataclasses.replace(sol, info={**sol.info, "stopped": f"interrupted ({stop[0]})"})
     if output:
@@ -385,6 +422,101 @@ def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
         click.echo(f"stopped   {sol.info['stopped']}")
     if output:
         click.echo(f"wrote     {output}")
+
+
+def _policy_priors(policy: str, g: Graph, devices: int):
+    """(priors, seconds): a trained policy's priors for `g` and the seconds spent loading the
+    policy and running it (JAX's import, the network's compilation or its cache, inference)."""
+    t = time.perf_counter()
+    use_jax_cache()
+    skip_flax_interop()
+    from regal.policy import load_policy
+    priors = load_policy(policy).priors(g, devices)
+    return priors, time.perf_counter() - t
+
+
+class _PolicyJob:
+    """A trained policy's priors for the graph, computed while this process loads the search's
+    kernels: in a forked child where that is safe (Linux; no JAX, no Numba worker threads and no
+    other thread here yet), so that JAX's start runs on another core; else right here. `result()`
+    gives (priors, seconds) or raises the error the policy raised (a one-line ValueError for a bad
+    policy file)."""
+
+    def __init__(self, policy: str, g: Graph, devices: int):
+        self.pid = None
+        if not self._can_fork():
+            self.value = _policy_priors(policy, g, devices)
+            return
+        import pickle
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+            os.close(read)
+            try:
+                out = ("ok", _policy_priors(policy, g, devices))
+            except BaseException as e:  # noqa: BLE001  (sent to the parent, which raises it)
+                import traceback
+                kind = ("value" if isinstance(e, (ValueError, TypeError)) else "os" if isinstance(e, OSError)
+                        else "interrupt" if isinstance(e, KeyboardInterrupt) else "other")
+                out = (kind, str(e) if kind != "other" else traceback.format_exc())
+            try:
+                with os.fdopen(write, "wb") as f:
+                    pickle.dump(out, f)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.pid, self.read = pid, read
+
+    @staticmethod
+    def _can_fork() -> bool:
+        import threading
+        if not sys.platform.startswith("linux") or "jax" in sys.modules or threading.active_count() > 1:
+            return False
+        try:
+            from numba.np.ufunc import parallel
+        except ImportError:
+            return False
+        return getattr(parallel, "_is_initialized", True) is False
+
+    def result(self):
+        if self.pid is None:
+            return self.value
+        import pickle
+        try:
+            with os.fdopen(self.read, "rb") as f:
+                data = f.read()
+        finally:
+            os.waitpid(self.pid, 0)
+        if not data:
+            raise OSError("the policy's process ended without an answer")
+        kind, value = pickle.loads(data)
+        if kind == "ok":
+            return value
+        if kind == "value":
+            raise ValueError(value)
+        if kind == "os":
+            raise OSError(value)
+        if kind == "interrupt":
+            raise KeyboardInterrupt
+        raise RuntimeError(f"the policy's process failed:\n{value}")
+
+
+def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool):
+    """(priors, seconds) of a trained `policy` for `g` (None, None for 'none' or a teacher's name),
+    with everything the search loads (kernels, the priors' quantile tables) loaded, so that the
+    search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`)."""
+    from regal.search import TEACHER_POLICIES, warmup
+    job = None if policy == "none" or policy in TEACHER_POLICIES else _PolicyJob(policy, g, devices)
+    warmup(devices, seeding=seeding, polish=polish)
+    if job is None:
+        return None, None
+    from regal.priors import prepare_tables
+    if job.pid is not None:  # while the policy runs beside: the tables its actions may ask for
+        from regal.policy.actions import BETA_ACTIONS
+        prepare_tables(BETA_ACTIONS)
+    priors, seconds = job.result()
+    prepare_tables((a, b) for a, b, _ in priors.groups)
+    return priors, seconds
 
 
 def _is_solution_file(path: str) -> bool:

@@ -88,6 +88,15 @@ def _quantile_table(a: float, b: float) -> np.ndarray:
     return np.minimum(q, _ONE_BELOW)
 
 
+def prepare_tables(pairs) -> None:
+    """Compute the Beta quantile tables of the (a, b) `pairs` now (the sampler's constants, kept
+    for the process; otherwise computed on first use), so that a search's `seconds` do not count
+    them: `regal optimize` does this while its kernels load."""
+    for a, b in pairs:
+        if (a, b) != (1.0, 1.0):
+            _quantile_table(float(a), float(b))
+
+
 def sample_keys(priors: Priors | None, uniforms: np.ndarray) -> np.ndarray:
     """Map uniforms float64[m, L] in [0, 1) to keys drawn from the priors (in place, returned)."""
     if priors is None:

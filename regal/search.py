@@ -198,8 +198,11 @@ def brkga_peak(path: str, devices: int, seed: int, budget: int, priors_arrays=No
                                priors=Priors(*priors_arrays), num_threads=1).peak_bytes
 
 
-def warmup() -> None:
-    """Compile (or load from Numba's cache) every kernel, so the first real call is fast."""
+def warmup(devices: int | None = None, *, seeding: bool = True, polish: bool = True) -> None:
+    """Compile (or load from Numba's cache) the kernels, so that the first real search is fast and
+    the `seconds` it reports count its search, not the loading: every kernel by default; with
+    `devices`, `seeding` and `polish` only those a `regal.optimize` with these settings runs (a
+    search on a tiny graph; Numba specializes on the arrays' types, which every graph shares)."""
     g = Graph.from_records([
         {"id": "w", "bytes": 4, "resident": True},
         {"id": "a", "bytes": 3, "temp_bytes": 1},
@@ -207,5 +210,5 @@ def warmup() -> None:
         {"id": "c", "bytes": 1, "inputs": ["a", "b"], "control_inputs": []},
     ], name="warmup")
     from regal.memetic import optimize
-    for d in (1, 2):
-        optimize(g, devices=d, budget=60, config=BrkgaConfig(population_size=10))
+    for d in ((1, 2) if devices is None else (1 if devices == 1 else 2,)):
+        optimize(g, devices=d, budget=200, seeding=seeding, polish=polish, config=BrkgaConfig(population_size=10))

@@ -1,0 +1,72 @@
+"""Start-up: the `seconds` a search reports count the search, not the loading of its kernels, and
+`regal optimize` with a policy (computed in a forked process while the kernels load) gives the
+same answer as the library. Each check runs in a fresh process (benchmarks/bench_startup.py
+measures the times)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from randgraph import random_dag
+from regal.graph import save
+
+REGAL = [sys.executable, "-m", "regal.cli"]
+
+_CHECK = r"""
+import sys, numba
+import regal, regal.cli
+from regal.search import warmup
+
+def signatures():
+    return {f"{m.__name__}.{n}": len(o.signatures) for m in list(sys.modules.values())
+            if getattr(m, "__name__", "").startswith("regal") for n, o in vars(m).items()
+            if isinstance(o, numba.core.dispatcher.Dispatcher)}
+
+g = regal.cli.load_graph(sys.argv[1])
+d, seeding, polish = int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+warmup(d, seeding=seeding, polish=polish)
+before = signatures()
+regal.optimize(g, d, budget=1500, seeding=seeding, polish=polish)
+after = signatures()
+print({k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)})
+"""
+
+
+@pytest.fixture(scope="module")
+def graph_path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("startup") / "g.json"
+    save(random_dag(21, num_nodes=120, control_fraction=0.2), p)
+    return str(p)
+
+
+@pytest.mark.parametrize("devices, seeding, polish", [(2, 0, 0), (3, 1, 1), (1, 1, 0)])
+def test_warmup_loads_every_kernel_the_search_runs(graph_path, devices, seeding, polish):
+    """After `warmup` with the search's settings, the search itself loads no kernel."""
+    out = subprocess.run([sys.executable, "-c", _CHECK, graph_path, str(devices), str(seeding), str(polish)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "{}", out.stdout
+
+
+def test_optimize_with_a_policy_in_a_child_process_matches_the_library(graph_path, tmp_path):
+    """The CLI computes a policy's priors in a forked process; same peak as `regal.optimize`, the
+    solution names the policy; a bad policy file is still one line."""
+    pytest.importorskip("jax")
+    import regal
+    env = {**os.environ, "REGAL_JAX_CACHE_DIR": str(tmp_path / "jax")}
+    out = subprocess.run(REGAL + ["optimize", graph_path, "-d", "2", "-n", "400", "--policy", "default", "--json"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    sol = regal.optimize(regal.load(graph_path), 2, budget=400, policy="default")
+    assert doc["peak_bytes"] == sol.peak_bytes
+    assert doc["info"]["policy"] == "default" and doc["info"]["policy_seconds"] > 0
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"PK\x03\x04 not a zip")
+    out = subprocess.run(REGAL + ["optimize", graph_path, "-d", "2", "-n", "50", "--policy", str(bad)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines() == [f"Error: {bad}: not a regal policy file (BadZipFile)"], out.stderr
