@@ -24,6 +24,15 @@ bytes on k at any step t are at most the bytes at the last k-step <= t: the max 
 equals the max over k's own steps, which is what SPEC records as peak[k]. With the tight
 interval ends, the bytes at a k-step are exactly SPEC's resident[k] while that step runs.
 
+In-place reuse (a graph's `reuse` field, SPEC.md section 3). d = 1 models it exactly: for each
+listed input u of v, a boolean dies[v, u] <=> end[u] <= pos[v] (v is u's last consumer) and
+taken[v, u] <=> dies[v, u] and the bytes taken before it plus bytes(u) fit in bytes(v) (the
+preference order, reified step by step); u's interval then ends one step earlier, at pos[v]
+exclusive, so at v's step the cumulative holds v's output and not u's, as SPEC does. d > 1
+ignores the field: every model solution still bounds its simulated peak from above (taking over
+only lowers a peak), but the model's optimum and CP-SAT's bound are those of the problem without
+reuse, so the reported bound is then the graph's lower bound (`info["reuse"]` says which).
+
 Why inequalities suffice for the ends. home_end[u] is only bounded from below, so the model may
 hold a home copy longer than SPEC does; that only adds bytes, so every model solution's
 objective is >= the simulated peak of its placement and order, and the tight choice (the SPEC
@@ -110,13 +119,17 @@ def solve(graph: Graph, devices: int, *, time_limit_s: float | None = None, seed
                            f"(peak {hint_peak}) is a solution")
 
     # 4. Extract, re-simulate, and keep the hint when CP-SAT did not beat it.
-    info = {"seed": seed, "status": status_name, "optimal": status == cp_model.OPTIMAL,
+    proven = status == cp_model.OPTIMAL and built.reuse != "ignored"  # optimal for the problem itself
+    info = {"seed": seed, "status": status_name, "optimal": proven,
             "hint_source": hint_source, "hint_peak_bytes": hint_peak,
             "lower_bound_bytes": built.lower_bound,
             "num_variables": len(model.proto.variables), "num_constraints": len(model.proto.constraints),
             "build_seconds": build_s, "solve_seconds": solver.wall_time,
             "num_workers": int(num_workers), "time_limit_s": limit}
-    bound = max(built.lower_bound, int(np.ceil(solver.best_objective_bound - 1e-9)))
+    bound = built.lower_bound
+    if built.reuse != "ignored":  # a bound without reuse does not hold for the problem with it
+        bound = max(bound, int(np.ceil(solver.best_objective_bound - 1e-9)))
+    info["reuse"] = built.reuse
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         objective = int(round(solver.objective_value))
         placement, order = built.extract(solver)
@@ -125,7 +138,7 @@ def solve(graph: Graph, devices: int, *, time_limit_s: float | None = None, seed
             raise AssertionError(f"cpsat: graph '{graph.name}': simulated peak {sol.peak_bytes} "
                                  f"exceeds the model objective {objective}")
         info["objective_bytes"] = objective
-        if status == cp_model.OPTIMAL or sol.peak_bytes < hint_peak:
+        if proven or sol.peak_bytes < hint_peak:
             info["source"] = "cpsat"
         else:
             sol, info["source"] = hint, "hint"
@@ -151,6 +164,7 @@ class _Built:
         self.x: dict[tuple[int, int], cp_model.IntVar] = {}
         self.peak = None
         self.lower_bound = 0
+        self.reuse = "modelled" if graph.has_reuse else "none"  # "ignored" for d > 1
         self._aux = []  # (var, fn(pos: dict, place: array) -> int): hint values of derived variables
 
     def add_hint(self, placement, order, fix: bool = False) -> None:
@@ -247,10 +261,13 @@ def build_model(graph: Graph, devices: int, upper_bound: int | None = None) -> _
 
     # Step 2: peak variable, bounded by the trivial lower bound and the hint.
     b.lower_bound = int(g.lower_bound(d))
+    if d > 1 and g.has_reuse:  # the model ignores reuse: its peaks are those of the graph without it
+        b.reuse, upper_bound = "ignored", None
     ub = int(upper_bound) if upper_bound is not None else int(g.bytes.sum() + g.temp_bytes.max(initial=0)) * 2
     ub = max(ub, b.lower_bound)
     b.peak = m.new_int_var(b.lower_bound, ub, "peak")
-    b._aux.append((b.peak, lambda p, pl: _hint_peak(g, pl, p, d)))
+    scored = _without_reuse(g) if b.reuse == "ignored" else g
+    b._aux.append((b.peak, lambda p, pl: _hint_peak(scored, pl, p, d)))
 
     if d == 1:
         _single_device(b, nbytes, temp, consumers, horizon)
@@ -258,6 +275,16 @@ def build_model(graph: Graph, devices: int, upper_bound: int | None = None) -> _
         _multi_device(b, nbytes, temp, consumers, horizon)
     m.minimize(b.peak)
     return b
+
+
+def _without_reuse(graph: Graph) -> Graph:
+    """The same graph without `reuse` fields (what the d > 1 model scores)."""
+    def make():
+        recs = graph.to_records()
+        for r in recs:
+            r.pop("reuse", None)
+        return Graph.from_records(recs, name=graph.name, meta=graph.meta)
+    return graph.cached("cpsat_without_reuse", make)
 
 
 def _hint_peak(graph, placement, pos, d) -> int:
@@ -271,22 +298,34 @@ def _single_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
     m, pos, g = b.model, b.pos, b.graph
     intervals, demands = [], []
     # Step 3: output lifetimes [pos[u], end[u]] with end = last consumer (exact) or the horizon.
+    ends = {}
+    for u in b.nodes:
+        u = int(u)
+        cons = consumers[u]
+        if nbytes[u] > 0 and cons:
+            if len(cons) == 1:
+                ends[u] = pos[cons[0]]
+            else:
+                lo = max(b.pos_lo[c] for c in cons)
+                ends[u] = m.new_int_var(lo, horizon - 1, f"end_{u}")
+                m.add_max_equality(ends[u], [pos[c] for c in cons])
+                b._aux.append((ends[u], lambda p, pl, cons=cons: max(p[c] for c in cons)))
+    taken = _taken_over(b, nbytes, consumers, ends)  # u -> 1 when its last consumer takes it over
     for u in b.nodes:
         u = int(u)
         cons = consumers[u]
         if nbytes[u] > 0:
-            if not cons:
-                end = horizon - 1
-            elif len(cons) == 1:
-                end = pos[cons[0]]
-            else:
-                lo = max(b.pos_lo[c] for c in cons)
-                end = m.new_int_var(lo, horizon - 1, f"end_{u}")
-                m.add_max_equality(end, [pos[c] for c in cons])
-                b._aux.append((end, lambda p, pl, cons=cons: max(p[c] for c in cons)))
+            end = ends.get(u, horizon - 1)
             size = m.new_int_var(1, horizon, f"size_{u}")
-            b._aux.append((size, _size_hint(u, cons, horizon)))
-            intervals.append(m.new_interval_var(pos[u], size, end + 1, f"out_{u}"))
+            if u in taken:  # taken over: the lifetime ends as its last consumer's step starts
+                stop = m.new_int_var(1, horizon, f"stop_{u}")  # exclusive end
+                m.add(stop == end + 1 - taken[u])
+                b._aux.append((size, _taken_size_hint(g, u, cons)))
+                b._aux.append((stop, lambda p, pl, f=_taken_size_hint(g, u, cons), u=u: p[u] + f(p, pl)))
+                intervals.append(m.new_interval_var(pos[u], size, stop, f"out_{u}"))
+            else:
+                b._aux.append((size, _size_hint(u, cons, horizon)))
+                intervals.append(m.new_interval_var(pos[u], size, end + 1, f"out_{u}"))
             demands.append(nbytes[u])
         # Step 4: temp bytes only during the node's own step.
         if temp[u] > 0:
@@ -296,6 +335,80 @@ def _single_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
     resident_bytes = int(g.bytes[g.resident].sum())
     if intervals:
         m.add_cumulative(intervals, demands, b.peak - resident_bytes)
+
+
+def _taken_over(b: _Built, nbytes, consumers, ends) -> dict:
+    """d = 1, SPEC.md section 3 step 2: {u: sum of taken[v, u] over the v listing u} (0 or 1).
+
+    For each v, its candidates in preference order (non-resident, bytes > 0): dies[v, u] <=>
+    end[u] <= pos[v]; taken[v, u] <=> dies[v, u] and (bytes taken before u) + bytes(u) <= bytes(v).
+    """
+    m, pos, g = b.model, b.pos, b.graph
+    out: dict = {}
+    for v in b.nodes:
+        v = int(v)
+        cands = [int(u) for u in g.reuse(v) if not g.resident[u] and nbytes[int(u)] > 0]
+        if not cands:
+            continue
+        all_fit = sum(nbytes[u] for u in cands) <= nbytes[v]
+        before = []  # (bytes, taken var) of the earlier candidates
+        for u in cands:
+            if nbytes[u] > nbytes[v]:
+                continue  # never fits
+            cons = consumers[u]
+            if len(cons) == 1:
+                dies = m.new_constant(1)
+            else:
+                dies = m.new_bool_var(f"dies_{v}_{u}")
+                m.add(ends[u] <= pos[v]).only_enforce_if(dies)
+                m.add(ends[u] > pos[v]).only_enforce_if(dies.Not())
+                b._aux.append((dies, lambda p, pl, u=u, v=v, cons=cons: int(max(p[c] for c in cons) <= p[v])))
+            if all_fit or not before:
+                t = dies
+            else:
+                fits = m.new_bool_var(f"fits_{v}_{u}")
+                room = sum(w * x for w, x in before) + nbytes[u]
+                m.add(room <= nbytes[v]).only_enforce_if(fits)
+                m.add(room > nbytes[v]).only_enforce_if(fits.Not())
+                t = m.new_bool_var(f"taken_{v}_{u}")
+                m.add_bool_and([dies, fits]).only_enforce_if(t)
+                m.add_bool_or([dies.Not(), fits.Not()]).only_enforce_if(t.Not())
+                b._aux.append((fits, _fits_hint(g, v, u)))
+                b._aux.append((t, _taken_hint(g, v, u)))
+            before.append((nbytes[u], t))
+            out.setdefault(u, []).append(t)
+    return {u: (ts[0] if len(ts) == 1 else sum(ts)) for u, ts in out.items()}
+
+
+def _reuse_takes(graph, pos, v):
+    """{u: taken} of v's candidates under the order `pos` (one device), and each one's room test."""
+    done = {u for u in pos if pos[u] <= pos[v]}
+    taken, takes, fits = 0, {}, {}
+    for u in graph.reuse(v).tolist():
+        if graph.resident[u] or graph.bytes[u] == 0 or graph.bytes[u] > graph.bytes[v]:
+            continue
+        fits[u] = taken + int(graph.bytes[u]) <= int(graph.bytes[v])
+        dies = all(int(c) in done for c in graph.consumers(u))
+        takes[u] = dies and fits[u]
+        if takes[u]:
+            taken += int(graph.bytes[u])
+    return takes, fits
+
+
+def _fits_hint(graph, v, u):
+    return lambda p, pl: int(_reuse_takes(graph, p, v)[1][u])
+
+
+def _taken_hint(graph, v, u):
+    return lambda p, pl: int(_reuse_takes(graph, p, v)[0][u])
+
+
+def _taken_size_hint(graph, u, cons):
+    def fn(p, pl):
+        last = max(cons, key=lambda c: p[c])
+        t = int(_reuse_takes(graph, p, last)[0].get(u, False)) if u in graph.reuse(last).tolist() else 0
+        return max(p[c] for c in cons) - p[u] + 1 - t
+    return fn
 
 
 def _size_hint(u, cons, horizon):

@@ -15,6 +15,11 @@ runs, its temp only while it runs), so the best peak of any order of S is
 with best({}) = resident bytes. The DP runs forward, level by level (|S| = 0, 1, ..., m), keeps
 the argmin to rebuild the order, and places the resident nodes first.
 
+In-place reuse (a graph's `reuse` field, SPEC.md section 3) keeps this exact: which inputs v takes
+over depends only on S + v (an input is taken over when all its consumers are in S + v), and after
+the step the bytes are the same as without it, so live(S) is unchanged and the step's peak is
+live(S - v) + bytes(v) - taken(v, S) + temp(v).
+
 Complexity: the number of states is the number of downsets of the non-resident DAG, at most
 prod over a chain cover (|chain| + 1), i.e. about (m / w + 1)^w for width w: polynomial in m for
 fixed width, exponential in w. Each state costs O(ready nodes x their inputs) big-int operations.
@@ -24,7 +29,9 @@ for the rebuild, ~100 bytes a state) is refused with a ValueError naming the gra
 Three reductions are on by default, each exact (an exchange argument; tested against brute
 force and against the plain DP). Free steps: when a ready node frees at least its own bytes
 without raising the peak so far, some optimal completion runs it next, so only that successor
-is kept (`_free_step`). Lazy nodes: a node with no temp whose predecessors are all resident
+is kept (`_free_step`; the argument needs a later step to take over at least as much when more
+has run before it, which holds unless a node's `reuse` list mixes sizes that do not all fit at
+once, so such graphs skip this reduction: `_monotone_reuse`). Lazy nodes: a node with no temp whose predecessors are all resident
 (broadcasts of weights, constants) is best run just before its first successor, so it joins
 that successor's step instead of widening the ready set (`_dp`). Serenity's pruning: an upper
 bound U from a heuristic (plain BRKGA, or a given `hint`) drops every state whose partial
@@ -112,6 +119,9 @@ class _Problem(NamedTuple):
     run: list            # int per bit: output + temp bytes, what running it adds at its peak
     succ: list           # per bit: its non-resident successors (bits; data and control edges)
     inputs: list         # per bit: non-resident data inputs (bytes, consumers mask), freed after their last consumer
+    reuse: list          # per bit: non-resident `reuse` inputs (bytes, consumers mask), in preference order
+    run_lb: list         # per bit: run minus the most it can take over, the least its step adds
+    monotone: bool       # taking over grows with the executed set (free steps are exact)
     lazy: list           # bool per bit: joins its first successor's step instead of a ready set
     pull: list           # mask per bit: its lazy predecessors
     need: list           # mask per bit: its non-lazy predecessors
@@ -172,14 +182,36 @@ def _problem(g: Graph, dominance: bool) -> _Problem:
             cons[i] |= 1 << bit[int(c)]
     inputs = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.inputs(v) if not g.resident[u]]
               for v in nodes]
+    reuse = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.reuse(v) if not g.resident[u]]
+             for v in nodes]
+    max_taken = g.max_taken_bytes()
+    run_lb = [run[i] - int(max_taken[v]) for i, v in enumerate(nodes)]
     lazy = [dominance and pred[i] == 0 and run[i] == nbytes[i] for i in range(m)]
     lazy_mask = sum(1 << i for i in range(m) if lazy[i])
-    return _Problem(nodes=nodes, nbytes=nbytes, run=run, succ=succ, inputs=inputs, lazy=lazy,
+    return _Problem(nodes=nodes, nbytes=nbytes, run=run, succ=succ, inputs=inputs, reuse=reuse,
+                    run_lb=run_lb, monotone=all(_monotone_reuse(r, nbytes[i]) for i, r in enumerate(reuse)),
+                    lazy=lazy,
                     pull=[pred[i] & lazy_mask for i in range(m)],
                     need=[pred[i] & ~lazy_mask for i in range(m)],
                     tail=[i for i in range(m) if lazy[i] and not succ[i]],
                     steppers=[i for i in range(m) if not lazy[i]],
                     resident_bytes=int(g.bytes[g.resident].sum()))
+
+
+def _monotone_reuse(cands: list, nbytes: int) -> bool:
+    """Whether the bytes taken over can only grow as more candidates die: when every candidate
+    has the same size, or all of them fit at once."""
+    return len({b for b, _ in cands}) <= 1 or sum(b for b, _ in cands) <= nbytes
+
+
+def _taken(cands: list, nbytes: int, done: int) -> int:
+    """SPEC.md section 3, step 2, one device: the candidates whose consumers have all run once
+    the executed set is `done` (the step's node included), in order, while they fit."""
+    taken = 0
+    for b, c in cands:
+        if not c & ~done and taken + b <= nbytes:
+            taken += b
+    return taken
 
 
 def _run_levels(prob: _Problem, lim: _Limits, upper: int | None, dominance: bool):
@@ -196,7 +228,7 @@ def _run_levels(prob: _Problem, lim: _Limits, upper: int | None, dominance: bool
     biggest = 1
     for size in range(len(prob.steppers)):
         nxt, parent = _expand_level(level, prob, lim, upper, dominance, size, total, widest)
-        widest = _drop_doomed(nxt, parent, prob.run, upper, widest)
+        widest = _drop_doomed(nxt, parent, prob.run_lb, upper, widest)
         total += len(nxt)
         biggest = max(biggest, len(nxt))
         if len(nxt) > lim.max_states or total > lim.max_total_states:
@@ -216,11 +248,13 @@ def _expand_level(level: dict, prob: _Problem, lim: _Limits, upper: int | None, 
     """The next level (states with one more step, those below `upper`) and each one's last step."""
     run, nbytes, inputs, pull, succ, lazy, need = (prob.run, prob.nbytes, prob.inputs, prob.pull, prob.succ,
                                                    prob.lazy, prob.need)
+    reuse = prob.reuse
+    free_steps = dominance and prob.monotone
     nxt: dict[int, tuple[int, int, int]] = {}
     parent: dict[int, int] = {}
     for mask, (peak, live, ready) in level.items():
         r = ready
-        if dominance:
+        if free_steps:
             r = _free_step(mask, peak, live, ready, run, nbytes, inputs, pull) or ready
         while r:
             low = r & -r
@@ -235,6 +269,8 @@ def _expand_level(level: dict, prob: _Problem, lim: _Limits, upper: int | None, 
                 pulled += nbytes[lz.bit_length() - 1]
                 new |= lz
             p = live + pulled + run[i]
+            if reuse[i]:
+                p -= _taken(reuse[i], nbytes[i], new)
             if p < peak:
                 p = peak
             if upper is not None and p >= upper:
@@ -264,7 +300,8 @@ def _expand_level(level: dict, prob: _Problem, lim: _Limits, upper: int | None, 
 
 def _drop_doomed(nxt: dict, parent: dict, run: list, upper: int | None, widest: int) -> int:
     """Serenity's bound: the next step of any completion runs a ready node, so a state whose
-    cheapest next step reaches `upper` is dropped (in place). Returns the widest ready set seen."""
+    cheapest next step reaches `upper` is dropped (in place); `run` holds what a step adds at
+    least (`_Problem.run_lb`). Returns the widest ready set seen."""
     doomed = []
     for mask, (p, live, ready) in nxt.items():
         width = ready.bit_count()

@@ -218,3 +218,52 @@ def test_cpsat_hint_is_a_solution_when_the_last_node_has_consumers():
         if got != want:
             bad.append((seed, d, solver.status_name(status), got, want))
     assert bad == []
+
+
+# ---------------------------------------------------------------------------- in-place reuse
+def test_exact_and_cpsat_match_brute_force_with_reuse_fields():
+    """With `reuse` fields (SPEC section 3), d = 1: plain DP, reduced DP and CP-SAT (which models
+    taking over exactly) reach the brute-force optimum on 20 random 9-node DAGs, proven."""
+    got, want = [], []
+    for seed in range(20):
+        g = random_dag(seed, num_nodes=9, reuse_fraction=0.7)
+        bf = naive.brute_force_peak(g, 1)
+        sol = cpsat.solve(g, 1, hint=_poor_hint(g, 1), time_limit_s=20)
+        got.append((exact.solve(g, 1, prune=False, dominance=False).peak_bytes,
+                     exact.solve(g, 1, hint=_poor_hint(g, 1)).peak_bytes, sol.peak_bytes,
+                     sol.info["optimal"], sol.info["reuse"]))
+        want.append((bf, bf, bf, True, "modelled" if g.has_reuse else "none"))
+    assert got == want
+
+
+def test_model_objective_equals_simulation_with_reuse_fields():
+    """d = 1 with placement and order fixed: the model's optimum is the SPEC peak with `reuse`;
+    d = 2 ignores the field, so its optimum bounds the simulated peak from above."""
+    mismatches = []
+    for seed in range(24):
+        d = 1 + seed % 2
+        g = random_dag(3000 + seed, num_nodes=10 + seed % 20, reuse_fraction=0.7)
+        placement, order = decode(g, np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d)), d)
+        built = cpsat.build_model(g, d)
+        built.add_hint(placement, order, fix=True)
+        solver = cpsat.cp_model.CpSolver()
+        solver.parameters.num_workers = 2
+        solver.parameters.max_time_in_seconds = 20
+        status = solver.solve(built.model)
+        want = simulate(g, cpsat._canonical_devices(np.asarray(placement), d), order, d).peak_bytes
+        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        if got is None or (got != want if d == 1 else got < want):
+            mismatches.append((seed, d, got, want))
+    assert mismatches == []
+
+
+def test_cpsat_on_two_devices_ignores_reuse_with_a_valid_bound():
+    """d = 2 and `reuse`: the reported bound is the graph's lower bound (not CP-SAT's bound of the
+    model without reuse), never above the brute-force optimum; 'optimal' only when it is met."""
+    for seed in range(8):
+        g = random_dag(500 + seed, num_nodes=7, reuse_fraction=0.8)
+        bf = naive.brute_force_peak(g, 2)
+        sol = cpsat.solve(g, 2, time_limit_s=5)
+        assert sol.peak_bytes >= bf and sol.info["bound_bytes"] <= bf
+        assert sol.info["optimal"] == (sol.info["bound_bytes"] >= sol.peak_bytes)
+        assert sol.info["reuse"] == ("ignored" if g.has_reuse else "none")
