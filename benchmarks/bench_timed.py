@@ -53,7 +53,7 @@ def measure(graph, d: int, repeats: int, batch: int = 200) -> dict:
     order = np.empty(n, dtype=np.int32)
     device_peak = np.empty(d, dtype=np.int64)
     no_trace = np.empty((0, d), dtype=np.int64)
-    none_f, none_i = np.empty(0), np.empty(0, dtype=np.int32)
+    none_f, none_i, none_m = np.empty(0), np.empty(0, dtype=np.int32), np.empty((0, d), dtype=np.int64)
 
     def peak_batch():
         for keys in peak_keys:
@@ -65,7 +65,7 @@ def measure(graph, d: int, repeats: int, batch: int = 200) -> dict:
     def timed_batch():
         for keys in timed_keys:
             _timed.decode_timed(keys, n, d, *args, speed, model.bandwidth_bytes_per_s, model.latency_s, placement,
-                                device_peak, none_f, none_f, none_i, none_f, none_i)
+                                device_peak, none_f, none_f, none_i, none_f, none_i, none_f, none_m)
 
     peak_batch(), timed_batch()  # compile or load from the cache
     with numba_threads(1):

@@ -114,7 +114,7 @@ def _epop(etime, eslot, size):
 @numba.njit(**_JIT)
 def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
                    out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost, speed,
-                   bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq):
+                   bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
     """Makespan (s) of running the placement with these priorities (SPEC.md section 4).
 
     placement: int32[n]; prio: float64[n], scheduling priority (higher runs first among a
@@ -125,7 +125,10 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
     transfer (u, q), tr_start[u*d + q]: float64[n*d] and tr_seq[u*d + q]: int32[n*d] (untouched
     where there is none). seq and tr_seq number the starts in the order they happen (resident
     nodes first, by index): sorting by them gives the dispatch order, even among tasks of zero
-    length that start at the same instant.
+    length that start at the same instant. When trace_t has entries (n*d + 1 suffice; else 0),
+    trace_t: float64[*] and trace_m: int64[*, d] receive, after every instant's starts, the time
+    and every device's bytes (memory is constant from there to the next instant, and that row is
+    the instant's highest); rows past the last instant are untouched.
 
     Each instant t: every task (node run or transfer) finishing at t is retired first (temp,
     inputs and home copies freed, successors made ready, transfers queued), then every idle
@@ -140,6 +143,8 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
     without the field.
     """
     record = start.shape[0] > 0
+    tracing = trace_t.shape[0] > 0
+    ntr = 0
     has_reuse = reuse_idx.shape[0] > 0
     taken = np.zeros(n if has_reuse else 0, dtype=np.int64)
     dd = d * d
@@ -277,6 +282,11 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
                     tr_seq[u * d + q] = nseq
                     nseq += 1
         nlc = 0
+        if tracing:
+            trace_t[ntr] = t
+            for k in range(d):
+                trace_m[ntr, k] = mem[k]
+            ntr += 1
         if esize == 0:
             break
         # advance to the next finish and retire everything that ends then
@@ -358,7 +368,7 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
 @numba.njit(**_JIT)
 def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, nbytes,
                  temp, resident, reuse_ptr, reuse_idx, cost, speed, bandwidth, latency, placement,
-                 device_peak, start, finish, seq, tr_start, tr_seq):
+                 device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
     """Decode one timed chromosome (SPEC.md section 5) and return its makespan (section 4).
 
     keys: float64[n*(2d+1)], node v's row keys[v*(2d+1) : (v+1)*(2d+1)] holds its d device
@@ -380,7 +390,8 @@ def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_p
     tprio = rows[:, d + 1:]
     return simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
                           out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost, speed,
-                          bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq)
+                          bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t,
+                          trace_m)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -396,12 +407,14 @@ def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in
     m = population.shape[0]
     none_f = np.empty(0, dtype=np.float64)
     none_i = np.empty(0, dtype=np.int32)
+    none_m = np.empty((0, d), dtype=np.int64)
     for i in numba.prange(m):
         placement = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
         makespan[i] = decode_timed(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
                                    out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost,
-                                   speed, bandwidth, latency, placement, device_peak, none_f, none_f, none_i, none_f, none_i)
+                                   speed, bandwidth, latency, placement, device_peak, none_f, none_f, none_i, none_f, none_i,
+                                   none_f, none_m)
         over = np.int64(0)
         for k in range(d):
             if limit[k] >= 0 and device_peak[k] > limit[k]:

@@ -1,4 +1,6 @@
-"""`plot_solution`: memory over the schedule, one line per device, the peak marked (matplotlib)."""
+"""`plot_solution`: memory over the schedule, one line per device, the peak marked (matplotlib);
+for a runtime solution (`info["timed"]`), `plot_timed_solution`: a Gantt chart per device and
+link over time with the memory curves under it."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from regal.graph import Graph
 from regal.simulate import memory_trace
 from regal.solution import Solution
 
-__all__ = ["plot_solution"]
+__all__ = ["plot_solution", "plot_timed_solution"]
 
 
 def _mark_peaks(ax, graph, solution, sim, trace, running, scale, unit, digits) -> None:
@@ -35,7 +37,9 @@ _MIB = 1024.0 ** 2
 def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None = None) -> str:
     """Write a PNG: top, every device's bytes at each step of the order (SPEC.md section 3), the
     peak and the lower bound marked; bottom, which device runs each step, so one sees where the
-    nodes went and when."""
+    nodes went and when. A runtime solution gets `plot_timed_solution` instead."""
+    if isinstance(solution.info.get("timed"), dict):
+        return plot_timed_solution(graph, solution, path, title)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -71,6 +75,64 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     ax2.set_ylabel("device")
     ax2.set_xlabel("step of the global order")
     ax2.legend(fontsize=7, loc="upper right", ncol=min(d, 4), markerscale=3)
+    fig.tight_layout()
+    from regal._io import atomic_savefig
+    atomic_savefig(fig, path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_timed_solution(graph: Graph, solution: Solution, path: str, title: str | None = None) -> str:
+    """Write a PNG of a runtime solution (SPEC.md section 4): top, a Gantt chart with one row per
+    device (its nodes, as they run) and one per busy link (its transfers); bottom, every device's
+    memory over time with the memory limit, on the same time axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from regal.timed import DeviceModel, resimulate
+
+    d = solution.num_devices
+    sim = resimulate(graph, solution, trace=True)
+    timed = solution.info["timed"]
+    scale_t, unit_t = (1e3, "ms") if sim.makespan_s >= 1e-3 else (1e6, "us")
+    links = sorted({(int(solution.placement[u]), int(q)) for u, q in zip(sim.transfer_node, sim.transfer_device)})
+    rows = [f"device {k}" for k in range(d)] + [f"link {p}->{q}" for p, q in links]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 2.2 + 0.35 * len(rows) + 2.5), sharex=True,
+                                  gridspec_kw={"height_ratios": [max(1.0, 0.35 * len(rows)), 2.5]})
+    compute = np.flatnonzero(~graph.resident)
+    for k in range(d):
+        on = compute[solution.placement[compute] == k]
+        bars = [(sim.start_s[v] * scale_t, (sim.finish_s[v] - sim.start_s[v]) * scale_t) for v in on]
+        ax.broken_barh(bars, (k - 0.4, 0.8), facecolors=f"C{k}", edgecolors="k", linewidth=0.2)
+    for i, (p, q) in enumerate(links):
+        sel = (solution.placement[sim.transfer_node] == p) & (sim.transfer_device == q)
+        bars = list(zip(sim.transfer_start_s[sel] * scale_t,
+                        (sim.transfer_finish_s[sel] - sim.transfer_start_s[sel]) * scale_t))
+        ax.broken_barh(bars, (d + i - 0.4, 0.8), facecolors=f"C{q}", alpha=0.5, edgecolors="k", linewidth=0.2)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    model = DeviceModel(**timed["device_model"])
+    ax.set_title(title or f"{graph.name}: {solution.method}, {d} device{'s' if d > 1 else ''}, makespan "
+                 f"{sim.makespan_s * scale_t:,.3f} {unit_t} ({model.describe()})", fontsize=9)
+    peak = int(sim.peak_bytes)
+    limit = timed.get("memory_limit_bytes")
+    top = max(peak, max(limit) if limit else 0)
+    scale, unit = (_MIB, "MiB") if top >= _MIB else (1.0, "bytes")
+    t = np.append(sim.trace_s, sim.trace_s[-1]) * scale_t
+    for k in range(d):
+        m = np.append(sim.trace_bytes[:, k], sim.trace_bytes[-1, k]) / scale
+        ax2.step(t, m, where="post", lw=1.1, color=f"C{k}",
+                 label=f"device {k}: peak {sim.device_peak_bytes[k] / scale:,.2f} {unit}")
+    if limit:
+        fits = "fits" if timed.get("feasible") else "over"
+        ax2.axhline(limit[0] / scale, color="r", ls="--", lw=0.9,
+                    label=f"memory limit {limit[0] / scale:,.2f} {unit} per device ({fits})")
+    ax2.set_ylim(0, top / scale * 1.15 if top else 1)
+    ax2.set_xlim(0, max(sim.makespan_s * scale_t, 1e-9))
+    ax2.set_ylabel(f"memory ({unit})")
+    ax2.set_xlabel(f"time ({unit_t})")
+    ax2.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     from regal._io import atomic_savefig
     atomic_savefig(fig, path, dpi=120)

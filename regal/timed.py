@@ -130,6 +130,8 @@ class TimedSimulation(NamedTuple):
     transfer_device: np.ndarray     # int32[T] its destination
     transfer_start_s: np.ndarray    # float64[T]
     transfer_finish_s: np.ndarray   # float64[T]
+    trace_s: np.ndarray | None = None      # float64[R] instants (when asked for: `trace=True`)
+    trace_bytes: np.ndarray | None = None  # int64[R, d] every device's bytes from each instant on
 
 
 # ---------------------------------------------------------------------------- simulation
@@ -140,10 +142,12 @@ def _kernel_args(graph: Graph):
                 kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, cost)
 
 
-def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceModel) -> TimedSimulation:
+def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceModel,
+              trace: bool = False) -> TimedSimulation:
     """The timed model with explicit priorities, unchecked placement (int32[n] in range).
 
     prio: float64[n] (higher first); tprio: float64[n, d] (tprio[u, q]: the transfer of u to q).
+    trace: also return the memory of every device over time (trace_s, trace_bytes).
     """
     n, d = graph.num_nodes, devices
     kg, args = _kernel_args(graph)
@@ -157,9 +161,17 @@ def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceM
     seq = np.full(n, -1, dtype=np.int32)
     tr_start = np.full(n * d, np.nan)
     tr_seq = np.full(n * d, -1, dtype=np.int32)
+    rows = n * d + 1 if trace else 0
+    trace_t = np.full(rows, np.nan)
+    trace_m = np.zeros((rows, d), dtype=np.int64)
     makespan = _timed.simulate_timed(placement, prio, tprio, n, d, *args, speed, model.bandwidth_bytes_per_s,
-                                     model.latency_s, device_peak, start, finish, seq, tr_start, tr_seq)
-    return _result(graph, d, model, float(makespan), device_peak, start, finish, seq, tr_start, tr_seq)
+                                     model.latency_s, device_peak, start, finish, seq, tr_start, tr_seq,
+                                     trace_t, trace_m)
+    sim = _result(graph, d, model, float(makespan), device_peak, start, finish, seq, tr_start, tr_seq)
+    if trace:
+        used = int(np.count_nonzero(~np.isnan(trace_t)))
+        sim = sim._replace(trace_s=trace_t[:used], trace_bytes=trace_m[:used])
+    return sim
 
 
 def _result(graph, d, model, makespan, device_peak, start, finish, seq, tr_start, tr_seq) -> TimedSimulation:
@@ -198,13 +210,13 @@ def _transfer_priorities(graph: Graph, order: np.ndarray, devices: int, transfer
 
 
 def simulate_timed(graph: Graph, placement, order, devices: int, device_model: DeviceModel | dict | None = None,
-                   transfers=None) -> TimedSimulation:
+                   transfers=None, trace: bool = False) -> TimedSimulation:
     """The timed model of a placement and an order (SPEC.md section 4).
 
     The order's positions are the scheduling priorities (earlier first). transfers: the order in
     which transfers take their links, as (node int[T], destination int[T]); None (or a transfer
     left out): by the producer's position in `order`. A TimedSimulation's own order and
-    transfers, given back, reproduce its schedule exactly.
+    transfers, given back, reproduce its schedule exactly. trace: also the memory over time.
     """
     placement, order = check_schedule(graph, placement, order, devices)
     model = check_device_model(device_model, devices)
@@ -217,7 +229,7 @@ def simulate_timed(graph: Graph, placement, order, devices: int, device_model: D
             raise ValueError("transfers name a node or a device out of range")
         transfers = (nodes, dsts)
     return run_timed(graph, placement, _rank_priorities(graph.num_nodes, order),
-                     _transfer_priorities(graph, order, devices, transfers), devices, model)
+                     _transfer_priorities(graph, order, devices, transfers), devices, model, trace)
 
 
 # ---------------------------------------------------------------------------- chromosome
@@ -362,7 +374,7 @@ def timed_solution(graph: Graph, placement, sim: TimedSimulation, devices: int, 
                          seconds=seconds, info=info)
 
 
-def resimulate(graph: Graph, solution, device_model=None) -> TimedSimulation:
+def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -> TimedSimulation:
     """The timed model of a Solution, with the transfer order its info["timed"] names (if any)
     and its device model unless another is given."""
     timed = solution.info.get("timed") or {}
@@ -378,7 +390,7 @@ def resimulate(graph: Graph, solution, device_model=None) -> TimedSimulation:
         except (KeyError, TypeError, ValueError):
             raise ValueError("info.timed.transfers must be a list of [node id, device] pairs of this graph") from None
         transfers = (nodes, dsts)
-    return simulate_timed(graph, solution.placement, solution.order, d, model, transfers)
+    return simulate_timed(graph, solution.placement, solution.order, d, model, transfers, trace)
 
 
 # ---------------------------------------------------------------------------- parsing (CLI)

@@ -180,3 +180,16 @@ def test_cli_runtime_options_fail_in_one_line(tmp_path, args, message):
     r = _invoke("optimize", p, "-d", 2, "-n", 50, *args)
     assert r.exit_code == 2 and message in r.output
     assert "Traceback" not in r.output
+
+
+def test_plot_draws_a_runtime_solution_as_a_gantt_chart(tmp_path):
+    """plot_solution on a runtime solution draws the Gantt layout: one row per device and per busy
+    link above the memory curves (the figure's height grows with the rows)."""
+    import matplotlib.image
+    from regal.plot import plot_solution
+    g = _graph(10, n=30)
+    sol = regal.methods.solve("critical-path", g, 2, device_model=MODEL, memory_limit_bytes=10**6)
+    links = {(int(sol.placement[g.index[u]]), q) for u, q in sol.info["timed"]["transfers"]}
+    out = plot_solution(g, sol, str(tmp_path / "gantt.png"))
+    height = matplotlib.image.imread(out).shape[0]
+    assert height == round((2.2 + 0.35 * (2 + len(links)) + 2.5) * 120)

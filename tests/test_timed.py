@@ -209,3 +209,14 @@ def test_bad_device_models_name_the_field(model, field):
     """A device model with a bad field is a one-line ValueError naming it."""
     with pytest.raises(ValueError, match=re.escape(f"device_model.{field} ")):
         model.validate(2)
+
+
+def test_memory_trace_reaches_the_peaks_and_ends_at_the_makespan():
+    """The traced memory over time peaks at each device's peak and its last instant is the makespan."""
+    for seed in range(60):
+        g, d, keys, model = _case(seed)
+        placement, sim = decode_timed(g, keys, d, model)
+        traced = simulate_timed(g, placement, sim.order, d, model, (sim.transfer_node, sim.transfer_device),
+                                trace=True)
+        assert traced.trace_bytes.max(axis=0).tolist() == sim.device_peak_bytes.tolist()
+        assert traced.trace_s[-1] == sim.makespan_s and (np.diff(traced.trace_s) >= 0).all()
