@@ -25,6 +25,18 @@ What each entry instruction becomes:
   `copy-start`, `async-start`, `send`, `recv`) the operands' bytes are subtracted, so aliased
   buffers are not counted twice.
 - `control-predecessors={...}` become `control_inputs`, resolved through folding.
+- `reuse` (SPEC.md section 3): the operands whose buffer XLA may give the node's output, so that
+  regal's peak of XLA's schedule is XLA's liveness. XLA:CPU's heap simulator writes a value over
+  an operand's buffer when that operand's live range ends there (SPEC.md checks that per
+  schedule) and `CanShareOperandBufferWithUser` holds (`_reuse_candidates`): the same shape and
+  layout; an elementwise opcode (`ELEMENTWISE_OPCODES`), a loop or input fusion whose parameter
+  is only used elementwise inside (the called computation is read for this), an output fusion
+  whose root adds the parameter to a dot or convolution, any other fusion whose parameter
+  reaches the root elementwise. Never a copy's, a parameter's or constant's, an operand seen
+  through a bitcast or get-tuple-element (no value of its own), or a live-out one (an output is
+  never freed). A while, a dynamic-update-slice, a scatter, and a fusion whose root updates a
+  parameter in place share their operand's buffer by construction (XLA inserts copies so that
+  the operand dies there): they list it, and those buffers are shared with nothing else.
 
 `cost` (seconds) is a rough roofline on the nominal device `COST_MODEL` (a feature for the
 timed model and the policy, not ground truth): flops are `2*out*prod(lhs contracting dims)` for
@@ -52,7 +64,7 @@ from typing import Any, NamedTuple
 from regal._io import open_text
 from regal.graph import Graph, GraphError
 
-__all__ = ["COST_MODEL", "FOLDED_OPCODES", "HloParseError", "load_hlo", "parse_hlo", "shape_bytes"]
+__all__ = ["COST_MODEL", "ELEMENTWISE_OPCODES", "FOLDED_OPCODES", "HloParseError", "load_hlo", "parse_hlo", "shape_bytes"]
 
 
 class HloParseError(GraphError):
@@ -232,7 +244,8 @@ def _parse_instruction(s: str):
     m = _HEAD.match(s)
     if m is None:
         raise _Syntax(f"expected '<name> = <shape> <opcode>(<operands>)', got '{s.strip()[:60]}'")
-    name = m.group(2).lstrip("%")  # ROOT needs no handling: a folded ROOT makes no node
+    name = m.group(2).lstrip("%")
+    is_root = m.group(1) is not None
     pos = m.end()
     if s.startswith("(", pos):
         _, end = _split(s, pos + 1, ")")
@@ -269,8 +282,8 @@ def _parse_instruction(s: str):
             if eq >= 0:
                 attrs[s[a:eq].strip()] = s[eq + 1:b].strip()
     if opcode in ("constant", "parameter"):
-        return name, shape, opcode, operand_text.strip(), attrs
-    return name, shape, opcode, _names(s, spans, "operand"), attrs
+        return name, shape, opcode, operand_text.strip(), attrs, is_root
+    return name, shape, opcode, _names(s, spans, "operand"), attrs, is_root
 
 
 def _leaves(struct, out: list, seen: set) -> None:
@@ -306,8 +319,8 @@ def _flops(opcode: str, out_elems: int, operands: list[str], attrs: dict, info: 
 def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Graph:
     """Import the ENTRY computation of an HLO module as a Graph (see the module docstring)."""
     lines = text.splitlines()
-    module, scheduled, (entry_name, first, stop) = _scan_module(lines, source)
-    entry = _Entry()
+    module, scheduled, (entry_name, first, stop), computations = _scan_module(lines, source)
+    entry = _Entry(bodies=_Bodies(lines, computations))
     for ins in _instructions(lines, first, stop, source):
         _add_instruction(entry, ins, source)
     if not entry.records:
@@ -315,12 +328,14 @@ def parse_hlo(text: str, name: str | None = None, source: str = "<hlo>") -> Grap
     return _to_graph(entry, module, entry_name, scheduled, name, source)
 
 
-def _scan_module(lines: list[str], source: str) -> tuple[str | None, bool, tuple[str, int, int]]:
-    """(module name, is_scheduled, (entry name, first body line, closing line)) of the module.
+def _scan_module(lines: list[str], source: str) -> tuple[str | None, bool, tuple[str, int, int], dict]:
+    """(module name, is_scheduled, (entry name, first body line, closing line), computations).
 
-    Lines are 0-based indices into `lines`; the ENTRY body is `lines[first:stop]`.
+    Lines are 0-based indices into `lines`; the ENTRY body is `lines[first:stop]`; computations
+    maps the name of every other computation to its (first body line, closing line).
     """
     module, scheduled, entry = None, False, None
+    computations: dict[str, tuple[int, int]] = {}
     i = 0
     while i < len(lines):
         st = lines[i].strip()
@@ -344,11 +359,15 @@ def _scan_module(lines: list[str], source: str) -> tuple[str | None, bool, tuple
                     raise HloParseError(f"{source}:{i + 1}: a second ENTRY computation")
                 em = re.match(r"ENTRY\s+%?([^\s(){}]+)", st)
                 entry = (em.group(1) if em else "entry", i + 1, j)
+            else:
+                cm = re.match(r"%?([^\s(){}]+)", st)
+                if cm:
+                    computations.setdefault(cm.group(1), (i + 1, j))
             i = j
         i += 1
     if entry is None:
         raise HloParseError(f"{source}:{max(1, len(lines))}: no ENTRY computation")
-    return module, scheduled, entry
+    return module, scheduled, entry, computations
 
 
 class _Instruction(NamedTuple):
@@ -358,6 +377,7 @@ class _Instruction(NamedTuple):
     opcode: str
     operands: Any          # operand names (list[str]); the raw operand text for constant, parameter
     attrs: dict            # attribute name -> value text
+    is_root: bool          # the computation's ROOT
     nbytes: int            # shape_bytes of `shape`
     nelem: int             # elements of `shape`
     dims: tuple | None     # dimensions of `shape` if it is a single array
@@ -402,6 +422,13 @@ class _Entry:
     info: dict = field(default_factory=dict)      # instruction name -> (bytes, elements, dims or None)
     num_instructions: int = 0
     num_folded: int = 0
+    bodies: "_Bodies | None" = None               # the called computations, parsed when first needed
+    shapes: dict = field(default_factory=dict)    # instruction name -> array shape (type, dims, layout) or None
+    opcodes: dict = field(default_factory=dict)   # instruction name -> opcode
+    reuse: dict = field(default_factory=dict)     # real node index -> operand names it may take over
+    must: set = field(default_factory=set)        # nodes that share their operands' buffer (while, in-place ops)
+    aliased: set = field(default_factory=set)     # those and the operands they share: buffers with several values
+    root: str | None = None                       # the ROOT instruction
 
 
 def _add_instruction(entry: _Entry, ins: _Instruction, source: str) -> None:
@@ -411,6 +438,10 @@ def _add_instruction(entry: _Entry, ins: _Instruction, source: str) -> None:
     if ins.name in entry.struct:
         raise HloParseError(f"{where}: instruction '{ins.name}' is defined twice")
     entry.info[ins.name] = (ins.nbytes, ins.nelem, ins.dims)
+    entry.shapes[ins.name] = _array_shape(ins.shape)
+    entry.opcodes[ins.name] = ins.opcode
+    if ins.is_root:
+        entry.root = ins.name
     if ins.opcode in ("constant", "parameter"):
         _add_resident(entry, ins, where)
         return
@@ -496,9 +527,20 @@ def _add_real(entry: _Entry, ins: _Instruction, ctrl: list) -> None:
     cost = max(flops / COST_MODEL["peak_flops_per_s"],
                (in_bytes + nbytes) / COST_MODEL["bandwidth_bytes_per_s"])
     op = f"fusion:{ins.attrs['kind']}" if ins.opcode == "fusion" and "kind" in ins.attrs else ins.opcode
-    entry.struct[ins.name] = len(entry.records)
+    v = len(entry.records)
+    entry.struct[ins.name] = v
     entry.records.append({"id": ins.name, "op": op, "bytes": nbytes, "inputs": inputs,
                           "control_inputs": ctrl, "cost": cost})
+    must = _must_alias(entry, ins, inputs)
+    if must is not None:  # one buffer with (some of) its operands: XLA's alias analysis merges them
+        entry.must.add(v)
+        entry.aliased.add(v)
+        entry.aliased.update(must)
+        entry.reuse[v] = [entry.records[u]["id"] for u in must]
+    else:
+        candidates = _reuse_candidates(entry, ins)
+        if candidates:
+            entry.reuse[v] = candidates
 
 
 def _to_graph(entry: _Entry, module: str | None, entry_name: str, scheduled: bool, name: str | None,
@@ -510,12 +552,226 @@ def _to_graph(entry: _Entry, module: str | None, entry_name: str, scheduled: boo
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]
             r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
+    _add_reuse(entry)
     meta: dict[str, Any] = {"source": "hlo", "module": module, "entry": entry_name,
                             "scheduled": scheduled, "hlo_instructions": entry.num_instructions,
                             "folded": entry.num_folded, "cost_model": dict(COST_MODEL)}
     if scheduled:
         meta["xla_order"] = ids
     return Graph.from_records(records, name=name or module or entry_name, meta=meta, source=source)
+
+
+# ---------------------------------------------------------------------------- in-place reuse
+#: XLA's elementwise opcodes (`HloInstruction::IsOpElementwise`): the output element i depends
+#: only on element i of each operand, so the output may be written over an operand.
+ELEMENTWISE_OPCODES = frozenset({
+    "abs", "round-nearest-afz", "round-nearest-even", "ceil", "count-leading-zeros", "convert",
+    "bitcast-convert", "copy", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag",
+    "is-finite", "log", "log-plus-one", "not", "negate", "popcnt", "real", "reduce-precision", "rsqrt",
+    "logistic", "sign", "sine", "sqrt", "cbrt", "tan", "tanh", "add", "atan2", "compare", "complex",
+    "divide", "maximum", "minimum", "multiply", "power", "remainder", "subtract", "and", "or", "xor",
+    "shift-left", "shift-right-arithmetic", "shift-right-logical", "stochastic-convert", "select", "clamp",
+})
+
+_ARRAY_SHAPE = re.compile(r"[A-Za-z][A-Za-z0-9]*\[[^\]]*\](?:\{[^{}]*\})?")
+
+
+def _array_shape(shape: str) -> str | None:
+    """The shape text of a single array (element type, dims and layout, no spaces), else None."""
+    t = _COMMENT.sub("", shape).replace(" ", "") if "/*" in shape else shape.replace(" ", "")
+    return t if _ARRAY_SHAPE.fullmatch(t) else None
+
+
+def _leaf_shapes(shape: str) -> set[str]:
+    """The array shapes of a (possibly tuple) shape's leaves."""
+    t = _COMMENT.sub("", shape).replace(" ", "") if "/*" in shape else shape.replace(" ", "")
+    return set(_ARRAY_SHAPE.findall(t))
+
+
+class _Body(NamedTuple):
+    """A called computation: its instructions, parameters by number, ROOT and users."""
+    ops: dict       # name -> (opcode, operand names)
+    params: dict    # parameter number -> name
+    root: str
+    users: dict     # name -> [(user name, operand index)]
+
+
+class _Bodies:
+    """The module's non-entry computations, each parsed when first asked for (None if it cannot be)."""
+
+    def __init__(self, lines: list[str], computations: dict):
+        self.lines, self.computations, self.parsed = lines, computations, {}
+
+    def get(self, name: str | None) -> _Body | None:
+        if name is None or name not in self.computations:
+            return None
+        if name not in self.parsed:
+            self.parsed[name] = self._parse(*self.computations[name])
+        return self.parsed[name]
+
+    def _parse(self, first: int, stop: int) -> _Body | None:
+        ops, params, users, root = {}, {}, {}, None
+        try:
+            for ins in _instructions(self.lines, first, stop, "<body>"):
+                operands = [] if ins.opcode in ("constant", "parameter") else ins.operands
+                ops[ins.name] = (ins.opcode, operands)
+                if ins.opcode == "parameter" and ins.operands.isdigit():
+                    params[int(ins.operands)] = ins.name
+                for j, o in enumerate(operands):
+                    users.setdefault(o, []).append((ins.name, j))
+                if ins.is_root:
+                    root = ins.name
+        except HloParseError:  # a body is only read for reuse; one that does not parse gives none
+            return None
+        return None if root is None else _Body(ops, params, root, users)
+
+
+def _must_alias(entry: _Entry, ins: _Instruction, inputs: list) -> list | None:
+    """The operands whose buffer `ins` must share (HloAliasAnalysis puts them in one buffer), or
+    None: a while shares its init operand's leaves; an in-place op (dynamic-update-slice,
+    scatter, a fusion whose ROOT is one over a parameter) its updated operand. XLA's copy
+    insertion makes every such operand die here; parameters and constants get a copy first."""
+    if ins.opcode == "while":
+        return [u for u in inputs if not entry.records[u].get("resident")]
+    if ins.opcode in ("dynamic-update-slice", "scatter"):
+        index = 0
+    elif ins.opcode == "fusion":
+        body = entry.bodies.get(ins.attrs.get("calls", "").lstrip("%"))
+        params = _in_place_parameters(body) if body is not None else set()
+        numbers = sorted(i for i, p in body.params.items() if p in params) if params else []
+        if not numbers:
+            return None
+        index = numbers[0]
+    else:
+        return None
+    if index >= len(ins.operands):
+        return None
+    u = entry.struct.get(ins.operands[index])
+    if not isinstance(u, int) or entry.records[u].get("resident"):
+        return []
+    return [u]
+
+
+def _reuse_candidates(entry: _Entry, ins: _Instruction) -> list[str]:
+    """The operands whose buffer XLA may give `ins`'s output, in operand order.
+
+    XLA's heap simulator (`HeapSimulator::RunComputation`) lets a value take over an operand's
+    buffer when that operand's live range ends at this instruction (SPEC.md section 3 checks that
+    per schedule), the user is not a copy, it uses the operand's defining instruction directly
+    (not through a bitcast or get-tuple-element, which define no value of their own), neither
+    buffer is aliased (a while's), and `HloDataflowAnalysis::CanShareOperandBufferWithUser`
+    holds: same shape and layout, and the op writes element i of its output from element i of
+    that operand only (`_can_share`). Parameters and constants are never taken over.
+    """
+    if ins.opcode in ("copy", "while", "call", "conditional") or ins.opcode.endswith("-start"):
+        return []
+    out = _leaf_shapes(ins.shape)
+    if not out:
+        return []
+    found: list[str] = []
+    seen: set = set()
+    for i, o in enumerate(ins.operands):
+        if o in seen:
+            continue  # XLA checks an operand at its first index
+        seen.add(o)
+        u = entry.struct.get(o)
+        if not isinstance(u, int) or entry.records[u]["id"] != o or entry.records[u].get("resident"):
+            continue
+        if entry.shapes.get(o) not in out or entry.opcodes.get(o) in ("while", "call", "conditional"):
+            continue
+        if _can_share(entry, ins, i, o):
+            found.append(o)
+    return found
+
+
+def _can_share(entry: _Entry, ins: _Instruction, i: int, operand: str) -> bool:
+    """`CanShareOperandBufferWithUser` for operand number i of `ins`, shapes already equal."""
+    op = ins.opcode
+    if op == "fusion":
+        return _fusion_can_share(entry.bodies.get(ins.attrs.get("calls", "").lstrip("%")),
+                                 ins.attrs.get("kind", ""), i)
+    if op in ("dynamic-update-slice", "scatter"):
+        return i == 0 and ins.operands.count(operand) == 1
+    if op == "custom-call":
+        pairs = ins.attrs.get("output_to_operand_aliasing", "")
+        return str(i) in re.findall(r":\s*\(\s*(\d+)", pairs)
+    return op in ELEMENTWISE_OPCODES
+
+
+def _fusion_can_share(body: _Body | None, kind: str, i: int) -> bool:
+    """Fusion rules: in-place roots (dynamic-update-slice, scatter) over a parameter; loop and
+    input fusions whose parameter's every transitive use is elementwise (or a tuple); an output
+    fusion whose ROOT adds the parameter to a dot or convolution; any other fusion when the
+    parameter reaches the ROOT through elementwise ops only."""
+    if body is None or i not in body.params:
+        return False
+    p = body.params[i]
+    if p in _in_place_parameters(body):
+        return True
+    if kind in ("kLoop", "kInput"):
+        return _uses_elementwise(body, p, allow_tuple=True)
+    if kind == "kOutput":
+        opcode, operands = body.ops[body.root]
+        if opcode != "add" or len(operands) != 2:
+            return False
+        matched = [j for j, o in enumerate(operands) if body.ops.get(o, ("",))[0] in ("dot", "convolution")]
+        if not matched:
+            return False
+        return body.users.get(p, []) == [(body.root, 1 - matched[0])]
+    return _uses_elementwise(body, p, allow_tuple=False)
+
+
+def _in_place_parameters(body: _Body) -> set[str]:
+    """Parameters that an in-place ROOT (or ROOT tuple element) updates: operand 0 of a
+    dynamic-update-slice or scatter, through a bitcast."""
+    opcode, operands = body.ops[body.root]
+    sources = operands if opcode == "tuple" else [body.root]
+    found = set()
+    for src in sources:
+        op, ops = body.ops.get(src, ("", []))
+        if op in ("dynamic-update-slice", "scatter") and ops:
+            x = ops[0]
+            if body.ops.get(x, ("", []))[0] == "bitcast":
+                x = body.ops[x][1][0]
+            if body.ops.get(x, ("",))[0] == "parameter":
+                found.add(x)
+    return found
+
+
+def _uses_elementwise(body: _Body, p: str, allow_tuple: bool) -> bool:
+    """Every transitive use of `p` is elementwise on it (operand 0 of a dynamic-update-slice
+    counts), or a tuple when `allow_tuple`."""
+    stack, visited = [p], {p}
+    while stack:
+        cur = stack.pop()
+        for user, j in body.users.get(cur, []):
+            op = body.ops[user][0]
+            if not (op in ELEMENTWISE_OPCODES or (op == "dynamic-update-slice" and j == 0)
+                    or (allow_tuple and op == "tuple")):
+                return False
+            if user not in visited:
+                visited.add(user)
+                stack.append(user)
+    return True
+
+
+def _add_reuse(entry: _Entry) -> None:
+    """Write each node's `reuse` field: its candidates, except a live-out candidate (a graph
+    output's buffer is never freed) and, for a node that shares no buffer by must-alias, a
+    candidate that does (XLA never shares a buffer holding several values with another one)."""
+    records = entry.records
+    out: list = []
+    if entry.root is not None and entry.root in entry.struct:
+        _leaves(entry.struct[entry.root], out, set())
+    live_out = set(out)
+    index = {r["id"]: i for i, r in enumerate(records)}
+    for v, names in entry.reuse.items():
+        if v in entry.aliased and v not in entry.must:
+            continue
+        must = v in entry.must  # a must-alias node keeps exactly the operands it shares
+        keep = [u for u in names if index[u] not in live_out and (must or index[u] not in entry.aliased)]
+        if keep:
+            records[v]["reuse"] = keep
 
 
 def _brace_names(value: str) -> list[str]:
