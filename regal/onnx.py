@@ -23,6 +23,11 @@ What each part of the model becomes:
   node, as hlo.py folds bitcasts: their output *is* the producer's buffer, so its bytes count
   once and stay live until the last real consumer. Their other operand (a shape or axes
   tensor, a few int64s) becomes a data input of the real consumers, so it is freed after them.
+- `reuse` (SPEC.md section 3): an elementwise op (`ELEMENTWISE_OPS`: unary and binary
+  arithmetic, activations, comparisons, Where, Clip, Cast between same-size types) lists the
+  inputs of its output's shape and byte size, each produced by one single-output node, in input
+  order: a runtime may write the output over such an input when this op is its last reader
+  (ONNX Runtime's allocation planner does, for the ops that declare it).
 - `inputs` lists each producer once: an input named twice (`Mul(x, x)`), or two outputs of one
   multi-output node, is one edge. An empty input name (an omitted optional input) is skipped.
 - Graph outputs are the nodes whose outputs nothing consumes (never freed, SPEC.md section 3);
@@ -66,7 +71,7 @@ from regal._ops import (COST_MODEL, conv_flops, conv_transpose_flops, eval_dim, 
                         roofline)
 from regal.graph import Graph, GraphError
 
-__all__ = ["CONTROL_FLOW_OPS", "ELEMENT_BITS", "FOLDED_OPS", "TESTED_OPSETS", "load_onnx", "tensor_bytes"]
+__all__ = ["CONTROL_FLOW_OPS", "ELEMENT_BITS", "ELEMENTWISE_OPS", "FOLDED_OPS", "TESTED_OPSETS", "load_onnx", "tensor_bytes"]
 
 #: Default-domain opsets the importer is tested with; others import with a warning.
 TESTED_OPSETS = range(13, 22)
@@ -76,6 +81,17 @@ FOLDED_OPS = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze"
 
 #: Ops with subgraphs; rejected (see the module docstring).
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+
+#: Default-domain ops whose output element i depends only on element i of its inputs (after
+#: broadcasting): their output may be written over a same-shape input (field `reuse`).
+ELEMENTWISE_OPS = frozenset({
+    "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift", "Cast", "Ceil",
+    "Celu", "Clip", "Cos", "Cosh", "Div", "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater",
+    "GreaterOrEqual", "HardSigmoid", "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual",
+    "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal",
+    "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt",
+    "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where", "Xor",
+})
 
 #: Bits per element of every ONNX element type (TensorProto.DataType). STRING has no fixed
 #: size: 64 bits (a pointer) per element.
@@ -441,8 +457,27 @@ def _add_node(b: _Builder, node: onnx.NodeProto, i: int, types) -> bool:
         return False
     moved = out_bytes + sum(b.nbytes[x] for x in dict.fromkeys(node.input) if x)
     cost = roofline(_flops(node, b.shapes), moved)
-    b.add({"id": nid, "op": op, "bytes": out_bytes, "inputs": b.inputs_of(node.input), "cost": cost}, outs)
+    rec = {"id": nid, "op": op, "bytes": out_bytes, "inputs": b.inputs_of(node.input), "cost": cost}
+    reuse = _reuse(b, node, outs)
+    if reuse:
+        rec["reuse"] = reuse
+    b.add(rec, outs)
     return False
+
+
+def _reuse(b: _Builder, node: onnx.NodeProto, outs: list[str]) -> list[int]:
+    """An elementwise op's inputs of the output's shape and size, produced by one real node: the
+    buffers it may write its output over (SPEC.md section 3 decides per schedule)."""
+    if node.op_type not in ELEMENTWISE_OPS or node.domain not in ("", "ai.onnx") or len(outs) != 1:
+        return []
+    out = outs[0]
+    found: list[int] = []
+    for x in dict.fromkeys(node.input):
+        if x and b.shapes.get(x) == b.shapes[out] and b.nbytes.get(x) == b.nbytes[out] and len(b.leaves[x]) == 1:
+            u = b.leaves[x][0]
+            if not b.records[u].get("resident") and b.records[u]["bytes"] == b.nbytes[out] and u not in found:
+                found.append(u)
+    return found
 
 
 def _flops(node: onnx.NodeProto, shapes: Mapping[str, tuple]) -> float:
@@ -513,6 +548,8 @@ def load_onnx(path_or_model, dims: Mapping[str, int] | None = None, name: str | 
     for r in b.records:
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]
+        if "reuse" in r:
+            r["reuse"] = [ids[u] for u in r["reuse"]]
     init = graph.initializer
     meta = {"source": "onnx", "producer": f"{model.producer_name} {model.producer_version}".strip(),
             "ir_version": model.ir_version, "opset": opset, "onnx_nodes": len(graph.node),

@@ -379,3 +379,22 @@ def test_fuzzed_fixture_bytes_give_a_graph_or_a_graph_error(tmp_path):
     assert counts["tracebacks"] == 0
     assert counts["graphs"] > 0 and counts["clean_errors"] > 0
     assert seconds < 20
+
+
+# ---------------------------------------------------------------------- in-place reuse
+def test_elementwise_ops_list_same_size_inputs_for_reuse():
+    """An elementwise op lists its inputs of the output's shape and size produced by one real
+    node (SPEC section 3 `reuse`); graph inputs, weights, broadcasts, other sizes and
+    non-elementwise ops list nothing."""
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             h.make_node("Relu", ["m"], ["r"], name="relu"),
+             h.make_node("Add", ["r", "m"], ["s"], name="add"),          # both [2, 6]
+             h.make_node("Add", ["s", "bias"], ["t"], name="bias"),      # bias [6] broadcasts
+             h.make_node("Mul", ["x", "x"], ["xx"], name="xx"),          # a graph input: resident
+             h.make_node("Cast", ["t"], ["c"], to=T.DOUBLE, name="cast"),  # 8 bytes per element
+             h.make_node("Softmax", ["t"], ["y"], name="softmax")]
+    g = load_onnx(_model(nodes, [_vi("x", [2, 4])], [_vi("y", None), _vi("c", None, T.DOUBLE), _vi("xx", None)],
+                         [_init("w", (4, 6)), _init("bias", (6,))]))
+    reuse = {r["id"]: r.get("reuse") for r in g.to_records()}
+    assert reuse["relu"] == ["mm"] and reuse["add"] == ["relu", "mm"] and reuse["bias"] == ["add"]
+    assert reuse["xx"] is None and reuse["cast"] is None and reuse["softmax"] is None and reuse["mm"] is None
