@@ -179,6 +179,22 @@ class TimedClimb:
                 return int(self._critical[self.rng.integers(self._critical.size)])
         return int(self.rng.integers(g.num_nodes))
 
+    def _group(self, v: int, q: int) -> list[int]:
+        """The nodes a device move of v to q takes along: a weight (resident node) goes with its
+        consumers (up to 4 of them), and a node takes its weights that nobody off q reads
+        otherwise; split apart, either side would copy the weight at time 0 and save nothing."""
+        g = self.problem.graph
+        if g.resident[v]:
+            consumers = g.consumers(v)
+            return [v] + (consumers.tolist() if consumers.size <= 4 else [])
+        group = [v]
+        for u in g.inputs(v).tolist():
+            if g.resident[u]:
+                others = [c for c in g.consumers(u).tolist() if c != v]
+                if all(self._placement[c] == q for c in others):
+                    group.append(u)
+        return group
+
     def _move(self, keys: np.ndarray) -> None:
         p = self.problem
         d = p.devices
@@ -191,8 +207,9 @@ class TimedClimb:
                 q = int(np.argmin(np.where(np.arange(d) == k, np.iinfo(np.int64).max, self._sim.device_peak_bytes)))
             else:
                 q = int((k + 1 + self.rng.integers(d - 1)) % d)
-            row[v, :d] = 0.25
-            row[v, q] = 0.75
+            for w in self._group(v, q):
+                row[w, :d] = 0.25
+                row[w, q] = 0.75
             return
         if d == 1 or r < 0.85 or self._sim.transfer_node.size == 0:  # priority move
             seq = self._device_seq[int(self._placement[v])]
