@@ -389,12 +389,12 @@ def test_elementwise_ops_list_same_size_inputs_for_reuse():
     nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
              h.make_node("Relu", ["m"], ["r"], name="relu"),
              h.make_node("Add", ["r", "m"], ["s"], name="add"),          # both [2, 6]
-             h.make_node("Add", ["s", "bias"], ["t"], name="bias"),      # bias [6] broadcasts
+             h.make_node("Add", ["s", "bias"], ["t"], name="addb"),      # bias [6] broadcasts
              h.make_node("Mul", ["x", "x"], ["xx"], name="xx"),          # a graph input: resident
              h.make_node("Cast", ["t"], ["c"], to=T.DOUBLE, name="cast"),  # 8 bytes per element
              h.make_node("Softmax", ["t"], ["y"], name="softmax")]
     g = load_onnx(_model(nodes, [_vi("x", [2, 4])], [_vi("y", None), _vi("c", None, T.DOUBLE), _vi("xx", None)],
                          [_init("w", (4, 6)), _init("bias", (6,))]))
     reuse = {r["id"]: r.get("reuse") for r in g.to_records()}
-    assert reuse["relu"] == ["mm"] and reuse["add"] == ["relu", "mm"] and reuse["bias"] == ["add"]
+    assert reuse["relu"] == ["mm"] and reuse["add"] == ["relu", "mm"] and reuse["addb"] == ["add"]
     assert reuse["xx"] is None and reuse["cast"] is None and reuse["softmax"] is None and reuse["mm"] is None
