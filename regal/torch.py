@@ -34,6 +34,10 @@ What each FX node becomes:
   statistics) gets the same ordering.
 - Every other call is **one** node, op `aten.<name>.<overload>`, `bytes` the sum of the sizes
   (`numel * element_size`) of its new output tensors. SymInt arithmetic makes no node.
+- `reuse` (SPEC.md section 3): an elementwise ATen op (`ELEMENTWISE_ATEN`) with one new output
+  lists its tensor arguments of the output's shape and dtype that are a whole node's output, in
+  argument order: an allocator may hand the output the buffer of such an argument whose last
+  reader it is (Inductor's buffer reuse does).
   Higher-order ops (`cond`, `while_loop`, ...) are rejected with a message naming the node.
 
 `cost`: the roofline of `regal._ops` (`COST_MODEL`: 100 TFLOP/s, 1 TB/s): FLOPs of matrix
@@ -203,9 +207,48 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         b.readers.setdefault(u, []).append(idx)
     moved = new_bytes + sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
                             for t in _tensors(n.meta.get("val")))
-    b.records.append({"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
-                      "control_inputs": control, "cost": roofline(_flops(node), moved)})
+    rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
+           "control_inputs": control, "cost": roofline(_flops(node), moved)}
+    reuse = _reuse(b, node, val, new_bytes) if not in_place and not written_args else []
+    if reuse:
+        rec["reuse"] = reuse
+    b.records.append(rec)
     b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+
+
+#: ATen ops whose output element i depends only on element i of their tensor arguments (after
+#: broadcasting): the output may be written over a same-shape argument (field `reuse`).
+ELEMENTWISE_ATEN = frozenset({
+    "abs", "add", "addcdiv", "addcmul", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
+    "ceil", "clamp", "clamp_max", "clamp_min", "cos", "cosh", "div", "elu", "eq", "erf", "exp", "expm1",
+    "floor", "gelu", "ge", "gt", "hardsigmoid", "hardswish", "hardtanh", "le", "leaky_relu", "lerp", "log",
+    "log1p", "logical_and", "logical_not", "logical_or", "lt", "maximum", "minimum", "mish", "mul", "ne",
+    "neg", "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin",
+    "sinh", "softplus", "sqrt", "square", "sub", "tan", "tanh", "threshold", "trunc", "where",
+    "gelu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward", "silu_backward",
+    "hardtanh_backward", "leaky_relu_backward", "elu_backward",
+})
+
+
+def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
+    """An elementwise op's tensor arguments with the output's shape and dtype whose buffer is a
+    whole node's output (one producer of exactly that size): buffers it may write over."""
+    target = node.target
+    if not (isinstance(target, torch._ops.OpOverload) and target.namespace == "aten"
+            and target._opname in ELEMENTWISE_ATEN and isinstance(val, torch.Tensor)):
+        return []
+    found: list = []
+    for n in _flat_nodes(node.args):
+        t = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+        if not isinstance(t, torch.Tensor) or t.shape != val.shape or t.dtype != val.dtype:
+            continue
+        leaves = b.leaves(n)
+        if len(leaves) == 1:
+            u = leaves[0]
+            r = b.records[u]
+            if not r.get("resident") and r["bytes"] == new_bytes and u not in found:
+                found.append(u)
+    return found
 
 
 def _op_name(target) -> str:
@@ -278,6 +321,8 @@ def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]
             r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
+        if "reuse" in r:
+            r["reuse"] = [ids[u] for u in r["reuse"]]
     resident = [r for r in b.records if r.get("resident")]
     full_meta = {"source": "torch", "torch": torch.__version__, "fx_nodes": len(gm.graph.nodes),
                  "folded": b.folded, "outputs": out_ids,

@@ -180,3 +180,22 @@ def test_real_training_step_imports(torch, rt, name):
         assert g.bytes[g.index[f"{n}.momentum_buffer"]] == nbytes
     assert list(g.meta["outputs"]) == ["loss"]
     assert g.lower_bound(1) > fwd.lower_bound(1) and g.num_nodes > fwd.num_nodes
+
+
+def test_elementwise_aten_ops_list_same_shape_arguments_for_reuse(torch, rt):
+    """sin -> relu -> add(relu, sin): elementwise ops list their same-shape, same-dtype argument
+    nodes as `reuse` (SPEC section 3); an input, a matmul and a broadcast operand are not listed."""
+    class M(torch.nn.Module):
+        def forward(self, x, b):
+            s = torch.sin(x)
+            r = torch.relu(s)
+            a = r + s
+            return (a @ a.t()) + b
+
+    g = rt.from_module(M(), (torch.randn(4, 4), torch.randn(4)))
+    reuse = [(g.ops[v], [g.ops[u] for u in g.reuse(v)]) for v in range(g.num_nodes) if not g.resident[v]]
+    assert reuse[:3] == [("aten.sin.default", []), ("aten.relu.default", ["aten.sin.default"]),
+                         ("aten.add.Tensor", ["aten.relu.default", "aten.sin.default"])]
+    last = reuse[-1]  # (a @ a.t()) + b: the matmul's output, not the broadcast b (an input)
+    assert last[0] == "aten.add.Tensor" and len(last[1]) == 1 and ("mm" in last[1][0] or "matmul" in last[1][0])
+    assert all(not u for op, u in reuse if "mm" in op or "matmul" in op)
