@@ -1,0 +1,187 @@
+"""Start-up cost of regal: imports, loading the cached kernels, and whole `regal optimize` runs.
+
+    python -m benchmarks.bench_startup --repeats 5 --baseline REF
+
+Every measurement is a fresh Python process (what a user who types the command waits for),
+timed from outside: wall time, CPU time (user + system, all threads) and, for the optimize runs,
+the `seconds` the solution reports. With `--baseline REF`, each row is measured for `git archive
+REF` too (runs alternate between the two, so that a change of load hits both alike) and the
+peaks of the two are compared.
+
+- cold: a first run after installing: Numba's and JAX's on-disk caches empty (fresh
+  NUMBA_CACHE_DIR and REGAL_JAX_CACHE_DIR), so every kernel is compiled (median of `--cold`).
+- warm: the caches filled by an earlier run, the files in the OS page cache: median of
+  `--repeats` runs after one discarded run.
+
+Rows: `import regal`; `import regal.cli`; `regal.warmup()` after `import regal` (loading every
+cached kernel, timed inside the process); `regal optimize` on a shipped 990-node graph, d = 2,
+5,000 evaluations: plain BRKGA (`--no-seeding --no-polish --policy none`), the flagship's
+default, and the flagship with the shipped policy (`--policy default`). Writes
+benchmarks/results/startup.md (`--out`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRAPH = os.path.join(ROOT, "data", "graphs", "real", "vit_l8_d256_b32_fwd_pre.json.gz")  # 990 nodes
+
+
+def rows(graph: str) -> list[tuple[str, list[str]]]:
+    py = [sys.executable, "-c"]
+    script = os.path.join(os.path.dirname(sys.executable), "regal")  # the console script, as users run it
+    regal = [script] if os.path.exists(script) else [sys.executable, "-m", "regal.cli"]
+    optimize = regal + ["optimize", graph, "-d", "2", "-n", "5000", "--json"]
+    return [
+        ("`import regal`", py + ["import regal"]),
+        ("`import regal.cli`", py + ["import regal.cli"]),
+        ("`regal.warmup()`, every kernel (in-process time)",
+         py + ["import time, regal; t = time.perf_counter(); regal.warmup(); "
+               "print('{\"seconds\": %f}' % (time.perf_counter() - t))"]),
+        ("`regal optimize`, plain BRKGA (`--no-seeding --no-polish --policy none`)",
+         optimize + ["--no-seeding", "--no-polish", "--policy", "none"]),
+        ("`regal optimize`, flagship default", optimize),
+        ("`regal optimize`, flagship `--policy default`", optimize + ["--policy", "default"]),
+    ]
+
+
+def run_once(cmd: list[str], env: dict, cwd: str) -> tuple[float, float, float | None, int | None]:
+    """(wall seconds, CPU seconds, reported seconds or None, peak bytes or None) of one process."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+    try:
+        doc = json.loads(out.stdout)
+    except ValueError:
+        return wall, cpu, None, None
+    return wall, cpu, doc.get("seconds"), doc.get("peak_bytes")
+
+
+def _median(xs):
+    return float(np.median(xs)) if xs else None
+
+
+def measure(cmd: list[str], envs: dict, cwd: str, repeats: int, cold: int) -> dict:
+    """Per source (a name of `envs`): cold wall and seconds, warm wall, CPU, seconds, peaks."""
+    out = {name: {"cold_wall": [], "cold_seconds": [], "wall": [], "cpu": [], "seconds": [], "peaks": set()}
+           for name in envs}
+    for _ in range(cold):
+        for name, env in envs.items():
+            with tempfile.TemporaryDirectory() as numba_dir, tempfile.TemporaryDirectory() as jax_dir:
+                w, _, s, _ = run_once(cmd, {**env, "NUMBA_CACHE_DIR": numba_dir, "REGAL_JAX_CACHE_DIR": jax_dir}, cwd)
+            out[name]["cold_wall"].append(w)
+            if s is not None:
+                out[name]["cold_seconds"].append(s)
+    for env in envs.values():
+        run_once(cmd, env, cwd)  # fills the warm caches; discarded
+    for _ in range(repeats):
+        for name, env in envs.items():
+            w, c, s, p = run_once(cmd, env, cwd)
+            m = out[name]
+            m["wall"].append(w)
+            m["cpu"].append(c)
+            if s is not None:
+                m["seconds"].append(s)
+            if p is not None:
+                m["peaks"].add(p)
+    return {name: {k: (_median(v) if isinstance(v, list) else v) for k, v in m.items()} | {"min": min(m["wall"])}
+            for name, m in out.items()}
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _git(*args) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def _export(ref: str, into: str) -> None:
+    """`regal/` of git revision `ref`, extracted under `into`."""
+    archive = subprocess.run(["git", "archive", ref, "regal"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5, help="warm runs per row and source (median)")
+    ap.add_argument("--cold", type=int, default=1, help="cold runs per row and source (median); 0 skips them")
+    ap.add_argument("--baseline", default=None, help="git revision to compare with (its regal/, exported)")
+    ap.add_argument("--ref", default=None, help="git revision to measure (default: the working tree)")
+    ap.add_argument("--graph", default=GRAPH)
+    ap.add_argument("--only", type=int, nargs="*", default=None, help="row numbers (1-based) to run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "startup.md"))
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    base_env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "REGAL_JAX_CACHE_DIR")}
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = {}
+        for name, ref in (("before", args.baseline), ("after", args.ref)):
+            if name == "before" and ref is None:
+                continue
+            if ref is None:
+                sources[name] = ROOT
+            else:
+                os.makedirs(os.path.join(tmp, name))
+                _export(ref, os.path.join(tmp, name))
+                sources[name] = os.path.join(tmp, name)
+        envs = {name: {**base_env, "PYTHONPATH": path} for name, path in sources.items()}
+        cwd = os.path.join(tmp, "cwd")  # not the repository: its regal/ would come first on sys.path
+        os.makedirs(cwd)
+        names = list(envs)
+        head = ["what"] + [f"{col} {n}" for col in ("cold wall (s)", "warm wall (s)", "warm CPU (s)", "warm `seconds`")
+                           for n in names] + ["peak (B)"]
+        table = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+        for i, (label, cmd) in enumerate(rows(args.graph), 1):
+            if args.only and i not in args.only:
+                continue
+            m = measure(cmd, envs, cwd, args.repeats, args.cold)
+            peaks = {n: m[n]["peaks"] for n in names}
+            same = len({frozenset(p) for p in peaks.values()}) == 1
+            peak = ", ".join(f"{p:,}" for p in sorted(set().union(*peaks.values()))) or "-"
+            peak = peak if same else "; ".join(f"{n} {', '.join(f'{p:,}' for p in sorted(v))}" for n, v in peaks.items())
+            cells = [fmt(m[n][k]) for k in ("cold_wall", "wall", "cpu", "seconds") for n in names]
+            table.append(f"| {label} | " + " | ".join(cells) + f" | {peak} |")
+            print(table[-1], flush=True)
+    import numba
+    what = {n: (args.baseline if n == "before" else args.ref or f"the working tree ({_git('rev-parse', '--short', 'HEAD')})")
+            for n in names}
+    doc = ["# Start-up benchmark", "",
+           f"Command: `python -m benchmarks.bench_startup {' '.join(argv if argv is not None else sys.argv[1:])}`".rstrip()
+           + "  ",
+           "Measured: " + "; ".join(f"{n}: {w}" for n, w in what.items()) + "  ",
+           f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, numba {numba.__version__}; "
+           f"load average at the end {os.getloadavg()[0]:.2f}; wall time {time.time() - t0:.0f} s.",
+           "", f"Graph: `{os.path.relpath(args.graph, ROOT)}` (990 nodes), d = 2, 5,000 evaluations, seed 0. Each "
+           "cell is a fresh process; cold = empty Numba and JAX caches (a first run after installing), warm = caches "
+           f"filled (median of {args.repeats} runs after a discarded one). `seconds` is what the solution reports; "
+           "CPU is user + system time of all the process's threads and children.", ""] + table
+    if args.out:
+        from regal._io import atomic_text
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with atomic_text(args.out) as f:
+            f.write("\n".join(doc) + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
