@@ -45,7 +45,9 @@ for everything else; `cost = max(flops / peak_flops, (operand bytes + bytes) / b
 Loop trip counts and fusion bodies are not looked into.
 
 `meta` records `source="hlo"`, `module`, `entry`, `scheduled`, `hlo_instructions` (entry
-instruction count), `folded` (folded instruction count), `cost_model`, and, for a scheduled
+instruction count), `folded` (folded instruction count), `cost_model`, `outputs` (the ROOT's
+leaf nodes: what the module returns, some of which may also have consumers, and are then freed
+after the last one under SPEC.md section 3 although XLA keeps them), and, for a scheduled
 module, `xla_order`: the real nodes in XLA's schedule order (node order itself, since every
 reference must point to an earlier instruction).
 
@@ -552,10 +554,11 @@ def _to_graph(entry: _Entry, module: str | None, entry_name: str, scheduled: boo
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]
             r["control_inputs"] = [ids[u] for u in r["control_inputs"]]
-    _add_reuse(entry)
+    outputs = _add_reuse(entry)
     meta: dict[str, Any] = {"source": "hlo", "module": module, "entry": entry_name,
                             "scheduled": scheduled, "hlo_instructions": entry.num_instructions,
                             "folded": entry.num_folded, "cost_model": dict(COST_MODEL)}
+    meta["outputs"] = [ids[v] for v in outputs]
     if scheduled:
         meta["xla_order"] = ids
     return Graph.from_records(records, name=name or module or entry_name, meta=meta, source=source)
@@ -755,10 +758,11 @@ def _uses_elementwise(body: _Body, p: str, allow_tuple: bool) -> bool:
     return True
 
 
-def _add_reuse(entry: _Entry) -> None:
+def _add_reuse(entry: _Entry) -> list:
     """Write each node's `reuse` field: its candidates, except a live-out candidate (a graph
     output's buffer is never freed) and, for a node that shares no buffer by must-alias, a
-    candidate that does (XLA never shares a buffer holding several values with another one)."""
+    candidate that does (XLA never shares a buffer holding several values with another one).
+    Returns the live-out nodes (the ROOT's leaves), in order."""
     records = entry.records
     out: list = []
     if entry.root is not None and entry.root in entry.struct:
@@ -772,6 +776,7 @@ def _add_reuse(entry: _Entry) -> None:
         keep = [u for u in names if index[u] not in live_out and (must or index[u] not in entry.aliased)]
         if keep:
             records[v]["reuse"] = keep
+    return out
 
 
 def _brace_names(value: str) -> list[str]:

@@ -70,6 +70,7 @@ def test_tiny_fixture_meta_counts_folded_and_keeps_xla_order():
     assert meta["hlo_instructions"] == 14
     assert meta["folded"] == 6                               # init, out, count, flat, pick, res
     assert meta["xla_order"] == ["x", "w", "zero", "dot", "sq", "loop", "neg", "sum"]
+    assert meta["outputs"] == ["sum", "sq", "loop"]          # the ROOT tuple's leaves
 
 
 def test_tiny_fixture_cost_is_roofline_of_the_nominal_device():
