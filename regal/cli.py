@@ -511,6 +511,18 @@ class _PolicyJob:
             return False
         return getattr(parallel, "_is_initialized", True) is False
 
+    def cancel(self) -> None:
+        """End the child, if any, without waiting for its answer."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            os.close(self.read)
+            self.pid = None
+            self.value = (None, None)
+
     def result(self):
         if self.pid is None:
             return self.value
@@ -540,13 +552,18 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
     search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`)."""
     from regal.search import TEACHER_POLICIES, warmup
     job = None if policy == "none" or policy in TEACHER_POLICIES else _PolicyJob(policy, g, devices)
-    warmup(devices, seeding=seeding, polish=polish)
-    if job is None:
-        return None, None
-    from regal.priors import prepare_tables
-    if job.pid is not None:  # while the policy runs beside: the tables its actions may ask for
-        from regal.policy.actions import BETA_ACTIONS
-        prepare_tables(BETA_ACTIONS)
+    try:
+        warmup(devices, seeding=seeding, polish=polish)
+        if job is None:
+            return None, None
+        from regal.priors import prepare_tables
+        if job.pid is not None:  # while the policy runs beside: the tables its actions may ask for
+            from regal.policy.actions import BETA_ACTIONS
+            prepare_tables(BETA_ACTIONS)
+    except BaseException:
+        if job is not None:
+            job.cancel()
+        raise
     priors, seconds = job.result()
     prepare_tables((a, b) for a, b, _ in priors.groups)
     return priors, seconds
