@@ -42,17 +42,20 @@ CACHE = os.path.join(ROOT, "experiments", "cache", "transfer")
 RESULTS = os.path.join(ROOT, "experiments", "results", "transfer")
 
 #: (name, setting, policy) of every evaluated variant; a policy of "@imitation" / "@trained" is
-#: the fold's imitation-only / trained policy file.
+#: the fold's imitation-only / trained policy file; ":S" uses its scheduling head only (the
+#: placement head at plain BRKGA's choice), the head that carried REGAL's gain in Table 3.
 VARIANTS = (
     ("flagship", "flagship", "none"),
     ("flagship+teacher", "flagship", "teacher"),
     ("flagship+teacher-schedule", "flagship", "teacher-schedule"),
     ("flagship+imitation", "flagship", "@imitation"),
     ("flagship+trained", "flagship", "@trained"),
+    ("flagship+trained-S", "flagship", "@trained:S"),
     ("brkga", "paper", "none"),
     ("paper+teacher", "paper", "teacher"),
     ("paper+imitation", "paper", "@imitation"),
     ("paper+trained", "paper", "@trained"),
+    ("paper+trained-S", "paper", "@trained:S"),
 )
 
 
@@ -173,9 +176,14 @@ def train_fold(held: str, fold: dict, args, log, client=None) -> tuple[str, str]
 
 # --------------------------------------------------------------------------------- evaluation
 @lru_cache(maxsize=8)
-def _policy(path: str):
-    from regal.policy import load_policy
-    return load_policy(path)
+def _policy(spec: str):
+    """A policy file, or "FILE:S" for its scheduling head alone."""
+    from regal.policy import Policy, load_policy
+    path, _, heads = spec.partition(".npz:")
+    pol = load_policy(path + ".npz" if heads else spec)
+    if heads == "S":
+        pol = Policy(pol.config._replace(placement=False), pol.params, pol.meta)
+    return pol
 
 
 def run_one(cell: dict) -> dict:
@@ -184,7 +192,7 @@ def run_one(cell: dict) -> dict:
     from regal.search import resolve_priors
     g = _graph(cell["path"])
     policy = cell["policy"]
-    if policy.endswith(".npz"):
+    if policy.endswith(".npz") or policy.endswith(".npz:S"):
         priors = _policy(policy).priors(g, cell["devices"])
     else:
         priors = resolve_priors(g, cell["devices"], None, policy)
@@ -266,10 +274,12 @@ def report(rows: list[dict], folds: dict, args, command: str) -> str:
         ("flagship+teacher", "flagship", "teacher's priors vs none (flagship)"),
         ("flagship+teacher-schedule", "flagship", "teacher's scheduling half vs none (flagship)"),
         ("flagship+imitation", "flagship", "imitation-only vs none (flagship)"),
+        ("flagship+trained-S", "flagship", "trained, scheduling head only, vs none (flagship)"),
         ("paper+trained", "brkga", "trained priors vs plain BRKGA (paper setting)"),
         ("paper+trained", "paper+teacher", "trained vs teacher (paper setting)"),
         ("paper+trained", "paper+imitation", "trained vs imitation-only (paper setting)"),
         ("paper+teacher", "brkga", "teacher vs plain BRKGA (paper setting)"),
+        ("paper+trained-S", "brkga", "trained, scheduling head only, vs plain BRKGA (paper setting)"),
     ]
     for d in args.devices:
         lines += [f"## d = {d}", "", "| comparison | " + " | ".join(
@@ -340,7 +350,8 @@ def main(argv=None) -> None:
             for d in args.devices:
                 for s in args.seeds:
                     for variant, setting, policy in VARIANTS:
-                        policy = {"@imitation": imitation, "@trained": trained}.get(policy, policy)
+                        policy = {"@imitation": imitation, "@trained": trained,
+                                  "@trained:S": trained + ":S"}.get(policy, policy)
                         cells.append({"held": held, "variant": variant, "setting": setting, "policy": policy,
                                       "name": g["name"], "path": g["path"], "nodes": g["nodes"], "devices": d,
                                       "seed": s, "budget": 5000})
