@@ -118,28 +118,31 @@ def use_jax_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+#: Optional modules Numba imports while its CPU target starts, which regal's kernels do not use:
+#: scipy.linalg (to learn whether np.dot and np.convolve can call BLAS; about a third of the
+#: start) and cffi (to type cffi functions).
+NUMBA_OPTIONAL_IMPORTS = ("scipy.linalg.cython_blas", "cffi")
+
+
 def start_numba() -> None:
     """Start Numba's CPU target (what loading the first cached kernel does) without importing
-    scipy.linalg, for the command line only.
-
-    Numba imports scipy.linalg once, to learn whether np.dot and np.convolve can call BLAS;
-    regal's kernels call neither, and the import is about a third of the target's start (0.1 to
-    0.2 s of every command). With the import failing, Numba falls back to its own loops for
-    those two functions in this process; scipy.linalg itself stays importable.
+    `NUMBA_OPTIONAL_IMPORTS`, for the command line only: 0.1 to 0.2 s of every command. With
+    those imports failing, Numba falls back to its own loops for np.dot and np.convolve and does
+    not type cffi functions, in this process; the modules themselves stay importable.
     """
-    name = "scipy.linalg.cython_blas"
     try:
         from numba.core.registry import cpu_target
     except ImportError:  # another Numba layout: it starts the usual way on the first kernel
         return
-    blocked = name not in sys.modules
-    if blocked:
-        sys.modules[name] = None  # `import scipy.linalg.cython_blas` fails at once
+    blocked = [name for name in NUMBA_OPTIONAL_IMPORTS if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # `import name` fails at once
     try:
         cpu_target.target_context.refresh()
     finally:
-        if blocked and sys.modules.get(name, 0) is None:
-            del sys.modules[name]
+        for name in blocked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
 
 def skip_flax_interop() -> None:
