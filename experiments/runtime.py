@@ -1,0 +1,200 @@
+"""Issue 16's runtime experiment (REGAL's paper Table 2 on our data): the shortest makespan under a
+memory limit, per graph and device count, by the flagship and its baselines.
+
+    python -m experiments.runtime experiments/configs/runtime.json
+
+For each graph and d, the memory limit is each `limit_factors` entry times the peak (SPEC.md
+section 3) of the peak-memory flagship's solution (`regal.optimize`, the config's `peak_budget`,
+seed 0), so the limit binds; `null` runs without a limit. Every method then runs on the
+timed model (SPEC.md section 4, docs/timed-model.md) with the config's `device_model`, and
+every number below is re-simulated from the solution files (`load_solution` re-checks the timed
+values). Cells are cached under experiments/cache/<name>/; results go to
+experiments/results/<name>/: cells.csv, summary.csv and README.md.
+
+Per (limit, d) and method: the share of runs that end feasible; the mean % makespan reduction
+over the reference (plain BRKGA on the timed chromosome, same seed), over the runs where both
+are feasible; the mean % gap from the best feasible makespan any method found for that cell,
+over the runs where the method is feasible; and the mean makespan ratio to HEFT where both are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from experiments.run import ROOT, commit, dataset_graphs, machine
+from regal._io import atomic_text
+
+__all__ = ["run"]
+
+
+def _graph_name(path: str) -> str:
+    base = os.path.basename(path)
+    return base[:-8] if base.endswith(".json.gz") else os.path.splitext(base)[0]
+
+
+def _cached_solution(path: str, graph, make):
+    """The solution at `path`, else `make()` written there first; re-simulated on reading."""
+    from regal.solution import load_solution
+    if not os.path.exists(path):
+        sol = make()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        sol.save(path)
+    return load_solution(path, graph)
+
+
+def _factor_label(f) -> str:
+    return "none" if f is None else f"{f:g}x"
+
+
+def run(config_path: str, cache_dir: str | None = None, results_dir: str | None = None) -> dict:
+    import regal
+    import regal.methods
+    from regal.timed import check_device_model
+    with open(config_path) as f:
+        cfg = json.load(f)
+    name = cfg["name"]
+    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", name)
+    results_dir = results_dir or os.path.join(ROOT, "experiments", "results", name)
+    os.makedirs(results_dir, exist_ok=True)
+    paths = [p for ds in cfg["datasets"] for p in dataset_graphs(ds)]
+    t0 = time.time()
+    rows = []
+    for path in paths:
+        g = regal.load(path)
+        gname = _graph_name(path)
+        for d in cfg["devices"]:
+            model = check_device_model(cfg.get("device_model"), d)
+            peak_sol = _cached_solution(os.path.join(cache_dir, "peak-regal", gname, f"d{d}_s0.json"), g,
+                                        lambda: regal.optimize(g, d, budget=cfg["peak_budget"], seed=0,
+                                                               num_threads=1))
+            for factor in cfg["limit_factors"]:
+                limit = None if factor is None else int(factor * peak_sol.peak_bytes)
+                for m in cfg["methods"]:
+                    spec = regal.methods.get(m["solver"])
+                    for seed in m.get("seeds", cfg["seeds"]):
+                        opts = dict(m.get("options", {}), device_model=model, memory_limit_bytes=limit)
+                        if spec.takes_threads:
+                            opts["num_threads"] = 1
+                        cell = os.path.join(cache_dir, m["name"], gname, f"d{d}_{_factor_label(factor)}_s{seed}.json")
+                        print(f"{gname} d={d} limit={_factor_label(factor)} {m['name']} seed {seed}", flush=True)
+                        sol = _cached_solution(cell, g, lambda: regal.methods.solve(m["solver"], g, d, seed=seed,
+                                                                                      **opts))
+                        timed = sol.info["timed"]
+                        rows.append({"graph": gname, "nodes": g.num_nodes, "devices": d,
+                                     "limit": _factor_label(factor), "limit_bytes": limit,
+                                     "method": m["name"], "seed": seed, "makespan_s": timed["makespan_s"],
+                                     "timed_peak_bytes": timed["peak_bytes"], "feasible": timed["feasible"],
+                                     "seconds": sol.seconds, "evaluations": sol.evaluations})
+    summary = _summary(rows, [m["name"] for m in cfg["methods"]], cfg.get("reference", "brkga-runtime"))
+    _write_csv(os.path.join(results_dir, "cells.csv"), rows)
+    _write_csv(os.path.join(results_dir, "summary.csv"), summary)
+    with atomic_text(os.path.join(results_dir, "README.md")) as f:
+        f.write(_readme(cfg, config_path, rows, summary, time.time() - t0, len(paths)))
+    return {"rows": rows, "summary": summary}
+
+
+def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]:
+    by_cell: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        by_cell.setdefault((r["graph"], r["devices"], r["limit"], r["seed"]), {})[r["method"]] = r
+    # a method run on one seed only (the deterministic list schedulers) stands in every seed's cell
+    seeds_of: dict[str, set] = {}
+    for r in rows:
+        seeds_of.setdefault(r["method"], set()).add(r["seed"])
+    for (graph, d, limit, seed), cell in by_cell.items():
+        for r in rows:
+            if (len(seeds_of[r["method"]]) == 1 and r["method"] not in cell and r["graph"] == graph
+                    and r["devices"] == d and r["limit"] == limit):
+                cell[r["method"]] = r
+    best = {}
+    for key, cell in by_cell.items():
+        ok = [r["makespan_s"] for r in cell.values() if r["feasible"]]
+        best[key] = min(ok) if ok else None
+    out = []
+    for limit in dict.fromkeys(r["limit"] for r in rows):
+        for d in sorted({r["devices"] for r in rows}):
+            for m in methods:
+                red, gap, vs_heft, feas, n, missed = [], [], [], 0, 0, 0
+                for key, cell in by_cell.items():
+                    if key[1] != d or key[2] != limit or m not in cell:
+                        continue
+                    r = cell[m]
+                    n += 1
+                    feas += r["feasible"]
+                    missed += (not r["feasible"]) and best[key] is not None
+                    ref = cell.get(reference)
+                    if r["feasible"] and ref is not None and ref["feasible"]:
+                        red.append((ref["makespan_s"] - r["makespan_s"]) / ref["makespan_s"] * 100)
+                    if r["feasible"] and best[key]:
+                        gap.append((r["makespan_s"] - best[key]) / best[key] * 100)
+                    heft = cell.get("heft")
+                    if r["feasible"] and heft is not None and heft["feasible"]:
+                        vs_heft.append(r["makespan_s"] / heft["makespan_s"])
+                out.append({"limit": limit, "devices": d, "method": m, "runs": n,
+                            "feasible_share": feas / n if n else None, "infeasible_where_another_fits": missed,
+                            "reduction_over_reference_pct": float(np.mean(red)) if red else None,
+                            "reduction_runs": len(red), "gap_from_best_pct": float(np.mean(gap)) if gap else None,
+                            "makespan_over_heft": float(np.mean(vs_heft)) if vs_heft else None,
+                            "heft_runs": len(vs_heft)})
+    return out
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+    with atomic_text(path) as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _fmt(x, spec=".2f", none="-"):
+    return none if x is None else format(x, spec)
+
+
+def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: float, num_graphs: int) -> str:
+    from regal.timed import check_device_model
+    model = check_device_model(cfg.get("device_model"), 1)
+    ref = cfg.get("reference", "brkga-runtime")
+    lines = [f"# {cfg['name']}", "", cfg.get("description", ""), "",
+             f"Command: `python -m experiments.runtime {os.path.relpath(config_path, ROOT)}`  ",
+             f"Commit: {commit()}  ", f"Machine: {machine()}  ",
+             f"Graphs: {num_graphs}; devices {cfg['devices']}; seeds: "
+             + "; ".join(f"{m['name']} {m.get('seeds', cfg['seeds'])}" for m in cfg["methods"])
+             + " (a one-seed method stands in every seed's cell); device model: "
+             f"{model.describe()}; memory limits {[_factor_label(f) for f in cfg['limit_factors']]} of the "
+             f"peak-memory flagship's peak ({cfg['peak_budget']:,} evaluations, seed 0); solver time over all "
+             f"runs {sum(r['seconds'] for r in rows):,.0f} s (this run's wall time {wall_s:.0f} s; cells are cached).", "",
+             f"Reduction: mean % makespan reduction over {ref} (same seed), over the runs where both are "
+             "feasible (runs in brackets). Gap: mean % above the best feasible makespan of the cell, over the "
+             "runs where the method is feasible. HEFT ratio: mean makespan / HEFT's where both are feasible. "
+             "Missed: runs where the method ends over the limit although another method met it.", "",
+             "| limit | d | method | feasible | missed | reduction over " + ref + " % | gap from best % "
+             "| makespan / HEFT |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for s in summary:
+        lines.append(f"| {s['limit']} | {s['devices']} | {s['method']} | "
+                     f"{_fmt(s['feasible_share'] * 100 if s['feasible_share'] is not None else None, '.0f')} % "
+                     f"of {s['runs']} | {s['infeasible_where_another_fits']} | {_fmt(s['reduction_over_reference_pct'])} ({s['reduction_runs']}) | "
+                     f"{_fmt(s['gap_from_best_pct'])} | {_fmt(s['makespan_over_heft'], '.3f')} ({s['heft_runs']}) |")
+    secs = {}
+    for r in rows:
+        secs.setdefault(r["method"], []).append(r["seconds"])
+    lines += ["", "Seconds per run (median): " + ", ".join(f"{m} {np.median(v):.2f}" for m, v in secs.items()), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    args = ap.parse_args(argv)
+    out = run(args.config)
+    print(f"{len(out['rows'])} cells")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
