@@ -210,5 +210,8 @@ def warmup(devices: int | None = None, *, seeding: bool = True, polish: bool = T
         {"id": "c", "bytes": 1, "inputs": ["a", "b"], "control_inputs": []},
     ], name="warmup")
     from regal.memetic import optimize
+    config = BrkgaConfig(population_size=10)
     for d in ((1, 2) if devices is None else (1 if devices == 1 else 2,)):
-        optimize(g, devices=d, budget=200, seeding=seeding, polish=polish, config=BrkgaConfig(population_size=10))
+        optimize(g, devices=d, budget=60, seeding=seeding, polish=polish, config=config)
+        if seeding or polish:  # the seeds and the climb can spend 60 evaluations before a crossover
+            optimize(g, devices=d, budget=30, seeding=False, polish=False, config=config)
