@@ -357,14 +357,15 @@ def main(argv=None) -> None:
                                       "seed": s, "budget": 5000})
     rows = evaluate(cells, args.workers, log)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "runs.csv"), "w", newline="") as f:
+    from regal._io import atomic_text
+    with atomic_text(os.path.join(RESULTS, "runs.csv")) as f:
         keys = ["held", "variant", "name", "nodes", "devices", "seed", "peak", "bound", "seconds"]
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     command = "python -m experiments.transfer " + " ".join(argv if argv is not None else sys.argv[1:])
     text = report(rows, folds, args, command.strip())
-    with open(os.path.join(RESULTS, "README.md"), "w") as f:
+    with atomic_text(os.path.join(RESULTS, "README.md")) as f:
         f.write(text)
     print(text)
 

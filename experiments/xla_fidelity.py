@@ -407,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         log("no cached graphs")
         return 1
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{a.label}.csv"), "w", newline="", encoding="utf-8") as f:
+    from regal._io import atomic_text
+    with atomic_text(os.path.join(RESULTS, f"{a.label}.csv")) as f:
         w = csv.DictWriter(f, FIELDS)
         w.writeheader()
         for r in rows:
@@ -416,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     body = [f"# XLA fidelity: {a.label}", "", f"Command: `{cmd.strip()}`  ", f"Commit: {_commit()}  ",
             f"Graphs: {len(rows)} of {len(entries)} selected ({'reuse fields dropped' if a.no_reuse else 'importer as is'})",
             ""] + summary(rows) + [""] + table(rows)
-    with open(os.path.join(RESULTS, f"{a.label}.md"), "w", encoding="utf-8") as f:
+    with atomic_text(os.path.join(RESULTS, f"{a.label}.md")) as f:
         f.write("\n".join(body) + "\n")
     print("\n".join(body))
     return 0
