@@ -39,8 +39,9 @@ class BrkgaConfig(NamedTuple):
     elite_fraction: float = 0.2
     mutant_fraction: float = 0.1
     elite_inheritance: float = 0.7
-    prior_share: float = 1.0     # share of mutants (and of the initial population) drawn from the
-                                 # priors; the rest stay uniform, a hedge against a wrong prior
+    prior_share: float | None = None  # share of mutants (and of the initial population) drawn
+                                      # from the priors, the rest uniform (a hedge against a wrong
+                                      # prior); None: the method's own (all here, half in the flagship)
 
     @property
     def num_elites(self) -> int:
@@ -63,13 +64,15 @@ class BrkgaConfig(NamedTuple):
             raise ValueError("elites and mutants leave no room in the population")
         if not 0 <= self.elite_inheritance <= 1:
             raise ValueError(f"elite_inheritance must be in [0, 1], got {self.elite_inheritance}")
-        if not 0 <= self.prior_share <= 1:
+        if self.prior_share is not None and not 0 <= self.prior_share <= 1:
             raise ValueError(f"prior_share must be in [0, 1], got {self.prior_share}")
         return self
 
     def num_prior(self, rows: int) -> int:
         """How many of `rows` mutants are drawn from the priors (the first ones)."""
-        return rows if self.prior_share >= 1 else int(round(rows * self.prior_share))
+        if self.prior_share is None or self.prior_share >= 1:
+            return rows
+        return int(round(rows * self.prior_share))
 
 
 class BrkgaState(NamedTuple):

@@ -318,7 +318,7 @@ def _print_solution(g: Graph, sol, output: str | None):
               help="evaluations (one decode or local move + one simulation each), seeds included")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
-              help="priors for the mutants: 'default' (the shipped trained policy), 'none' (uniform) or a policy file")
+              help="priors for the mutants: 'default' (the shipped trained policy), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'none' (uniform) or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions")
 @click.option("--polish/--no-polish", default=True, show_default=True,
@@ -331,6 +331,9 @@ def _print_solution(g: Graph, sol, output: str | None):
               show_default=True, help="BRKGA mutant fraction")
 @click.option("--inheritance", "elite_inheritance", type=click.FloatRange(0, 1), default=0.7, show_default=True,
               help="BRKGA probability that a child's gene comes from its elite parent")
+@click.option("--prior-share", "prior_share", type=click.FloatRange(0, 1), default=None,
+              help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
+                   "seeding or polish, else 1]")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -349,12 +352,12 @@ def _print_solution(g: Graph, sol, output: str | None):
 @DIM_OPTION
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
-                 mutant_fraction, elite_inheritance, time_limit_s, threads, output, as_json, objective,
+                 mutant_fraction, elite_inheritance, prior_share, time_limit_s, threads, output, as_json, objective,
                  memory_limit, bandwidth, latency, speed, dims):
     import regal.methods
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
-    config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance).validate()
+    config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance, prior_share).validate()
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if output:
         check_writable(output)  # before the search, not after it

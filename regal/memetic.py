@@ -58,7 +58,8 @@ DEFAULT_POLICY = "none"
 
 #: Share of the flagship's mutants drawn from the priors when it has any (the rest stay uniform:
 #: a wrong prior then slows the search rather than steering all of it); REGAL's paper setting,
-#: priors in plain BRKGA, draws every mutant from them. Override with `config=BrkgaConfig(...)`.
+#: priors in plain BRKGA, draws every mutant from them. Override with
+#: `config=BrkgaConfig(prior_share=...)` (or `regal optimize --prior-share`).
 FLAGSHIP_PRIOR_SHARE = 0.5
 
 
@@ -179,8 +180,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     t0 = time.perf_counter()
     _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
-    if config is None:
-        config = BrkgaConfig(prior_share=FLAGSHIP_PRIOR_SHARE if seeding or polish else 1.0)
+    config = config or BrkgaConfig()
+    if config.prior_share is None:
+        config = config._replace(prior_share=FLAGSHIP_PRIOR_SHARE if seeding or polish else 1.0)
     config = config.validate()
     check_search_size(graph, devices, config.population_size)
     priors = resolve_priors(graph, devices, priors, policy)

@@ -275,7 +275,8 @@ def test_optimize_takes_the_brkga_settings(graph_file, tmp_path):
                 "--inheritance", 0.6, "-o", out)
     assert r.exit_code == 0, r.output
     cfg = load_solution(out, g).info["config"]
-    assert cfg == {"population_size": 40, "elite_fraction": 0.25, "mutant_fraction": 0.2, "elite_inheritance": 0.6}
+    assert cfg == {"population_size": 40, "elite_fraction": 0.25, "mutant_fraction": 0.2, "elite_inheritance": 0.6,
+                   "prior_share": 0.5}
     r = _invoke("optimize", p, "--population", 4, "--elites", 0.75, "--mutants", 0.5)
     assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
 
