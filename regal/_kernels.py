@@ -187,6 +187,128 @@ def _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes):
     return taken
 
 
+def _simulator(with_reuse):
+    """simulate_peak's body, compiled twice: `with_reuse` is a compile-time constant, so graphs
+    without the field run the code they ran before it existed (no branch per step)."""
+
+    @numba.njit(**_JIT)
+    def simulate(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
+                 nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace):
+        """`simulate_peak` (see there), with or without taking over."""
+        tracing = trace.shape[0] > 0
+        res = np.zeros(d, dtype=np.int64)
+        for v in range(n):
+            if resident[v]:
+                res[placement[v]] += nbytes[v]
+        for k in range(d):
+            device_peak[k] = res[k]
+
+        if d == 1:
+            # One device: no copies; a tensor is freed when its last consumer has run.
+            remaining = np.empty(n, dtype=np.int32)
+            for u in range(n):
+                remaining[u] = out_ptr[u + 1] - out_ptr[u]
+            r = res[0]
+            peak = device_peak[0]
+            for t in range(n):
+                v = order[t]
+                if resident[v]:
+                    if tracing:
+                        trace[t, 0] = r
+                    continue
+                taken = 0
+                if with_reuse:
+                    taken = _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes)
+                r += nbytes[v] + temp[v] - taken
+                if r > peak:
+                    peak = r
+                if tracing:
+                    trace[t, 0] = r
+                r += taken - temp[v]
+                for e in range(in_ptr[v], in_ptr[v + 1]):
+                    u = in_idx[e]
+                    remaining[u] -= 1
+                    if remaining[u] == 0 and not resident[u]:
+                        r -= nbytes[u]
+            device_peak[0] = peak
+            return peak
+
+        # One record per node, so that an input's whole state is one cache line:
+        #   st[u, 0]            u's home device
+        #   st[u, 1]            devices other than home that host a consumer of u and lack the copy
+        #   st[u, 2 + k]        consumers of u on device k that have not run yet
+        #   st[u, 2 + d + k]    for a remote k: u's copy has arrived; for k = home: u has been freed
+        # Each step walks its inputs once: copies in, and the frees it causes, which are applied
+        # after the peak is taken (an input's state depends only on its own iteration). The updates
+        # are written without branches: placements are random, so branches would mispredict.
+        W = 2 + 2 * d
+        st = np.zeros((n, W), dtype=np.int32)
+        for v in range(n):
+            st[v, 0] = placement[v]
+        for u in range(n):
+            h = st[u, 0]
+            for e in range(out_ptr[u], out_ptr[u + 1]):
+                k = st[out_idx[e], 0]
+                c = st[u, 2 + k]
+                st[u, 1] += (c == 0) & (k != h)
+                st[u, 2 + k] = c + 1
+
+        for t in range(n):
+            v = order[t]
+            if resident[v]:
+                if tracing:
+                    for j in range(d):
+                        trace[t, j] = res[j]
+                continue
+            k = st[v, 0]
+            r = res[k]
+            freed = 0
+            for e in range(in_ptr[v], in_ptr[v + 1]):
+                u = in_idx[e]
+                b = in_bytes[e]
+                h = st[u, 0]
+                remote = h != k
+                # 1. copy in
+                need = remote & (st[u, 2 + d + k] == 0)
+                st[u, 2 + d + k] |= need
+                r += b * need
+                pend = st[u, 1] - need
+                st[u, 1] = pend
+                # 3. free (deferred): the copy on k after its last consumer there; the home copy
+                # once every home consumer has run and every other device has its copy
+                left = st[u, 2 + k] - 1
+                st[u, 2 + k] = left
+                freed += b * (remote & (left == 0))
+                free_home = (not in_resident[e]) & (pend == 0) & (st[u, 2 + h] == 0) & (st[u, 2 + d + h] == 0)
+                st[u, 2 + d + h] |= free_home
+                freed += b * (free_home & (not remote))
+                res[h] -= b * (free_home & remote)
+            # 2. run (less the inputs v takes over: home copies on k that this step frees)
+            taken = 0
+            if with_reuse:
+                taken = _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes)
+            r += nbytes[v] - taken
+            if r + temp[v] > device_peak[k]:
+                device_peak[k] = r + temp[v]
+            if tracing:
+                res[k] = r + temp[v]
+                for j in range(d):
+                    trace[t, j] = res[j]
+            res[k] = r + taken - freed
+
+        peak = device_peak[0]
+        for k in range(1, d):
+            if device_peak[k] > peak:
+                peak = device_peak[k]
+        return peak
+
+    return simulate
+
+
+_simulate_plain = _simulator(False)
+_simulate_reuse = _simulator(True)
+
+
 @numba.njit(**_JIT)
 def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
                   nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace):
@@ -200,115 +322,13 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
 
     Taking over (`reuse`): a step that takes over inputs holds `taken` bytes fewer while it runs;
     after it, the bytes are as without the field (the taken inputs' bytes now belong to its
-    output instead of being freed). Graphs without the field skip that code (`has_reuse`).
+    output instead of being freed). A graph without the field runs `_simulate_plain`.
     """
-    tracing = trace.shape[0] > 0
-    has_reuse = reuse_idx.shape[0] > 0
-    res = np.zeros(d, dtype=np.int64)
-    for v in range(n):
-        if resident[v]:
-            res[placement[v]] += nbytes[v]
-    for k in range(d):
-        device_peak[k] = res[k]
-
-    if d == 1:
-        # One device: no copies; a tensor is freed when its last consumer has run.
-        remaining = np.empty(n, dtype=np.int32)
-        for u in range(n):
-            remaining[u] = out_ptr[u + 1] - out_ptr[u]
-        r = res[0]
-        peak = device_peak[0]
-        for t in range(n):
-            v = order[t]
-            if resident[v]:
-                if tracing:
-                    trace[t, 0] = r
-                continue
-            taken = 0
-            if has_reuse:
-                taken = _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes)
-            r += nbytes[v] + temp[v] - taken
-            if r > peak:
-                peak = r
-            if tracing:
-                trace[t, 0] = r
-            r += taken - temp[v]
-            for e in range(in_ptr[v], in_ptr[v + 1]):
-                u = in_idx[e]
-                remaining[u] -= 1
-                if remaining[u] == 0 and not resident[u]:
-                    r -= nbytes[u]
-        device_peak[0] = peak
-        return peak
-
-    # One record per node, so that an input's whole state is one cache line:
-    #   st[u, 0]            u's home device
-    #   st[u, 1]            devices other than home that host a consumer of u and lack the copy
-    #   st[u, 2 + k]        consumers of u on device k that have not run yet
-    #   st[u, 2 + d + k]    for a remote k: u's copy has arrived; for k = home: u has been freed
-    # Each step walks its inputs once: copies in, and the frees it causes, which are applied
-    # after the peak is taken (an input's state depends only on its own iteration). The updates
-    # are written without branches: placements are random, so branches would mispredict.
-    W = 2 + 2 * d
-    st = np.zeros((n, W), dtype=np.int32)
-    for v in range(n):
-        st[v, 0] = placement[v]
-    for u in range(n):
-        h = st[u, 0]
-        for e in range(out_ptr[u], out_ptr[u + 1]):
-            k = st[out_idx[e], 0]
-            c = st[u, 2 + k]
-            st[u, 1] += (c == 0) & (k != h)
-            st[u, 2 + k] = c + 1
-
-    for t in range(n):
-        v = order[t]
-        if resident[v]:
-            if tracing:
-                for j in range(d):
-                    trace[t, j] = res[j]
-            continue
-        k = st[v, 0]
-        r = res[k]
-        freed = 0
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            b = in_bytes[e]
-            h = st[u, 0]
-            remote = h != k
-            # 1. copy in
-            need = remote & (st[u, 2 + d + k] == 0)
-            st[u, 2 + d + k] |= need
-            r += b * need
-            pend = st[u, 1] - need
-            st[u, 1] = pend
-            # 3. free (deferred): the copy on k after its last consumer there; the home copy
-            # once every home consumer has run and every other device has its copy
-            left = st[u, 2 + k] - 1
-            st[u, 2 + k] = left
-            freed += b * (remote & (left == 0))
-            free_home = (not in_resident[e]) & (pend == 0) & (st[u, 2 + h] == 0) & (st[u, 2 + d + h] == 0)
-            st[u, 2 + d + h] |= free_home
-            freed += b * (free_home & (not remote))
-            res[h] -= b * (free_home & remote)
-        # 2. run (less the inputs v takes over: home copies on k that this step frees)
-        taken = 0
-        if has_reuse:
-            taken = _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes)
-        r += nbytes[v] - taken
-        if r + temp[v] > device_peak[k]:
-            device_peak[k] = r + temp[v]
-        if tracing:
-            res[k] = r + temp[v]
-            for j in range(d):
-                trace[t, j] = res[j]
-        res[k] = r + taken - freed
-
-    peak = device_peak[0]
-    for k in range(1, d):
-        if device_peak[k] > peak:
-            peak = device_peak[k]
-    return peak
+    if reuse_idx.shape[0] > 0:
+        return _simulate_reuse(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
+                               nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
+    return _simulate_plain(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
+                           nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
 
 
 @numba.njit(**_JIT)
