@@ -561,8 +561,8 @@ def from_networkx(g, name: str | None = None, default_bytes: int | None = None) 
         for k in ("op", "bytes", "temp_bytes", "cost", "resident"):
             if k in a:
                 rec[k] = a[k]
-        if "reuse" in a:
-            rec["reuse"] = [str(u) for u in a["reuse"]]
+        if "reuse" in a:  # node ids become strings, as above; anything else is left to validation
+            rec["reuse"] = [str(u) for u in a["reuse"]] if isinstance(a["reuse"], (list, tuple)) else a["reuse"]
         if "bytes" not in rec and default_bytes is not None:
             rec["bytes"] = default_bytes
         data, ctrl = [], []
