@@ -54,7 +54,8 @@ def train_variants(names, workers=None, scheduler=None):
             v = dict(VARIANTS[name])
             heads = v.pop("heads")
             pc = PolicyConfig(placement="placement" in heads, scheduling="scheduling" in heads,
-                              elite="elite" in heads, structure_features=v.pop("structure_features", True))
+                              elite="elite" in heads, structure_features=v.pop("structure_features", True),
+                              features="v1")  # Table 3 was trained on REGAL's original features
             tc = TrainConfig(**{**PROTOCOL, **v})
             print(f"== training {name}: heads {heads}, {tc}")
             pol = train(train_paths, valid_paths, os.path.join(ROOT, "runs", "ablation", name), pc, tc,

@@ -650,14 +650,15 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
 #: The `regal train` option behind each field a resumed run must keep (regal.policy.reinforce.ResumeError).
 _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples": "--samples", "budget": "--budget",
                    "learning_rate": "--lr", "entropy_coef": "--entropy", "imitation_steps": "--imitate",
-                   "seed": "--seed", "kind": "--kind", "placement": "--heads", "scheduling": "--heads",
+                   "seed": "--seed", "kind": "--kind", "features": "--features", "placement": "--heads", "scheduling": "--heads",
                    "elite": "--heads", "train_graphs": "--manifest, --split, --synthetic or --max-nodes",
                    "valid_graphs": "--manifest, --valid-split, --max-valid or --max-nodes"}
 
 
 @main.command("train", short_help="train a REGAL policy (imitation, then REINFORCE on Dask)", help=(
     "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
-    "the defaults are the recipe of the shipped policy (regal/policy/default.json). BRKGA runs "
+    "the defaults are the recipe of the shipped policy (regal/policy/default.json), except --features "
+    "(it reads v1; new policies read the source-invariant v2). BRKGA runs "
     "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
     "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
 @click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
@@ -679,6 +680,8 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
 @click.option("--heads", default="placement,scheduling", show_default=True,
               help="active heads: any of placement, scheduling, elite")
+@click.option("--features", type=click.Choice(["v1", "v2"]), default="v2", show_default=True,
+              help="node features: v2 is source-invariant (regal.policy.features), v1 REGAL's original")
 @click.option("--workers", default=None, type=click.IntRange(1), help="local Dask workers (default: cores)")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -686,8 +689,8 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @_friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
-              budget, learning_rate, entropy_coef, imitation_steps, kind, heads, workers, scheduler, seed,
-              fresh, out_dir):
+              budget, learning_rate, entropy_coef, imitation_steps, kind, heads, features, workers, scheduler,
+              seed, fresh, out_dir):
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
@@ -703,7 +706,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     if not train_paths:
         raise click.ClickException(f"no training graphs in split {split!r}")
     pc = PolicyConfig(kind=kind, placement="placement" in active, scheduling="scheduling" in active,
-                      elite="elite" in active, max_devices=max(4, max(devices)))
+                      elite="elite" in active, max_devices=max(4, max(devices)), features=features)
     tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
                      learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
                      imitation_steps=imitation_steps)
