@@ -41,7 +41,18 @@ def load_manifest(manifest: str | None = None, synthetic: bool = False) -> dict:
 
 
 def split_names(split: str, manifest: str | None = None, synthetic: bool = False) -> list[str]:
+    """Graph names of a split. A corpus manifest (splits by source, then by family) takes
+    "SOURCE:SPLIT" (one source's) or "SPLIT" (that split of every source)."""
     doc = load_manifest(manifest, synthetic)
+    by_family = doc["splits"].get("by_family")
+    if isinstance(by_family, dict) and split not in doc["splits"]:
+        source, _, part = split.rpartition(":")
+        sources = [source] if source else list(by_family)
+        if any(s not in by_family or part not in by_family[s] for s in sources):
+            names = sorted({f"{s}:{p}" for s, d in by_family.items() for p in d})
+            raise ValueError(f"no split {split!r} in the corpus manifest (splits: train, valid, test, "
+                             f"or one of {', '.join(names)})")
+        return [name for s in sources for name in by_family[s][part]]
     if split not in doc["splits"]:
         raise ValueError(f"no split {split!r} in the manifest (splits: {', '.join(doc['splits'])})")
     return list(doc["splits"][split])
@@ -67,11 +78,13 @@ def spread(paths: list[str], k: int, manifest: str | None = None, synthetic: boo
     """Up to k of `paths`, taken round-robin over model families (then in manifest order)."""
     if k >= len(paths):
         return list(paths)
-    graphs = load_manifest(manifest, synthetic)["graphs"]
+    doc = load_manifest(manifest, synthetic)
+    # by file name: a corpus manifest's keys are "source/name"; families count per source
+    family = {os.path.basename(info["path"]): f'{info.get("source", "")}/{info.get("family", "")}'
+              for info in doc["graphs"].values()}
     by_family: dict[str, list[str]] = {}
     for p in paths:
-        name = os.path.basename(p)[:-len(".json.gz")] if p.endswith(".json.gz") else os.path.basename(p)
-        by_family.setdefault(graphs.get(name, {}).get("family", ""), []).append(p)
+        by_family.setdefault(family.get(os.path.basename(p), ""), []).append(p)
     queues = [list(v[::-1]) for v in by_family.values()]
     out: list[str] = []
     while len(out) < k:
