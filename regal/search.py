@@ -102,7 +102,8 @@ def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) ->
     if isinstance(policy, str) and policy in TEACHER_POLICIES:
         return teacher_priors(graph, devices, placement=policy == "teacher")
     if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
-        raise TypeError(f"policy must be 'default', 'none', a policy file or a loaded Policy, got {policy!r}")
+        raise TypeError(f"policy must be 'default', 'transfer', 'teacher', 'none', a policy file or a loaded "
+                        f"Policy, got {policy!r}")
     from regal.policy import load_policy  # JAX is paid for only here
     pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
     return pol.priors(graph, devices)

@@ -95,3 +95,14 @@ def test_teacher_policies_need_no_network():
     sched = teacher_priors(g, 2, placement=False)
     L = g.num_nodes * 3
     assert np.all(sched.alpha.reshape(g.num_nodes, 3)[:, :2] == 1.0) and sched.alpha.shape == (L,)
+
+
+def test_shipped_transfer_policy_reads_v2_and_leaves_placement_uniform():
+    from regal.policy import load_policy
+    pol = load_policy("transfer")
+    assert pol.config.features == "v2" and not pol.config.placement and pol.config.scheduling
+    g = random_dag(21, num_nodes=40)
+    pri = pol.priors(g, 2)
+    ab = np.stack([pri.alpha, pri.beta]).reshape(2, g.num_nodes, 3)
+    assert np.all(ab[:, :, :2] == 1.0)  # placement genes: plain BRKGA's uniform
+    assert load_policy("default").config.features == "v1"

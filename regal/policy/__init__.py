@@ -23,12 +23,15 @@ from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS, Actions, to_priors
 from regal.policy.features import GraphBatch, build
 from regal.priors import Priors
 
-__all__ = ["Policy", "PolicyConfig", "load_policy", "init_policy", "DEFAULT_POLICY", "GAS_POLICY",
+__all__ = ["Policy", "PolicyConfig", "load_policy", "init_policy", "DEFAULT_POLICY", "GAS_POLICY", "TRANSFER_POLICY",
            "Actions", "BETA_ACTIONS", "ELITE_ACTIONS", "to_priors", "build"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_POLICY = os.path.join(_HERE, "default.npz")
 GAS_POLICY = os.path.join(_HERE, "gas.npz")
+#: The policy chosen by leave-one-source-out (issue 12): feature set v2, scheduling head only,
+#: imitation of the teacher on all six corpus sources (transfer.json: command and evidence).
+TRANSFER_POLICY = os.path.join(_HERE, "transfer.npz")
 
 
 def __getattr__(name):
@@ -112,10 +115,11 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike = "default") -> Policy:
-    """Load a policy file; "default" is REGAL's shipped policy and "gas" the GAS baseline's."""
+    """Load a policy file; "default" is REGAL's shipped policy, "transfer" the one chosen by
+    leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's."""
     from regal.policy.network import PolicyConfig
     p = os.fspath(path)
-    p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY}.get(p, p)
+    p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY, "transfer": TRANSFER_POLICY}.get(p, p)
     if not os.path.exists(p):
         raise ValueError(f"{p}: no such policy file")
     try:
