@@ -13,7 +13,7 @@ import os
 
 from regal.graph import Graph
 
-__all__ = ["save_graph", "write_json"]
+__all__ = ["save_graph", "write_json", "write_source_manifest"]
 
 
 def save_graph(graph: Graph, path: str) -> int:
@@ -35,3 +35,30 @@ def write_json(doc: dict, path: str) -> None:
         json.dump(doc, f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
+
+
+def write_source_manifest(kept: dict, out_dir: str, manifest_path: str, only, *, description: str,
+                          node_range, split_policy: str, families: dict, extra: dict | None = None) -> dict:
+    """The manifest of one corpus source's builder, and its folder kept in step with it.
+
+    kept: graph name -> entry (with "split" and "variant") of this build. With `only` (a partial
+    build) the manifest's other variants are kept; without it, graph files in `out_dir` that the
+    build did not keep are removed. Returns the graphs written, sorted by name.
+    """
+    graphs_root = os.path.dirname(os.path.abspath(out_dir))
+    if only and os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            old = json.load(f)["graphs"]
+        kept = {**{n: e for n, e in old.items() if e["variant"] not in only}, **kept}
+    kept = dict(sorted(kept.items()))
+    doc = {"format": "regal-manifest/1", "description": description,
+           "root": os.path.relpath(graphs_root, os.path.dirname(os.path.abspath(manifest_path))),
+           "node_range": list(node_range), "split_policy": split_policy,
+           "splits": {s: [n for n, e in kept.items() if e["split"] == s] for s in ("train", "valid", "test")},
+           "families": dict(families), **(extra or {}), "graphs": kept}
+    write_json(doc, manifest_path)
+    if not only:
+        for fname in sorted(os.listdir(out_dir)):
+            if fname.endswith(".json.gz") and fname[:-8] not in kept:
+                os.remove(os.path.join(out_dir, fname))
+    return kept

@@ -56,7 +56,7 @@ import time
 
 import torch
 
-from data._files import save_graph, write_json
+from data._files import save_graph, write_source_manifest
 from data.torch_corpus import FAMILY_SPLIT, MODELS as TORCH_MODELS, _tv
 from regal._ops import COST_MODEL, roofline
 from regal.graph import Graph
@@ -318,7 +318,6 @@ def build(name: str, out_dir: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import json
     p = argparse.ArgumentParser(prog="python -m data.layer_graphs", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="data/graphs/layers", help="output folder")
     p.add_argument("--only", action="append", default=None, metavar="MODEL")
@@ -343,20 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.perf_counter() - t0:5.0f}s] {r['name']}: {r['status']} ({r['nodes']} nodes)", flush=True)
             if r["status"] == "kept":
                 kept[r["name"]] = {k: v for k, v in r.items() if k not in ("name", "status", "seconds")}
-    if a.only and os.path.exists(manifest_path):
-        old = json.load(open(manifest_path))["graphs"]
-        kept = {**{n: e for n, e in old.items() if e["variant"] not in a.only}, **kept}
-    kept = dict(sorted(kept.items()))
-    doc = {"format": "regal-manifest/1", "description": __doc__.split("\n")[0],
-           "root": os.path.relpath(graphs_root, os.path.dirname(os.path.abspath(manifest_path))),
-           "node_range": [MIN_NODES, MAX_NODES], "split_policy": "by family (LAYER_FAMILY_SPLIT)",
-           "splits": {s: [n for n, e in kept.items() if e["split"] == s] for s in ("train", "valid", "test")},
-           "families": dict(LAYER_FAMILY_SPLIT), "graphs": kept}
-    write_json(doc, manifest_path)
-    if not a.only:
-        for fname in sorted(os.listdir(a.out)):
-            if fname.endswith(".json.gz") and fname[:-8] not in kept:
-                os.remove(os.path.join(a.out, fname))
+    kept = write_source_manifest(kept, a.out, manifest_path, a.only, description=__doc__.split("\n")[0],
+                                 node_range=(MIN_NODES, MAX_NODES), split_policy="by family (LAYER_FAMILY_SPLIT)",
+                                 families=LAYER_FAMILY_SPLIT)
     print(f"wrote {len(kept)} graphs to {a.out} and {manifest_path}; {time.perf_counter() - t0:.0f}s")
     return 0
 

@@ -19,14 +19,13 @@ models). Deterministic for the same torch version.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import torch
 
-from data._files import save_graph, write_json
+from data._files import save_graph, write_source_manifest
 
 __all__ = ["FAMILY_SPLIT", "MODELS", "MIN_NODES", "MAX_NODES", "IMPORTER_FAMILY", "main"]
 
@@ -202,20 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.perf_counter() - t0:5.0f}s] {r['name']}: {r['status']} ({extra})", flush=True)
             if r["status"] == "kept":
                 kept[r["name"]] = {k: v for k, v in r.items() if k not in ("name", "status", "seconds")}
-    if a.only and os.path.exists(manifest_path):
-        old = json.load(open(manifest_path))["graphs"]
-        kept = {**{n: e for n, e in old.items() if e["variant"] not in a.only}, **kept}
-    kept = dict(sorted(kept.items()))
-    doc = {"format": "regal-manifest/1", "description": __doc__.split("\n")[0],
-           "root": os.path.relpath(graphs_root, os.path.dirname(os.path.abspath(manifest_path))),
-           "node_range": [MIN_NODES, MAX_NODES], "split_policy": "by family (FAMILY_SPLIT)",
-           "splits": {s: [n for n, e in kept.items() if e["split"] == s] for s in ("train", "valid", "test")},
-           "families": dict(FAMILY_SPLIT), "importer_families": dict(IMPORTER_FAMILY), "graphs": kept}
-    write_json(doc, manifest_path)
-    if not a.only:
-        for fname in sorted(os.listdir(a.out)):
-            if fname.endswith(".json.gz") and fname[:-8] not in kept:
-                os.remove(os.path.join(a.out, fname))
+    kept = write_source_manifest(kept, a.out, manifest_path, a.only, description=__doc__.split("\n")[0],
+                                 node_range=(MIN_NODES, MAX_NODES), split_policy="by family (FAMILY_SPLIT)",
+                                 families=FAMILY_SPLIT, extra={"importer_families": dict(IMPORTER_FAMILY)})
     print(f"wrote {len(kept)} graphs to {a.out} and {manifest_path}; {time.perf_counter() - t0:.0f}s")
     return 0
 
