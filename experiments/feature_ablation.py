@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from experiments.transfer import ROOT, RESULTS, corpus, fold_graphs
+from experiments.transfer import ROOT, RESULTS, corpus, fold_graphs, run_one
 
 CACHE = os.path.join(ROOT, "experiments", "cache", "feature_ablation")
 VARIANTS = {"v2": (), "-sizes": ("sizes",), "-structure": ("structure",), "-graph": ("graph",), "-op": ("op",)}
@@ -38,17 +38,6 @@ def policy_file(held: str, name: str, fold: dict, imitate: int) -> str:
         train([g["path"] for g in fold["train"]], [], out, cfg,
               TrainConfig(steps=0, devices=(1, 2), imitation_steps=imitate, seed=0), log=lambda m: None)
     return path
-
-
-def run(cell):
-    import regal
-    from experiments.transfer import _policy
-    held, name, policy, path, d, seed = cell
-    g = regal.load(path)
-    priors = None if policy == "none" else _policy(policy).priors(g, d)
-    peak = regal.optimize(g, d, budget=5000, seed=seed, priors=priors, policy="none", seeding=False, polish=False,
-                          num_threads=1).peak_bytes
-    return cell, int(peak)
 
 
 def main(argv=None) -> None:
@@ -73,11 +62,13 @@ def main(argv=None) -> None:
                 for s in args.seeds:
                     cells.append((held, "plain", "none", g["path"], d, s))
                     cells += [(held, name, p + ":S", g["path"], d, s) for name, p in policies.items()]
+    tasks = [{"setting": "paper", "policy": c[2], "path": c[3], "devices": c[4], "seed": c[5], "budget": 5000}
+             for c in cells]
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        peaks = dict(pool.map(run, cells))
+        peaks = {c: r["peak"] for c, r in zip(cells, pool.map(run_one, tasks))}
     ref = {(c[0], c[3], c[4], c[5]): pk for c, pk in peaks.items() if c[1] == "plain"}
     lines = ["# Feature-group ablation of the v2 features on left-out sources", "",
-             f"Command: `python -m experiments.feature_ablation {' '.join(argv if argv is not None else sys.argv[1:])}`",
+             f"Command: `{' '.join(['python -m experiments.feature_ablation', *(argv if argv is not None else sys.argv[1:])])}`",
              "", f"Scheduling-head policies, {args.imitate} imitation steps on the other sources; REGAL's paper "
              f"setting (priors in plain BRKGA 5K), d in {args.devices}, seeds {args.seeds}, "
              f"{args.test_graphs} test graphs of the left-out source. Mean % lower peak than plain BRKGA.", "",
