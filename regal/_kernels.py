@@ -332,6 +332,32 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
 
 
 @numba.njit(**_JIT)
+def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, t, k, cand, last):
+    """The tensors held on device k across step t: the non-resident nodes on k with bytes,
+    run before t (pos < t) and last consumed after it (a consumer at a position > t).
+
+    order, pos: int32[n] / int64[n] (pos[order[i]] = i); writes the first m entries of cand
+    (int64[n], node) and last (int64[n], the position of the node's last consumer); returns m.
+    The local search's directed moves (`regal.local_search`) pick from them.
+    """
+    m = 0
+    for i in range(t):
+        u = order[i]
+        if placement[u] != k or resident[u] or nbytes[u] == 0:
+            continue
+        hi = -1
+        for e in range(out_ptr[u], out_ptr[u + 1]):
+            q = pos[out_idx[e]]
+            if q > hi:
+                hi = q
+        if hi > t:
+            cand[m] = u
+            last[m] = hi
+            m += 1
+    return m
+
+
+@numba.njit(**_JIT)
 def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident,
                     out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order,
                     device_peak, no_trace):

@@ -18,6 +18,12 @@ memetic search applies to its elites (`improve`). The method:
   `focus_width` positions around a step where the peak device is at its peak (device moves: a
   node on that device there if there is one). The others pick uniformly, so no node is out of
   reach.
+- Directed moves (`directed`, the flagship's climb; off in the baseline): that share of the
+  focused moves picks a tensor held on the peak device across a peak step (made before it, read
+  after it), by bytes, and takes it off that step: moves it to the device with the least memory
+  there, delays its producer past the step, or advances its last reader to the step or before.
+  On the 56 valid graphs (5K evaluations, 2 seeds) the climb with them beat the baseline's by
+  +1.35 % mean at d = 2, +2.13 % at d = 4, +0.44 % at d = 1.
 - Acceptance, first improvement: one move, one evaluation (one full simulation). The `Score` is
   lexicographic: (peak_bytes, sum of device peaks, number of steps at the peak). The two
   tie-breakers turn the peak's wide plateaus into slopes: lowering another device's peak, or
@@ -44,6 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regal import _kernels
 from regal.graph import Graph, check_devices
 from regal.heuristics import START_NAMES, heuristic_solutions
 from regal.simulate import check_schedule, kernel_graph, peak_of
@@ -66,12 +73,13 @@ class LocalSearchConfig(NamedTuple):
     focus_width: int = 8          # positions on either side of the peak step
     shift: int = SHIFT            # half of the order moves go at most this far
     informed: bool = False        # focused moves aim at the peak (below); off in the baseline
+    directed: float = 0.0         # share of focused moves aimed at a tensor held across the peak
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
-                **options) -> LocalSearchConfig:
+                directed: float = 0.0, **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100). TypeError on an unknown option."""
         if options:
@@ -82,7 +90,7 @@ class LocalSearchConfig(NamedTuple):
                    kick_moves=int(np.clip(n // 100, 3, 50)) if kick_moves is None else int(kick_moves),
                    focus_fraction=focus_fraction,
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
-                   shift=int(shift), informed=bool(informed))
+                   shift=int(shift), informed=bool(informed), directed=float(directed))
 
 
 class Score(NamedTuple):
@@ -138,6 +146,11 @@ class _Moves(NamedTuple):
     succ_idx: np.ndarray
     resident: np.ndarray    # bool[n]
     movable: np.ndarray     # int64[*], the non-resident nodes: those whose position matters
+    out_ptr: np.ndarray     # int64[n+1], out_idx: data consumers, CSR (directed moves)
+    out_idx: np.ndarray
+    nbytes: np.ndarray      # int64[n]
+    cand: np.ndarray        # int64[n], scratch: the tensors held across the peak
+    last: np.ndarray        # int64[n], scratch: their last consumer's position
 
 
 class _Move(NamedTuple):
@@ -167,8 +180,12 @@ class ClimbState:
 
 
 def _moves(graph: Graph, devices: int) -> _Moves:
-    return _Moves(graph.num_nodes, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr,
-                  graph.succ_idx, graph.resident, np.flatnonzero(~graph.resident))
+    n = graph.num_nodes
+    return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.resident,
+                  np.flatnonzero(~graph.resident), np.ascontiguousarray(graph.out_ptr, dtype=np.int64),
+                  np.ascontiguousarray(graph.out_idx, dtype=np.int32),
+                  np.ascontiguousarray(graph.bytes, dtype=np.int64), np.empty(n, dtype=np.int64),
+                  np.empty(n, dtype=np.int64))
 
 
 def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> ClimbState:
@@ -245,11 +262,60 @@ def _order_move(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, v
     return _Move("order", p, q)
 
 
+def _directed(moves: _Moves, state: ClimbState, rng) -> _Move | None:
+    """A move aimed at one tensor held across a peak step; None if there is none or it cannot move.
+
+    Take a step t where device k is at the peak and the tensors held on k across it (made
+    before t, last read after t; `_kernels.live_across`); pick one, u, with probability
+    proportional to its bytes, and do one of (thirds; with one device the first is the second):
+    move u to the device with the least memory at t; *delay* u to a position after t (within
+    its window), so it is not yet made at t; *advance* its last consumer to a position at or
+    before t, so it is freed before t. Each removes u's bytes from step t; what the move costs
+    elsewhere (u's inputs held longer, the consumer's output made earlier) the evaluation says.
+    """
+    hits = np.argwhere(state.trace == state.score.peak_bytes)
+    if not len(hits):
+        return None
+    t, k = (int(x) for x in hits[rng.integers(len(hits))])
+    m = _kernels.live_across(state.order, state.pos, state.placement, moves.out_ptr, moves.out_idx,
+                             moves.nbytes, moves.resident, t, k, moves.cand, moves.last)
+    if m == 0:
+        return None
+    weight = np.cumsum(moves.nbytes[moves.cand[:m]], dtype=np.float64)
+    i = min(int(np.searchsorted(weight, rng.random() * weight[-1], side="right")), m - 1)
+    u, last = int(moves.cand[i]), int(moves.last[i])
+    r = rng.random()
+    if moves.num_devices > 1 and r < 1 / 3:
+        memory = state.trace[t].copy()
+        memory[k] = np.iinfo(np.int64).max
+        state.placement[u] = int(np.argmin(memory))
+        return _Move("device", u, k)
+    if r < 2 / 3:  # delay u past t
+        lo, hi = _window(moves, state.pos, u)
+        if hi > t:
+            p, q = int(state.pos[u]), int(rng.integers(t, hi + 1))
+            _shift(state, p, q)
+            return _Move("order", p, q)
+    c = int(state.order[last])  # advance u's last consumer to t or before
+    lo, hi = _window(moves, state.pos, c)
+    if lo <= t and not moves.resident[c]:
+        q = int(rng.integers(lo, t + 1))
+        _shift(state, last, q)
+        return _Move("order", last, q)
+    return None
+
+
 def _propose(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, focused: bool) -> _Move | None:
     """Apply one random move (near the peak if `focused`); None if no node could move.
 
     Informed (`cfg.informed`), a focused move aims at the peak: a device move goes to the device
-    with the least memory at the peak step, an order move takes a node of the peak device."""
+    with the least memory at the peak step, an order move takes a node of the peak device.
+    Directed (`cfg.directed`), that share of the focused moves is `_directed`'s (a plain focused
+    move where it finds none)."""
+    if focused and cfg.directed > 0.0 and rng.random() < cfg.directed:
+        move = _directed(moves, state, rng)
+        if move is not None:
+            return move
     focus, k_peak, t_peak = _focus(moves, state, cfg, rng) if focused else (None, 0, None)
     informed = cfg.informed and focus is not None
     if moves.num_devices > 1 and rng.random() < 0.5:

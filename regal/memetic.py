@@ -12,7 +12,8 @@ switched off (everything off is plain BRKGA, bit for bit):
   priors' means (every gene at its Beta's mean) is one more start.
 - **Polish.** One peak-focused local-search climb (`regal.local_search`: order and device
   moves near the peak, plateau walks, kicks; with `informed` moves, which aim at the peak
-  device) runs between the generations. It starts from the best heuristic seed (by the local
+  device, and `directed` ones, which take a tensor held across a peak step off it) runs between
+  the generations. It starts from the best heuristic seed (by the local
   search's own score, as the local-search baseline picks its start) and keeps walking across
   generations; whenever it finds a better schedule, the schedule is encoded back into the
   population (Lamarckian memetic algorithm, Moscato 1989), where crossover can spread it. The
@@ -61,6 +62,15 @@ DEFAULT_POLICY = "none"
 #: priors in plain BRKGA, draws every mutant from them. Override with
 #: `config=BrkgaConfig(prior_share=...)` (or `regal optimize --prior-share`).
 FLAGSHIP_PRIOR_SHARE = 0.5
+
+
+#: Share of the climb's peak-focused moves that are directed (`regal.local_search._directed`: a
+#: tensor held across the peak is delayed past it, freed before it by advancing its last reader,
+#: or moved to the least loaded device). Measured on the 56 valid graphs, 5K evaluations, 2
+#: seeds, the local search with informed moves and this share against the local-search baseline:
+#: 0.5: +1.16 %, 0.8: +1.16 %, 1.0: +1.35 % at d = 2; 1.0: +0.44 % at d = 1, +2.13 % at d = 4
+#: (informed moves alone: -0.06 % at d = 2).
+DIRECTED_SHARE = 1.0
 
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:
@@ -204,8 +214,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                                 seeds + list(initial or []) if state.generation == 0 else ())
             used = state.evaluations + polished
             if share > 0.0 and climber is None and used < run.budget:
-                climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(graph.num_nodes, run.budget,
-                                                                                informed=True))
+                climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(
+                    graph.num_nodes, run.budget, informed=True, directed=DIRECTED_SHARE))
                 climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
                               run.budget - used)
                 polished = climber.evaluations

@@ -303,3 +303,18 @@ def longest_path_levels(graph):
                 up[u] = up[v] + 1
                 changed = True
     return down, up
+
+
+def live_across(g, placement, order, t, k):
+    """{node: position of its last consumer} for the tensors held on device k across step t:
+    non-resident nodes on k with bytes, run before t, with a consumer after t (the directed
+    moves of regal.local_search pick from these)."""
+    pos = {v: i for i, v in enumerate(order)}
+    out = {}
+    for u in order[:t]:
+        if placement[u] != k or g.resident[u] or g.bytes[u] == 0:
+            continue
+        consumers = [pos[c] for c in g.consumers(u)]
+        if consumers and max(consumers) > t:
+            out[int(u)] = max(consumers)
+    return out
