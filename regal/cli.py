@@ -81,6 +81,21 @@ DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                           help="value of a symbolic ONNX dimension (repeat the option)")
 
 
+def RUNTIME_OPTIONS(fn):
+    """The runtime objective's options (memory limit and device model), for optimize and solve."""
+    for option in reversed((
+            click.option("--memory-limit", "memory_limit", metavar="SIZE", default=None,
+                         help="runtime: bytes per device, e.g. 16GiB, 1.5GB, 512MiB (default: no limit)"),
+            click.option("--bandwidth", metavar="RATE", default=None,
+                         help="runtime: link bandwidth, e.g. 100GB/s, 25GiB/s [default: 100GB/s]"),
+            click.option("--latency", metavar="TIME", default=None,
+                         help="runtime: per-transfer latency, e.g. 5us [default: 5us]"),
+            click.option("--speed", metavar="S0,S1,...", default=None,
+                         help="runtime: each device's speed relative to the nominal device [default: 1 each]"))):
+        fn = option(fn)
+    return fn
+
+
 #: Exit status of a search stopped by SIGINT, SIGTERM or SIGHUP: the best solution so far was
 #: written (1 is an error, 2 a usage error).
 EXIT_INTERRUPTED = 3
@@ -342,13 +357,7 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
               help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
                    "--memory-limit (section 4, docs/timed-model.md)")
-@click.option("--memory-limit", "memory_limit", metavar="SIZE", default=None,
-              help="runtime: bytes per device, e.g. 16GiB, 1.5GB, 512MiB (default: no limit)")
-@click.option("--bandwidth", metavar="RATE", default=None,
-              help="runtime: link bandwidth, e.g. 100GB/s, 25GiB/s [default: 100GB/s]")
-@click.option("--latency", metavar="TIME", default=None, help="runtime: per-transfer latency, e.g. 5us [default: 5us]")
-@click.option("--speed", metavar="S0,S1,...", default=None,
-              help="runtime: each device's speed relative to the nominal device [default: 1 each]")
+@RUNTIME_OPTIONS
 @DIM_OPTION
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
@@ -400,12 +409,18 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
         sys.exit(EXIT_INTERRUPTED)
 
 
-def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed) -> dict:
-    """The optimize command's runtime options as `regal.optimize` keywords ({} for memory);
-    a malformed size, rate, time or speed list is a one-line error naming the option."""
+def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed, method=None) -> dict:
+    """The runtime options as `regal.optimize` keywords ({} for memory); a malformed size, rate,
+    time or speed list is a one-line error naming the option. method: `regal solve`'s METHOD."""
     given = [name for name, v in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth),
                                   ("--latency", latency), ("--speed", speed)) if v is not None]
     if objective != "runtime":
+        if given and method is not None:
+            import regal.methods
+            timed = [m for m in regal.methods.names() if regal.methods.get(m).objective == "runtime"]
+            raise click.UsageError(f"{given[0]} belongs to the runtime methods ({', '.join(timed)}); "
+                                   f"{method!r} minimizes peak memory (regal optimize --objective runtime "
+                                   "runs the flagship on makespan)")
         if given:
             raise click.UsageError(f"{given[0]} needs --objective runtime")
         return {}
@@ -626,9 +641,11 @@ def evaluate_cmd(graph_path, solution_path, as_json):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@RUNTIME_OPTIONS
 @DIM_OPTION
 @_friendly_errors
-def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json, dims):
+def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json,
+              memory_limit, bandwidth, latency, speed, dims):
     import regal.methods
     if list_methods:
         for name in regal.methods.names():
@@ -636,15 +653,22 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
         return
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
-    regal.methods.get(method)  # an unknown name fails before the graph is read
+    spec = regal.methods.get(method)  # an unknown name fails before the graph is read
+    runtime = spec.objective == "runtime"
+    options = _runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
+                               method=method)
+    options.pop("objective", None)
     if output:
         from regal._io import check_writable
         check_writable(output)
     g = load_graph(graph_path, dims)
-    sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget)
+    sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget, **options)
     if output:
         sol.save(output)
-    _report(g, sol, output, as_json)
+    if "timed" in sol.info:
+        _report_timed(g, sol, output, as_json)
+    else:
+        _report(g, sol, output, as_json)
 
 
 #: The `regal train` option behind each field a resumed run must keep (regal.policy.reinforce.ResumeError).

@@ -12,7 +12,7 @@ tests reach every solver through this module (evosax's `Strategies` dict).
 
 The library's own methods are listed here; more come from the `regal.methods` entry point group
 (each entry a mapping name -> (target "module:function", description, takes_budget,
-takes_threads)). This repository's `baselines/` folder, installed as `regal_baselines`, is such
+takes_threads[, objective])). This repository's `baselines/` folder, installed as `regal_baselines`, is such
 an entry: the library discovers it and never imports it by name. Targets are imported on first
 use, so listing the methods imports nothing heavy.
 """
@@ -35,6 +35,7 @@ class MethodSpec(NamedTuple):
     description: str
     takes_budget: bool  # an evaluation budget (the anytime searches)
     takes_threads: bool  # `num_threads` (Numba threads for the population)
+    objective: str = "memory"  # "runtime": it takes memory_limit_bytes and device_model (section 4)
     origin: str = "regal"  # the library, or the entry point that plugged it in
 
     def load(self) -> Callable:
@@ -55,13 +56,17 @@ _LIBRARY = {
     # the runtime objective's baselines (timed model, SPEC.md section 4); the flagship takes
     # objective="runtime" itself
     "brkga-runtime": ("regal.runtime:solve_brkga_runtime",
-                      "runtime: plain BRKGA on the timed chromosome (uniform mutants, no seeds, no polish)", True, True),
+                      "runtime: plain BRKGA on the timed chromosome (uniform mutants, no seeds, no polish)", True, True,
+                      "runtime"),
     "heft": ("regal.timed_heuristics:solve_heft",
-             "runtime: HEFT list scheduling (Topcuoglu et al. 2002), scored by the timed model", False, False),
+             "runtime: HEFT list scheduling (Topcuoglu et al. 2002), scored by the timed model", False, False,
+             "runtime"),
     "critical-path": ("regal.timed_heuristics:solve_critical_path",
-                      "runtime: critical-path list scheduling on the METIS placement, timed model", False, False),
+                      "runtime: critical-path list scheduling on the METIS placement, timed model", False, False,
+                      "runtime"),
     "one-device": ("regal.timed_heuristics:solve_one_device",
-                   "runtime: every node on the fastest device (the sequential sum), timed model", False, False),
+                   "runtime: every node on the fastest device (the sequential sum), timed model", False, False,
+                   "runtime"),
 }
 
 

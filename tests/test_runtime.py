@@ -182,6 +182,32 @@ def test_cli_runtime_options_fail_in_one_line(tmp_path, args, message):
     assert "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("method", ["heft", "critical-path", "one-device", "brkga-runtime"])
+def test_cli_solve_runs_a_runtime_method_with_the_limit_and_device_model(tmp_path, method):
+    """regal solve METHOD takes the runtime options for the runtime methods, passes them on, and
+    reports the makespan and the timed peaks against the limit (what the solution file holds)."""
+    g = _graph(11, n=40)
+    p, out = tmp_path / "g.json.gz", tmp_path / "sol.json"
+    save(g, p)
+    budget = ["-n", 200] if method == "brkga-runtime" else []
+    r = _invoke("solve", method, p, "-d", 2, *budget, "--memory-limit", "1GiB", "--bandwidth", "10MB/s",
+                "--latency", "2us", "--speed", "1,0.5", "-o", out)
+    assert r.exit_code == 0, r.output
+    timed = load_solution(out, g).info["timed"]
+    assert timed["memory_limit_bytes"] == [2**30] * 2 and timed["device_model"]["speed"] == [1.0, 0.5]
+    assert timed["device_model"]["bandwidth_bytes_per_s"] == 1e7 and timed["device_model"]["latency_s"] == 2e-6
+    assert f"makespan  {timed['makespan_s'] * 1e3:,.4f} ms" in r.output and "1.00 GiB per device" in r.output
+
+
+def test_cli_solve_refuses_runtime_options_for_a_memory_method(tmp_path):
+    """A runtime option given to a peak-memory method is a one-line usage error naming both."""
+    p = tmp_path / "g.json.gz"
+    save(_graph(12, n=10), p)
+    r = _invoke("solve", "gp-dfs", p, "-d", 2, "--bandwidth", "1GB/s")
+    assert r.exit_code == 2 and "--bandwidth belongs to the runtime methods" in r.output and "'gp-dfs'" in r.output
+    assert "Traceback" not in r.output
+
+
 def test_plot_draws_a_runtime_solution_as_a_gantt_chart(tmp_path):
     """plot_solution on a runtime solution draws the Gantt layout: one row per device and per busy
     link above the memory curves (the figure's height grows with the rows)."""
