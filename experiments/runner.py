@@ -9,7 +9,8 @@ folder instead of mixing results. Aggregation re-reads every solution file and r
 never carried over from inside a search.
 
 Methods are named in the experiment config:
-    {"name": "cpsat", "solver": "cpsat", "options": {"time_limit_s": 30}, "seeds": [0]}
+    {"name": "cpsat", "solver": "cpsat", "options": {"time_limit_s": 30}, "seeds": [0], "devices": [2]}
+("seeds" and "devices", optional, narrow the experiment's own for that method.)
 `solver` is a method of the registry, `regal.methods` (default: the config's name); a `policy`
 option that is a path is relative to the repository. A solution file carries the solver's own
 method name; reports label it with the config's `name`.
@@ -33,6 +34,7 @@ class Method(NamedTuple):
     solver: str
     options: dict
     seeds: tuple | None = None  # None: the experiment's seeds
+    devices: tuple | None = None  # None: the experiment's device counts (else those of them listed here)
 
     @property
     def key(self) -> str:
@@ -41,9 +43,9 @@ class Method(NamedTuple):
 
     @classmethod
     def from_config(cls, doc: dict) -> "Method":
-        seeds = doc.get("seeds")
+        seeds, devices = doc.get("seeds"), doc.get("devices")
         return cls(doc["name"], doc.get("solver", doc["name"]), dict(doc.get("options", {})),
-                   tuple(seeds) if seeds is not None else None)
+                   tuple(seeds) if seeds is not None else None, tuple(devices) if devices is not None else None)
 
 
 class Cell(NamedTuple):
@@ -63,6 +65,7 @@ class Cell(NamedTuple):
 
 def cells_for(methods, graph_paths, devices, seeds) -> list[Cell]:
     return [Cell(m, p, d, s) for p in graph_paths for d in devices for m in methods
+            if m.devices is None or d in m.devices
             for s in (m.seeds if m.seeds is not None else seeds)]
 
 

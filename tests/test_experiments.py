@@ -129,3 +129,16 @@ def test_experiment_runs_on_an_external_cluster_whose_workers_lack_the_repositor
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+def test_a_method_may_narrow_the_experiments_seeds_and_devices():
+    """A config method's "seeds" and "devices" keep only those cells of the experiment's grid
+    (e.g. a 60 s CP-SAT run at d = 2 only); the others get every (d, seed)."""
+    from experiments.runner import Method, cells_for
+    wide = Method.from_config({"name": "brkga", "options": {"budget": 10}})
+    narrow = Method.from_config({"name": "cpsat-60s", "solver": "cpsat", "options": {"time_limit_s": 60},
+                                 "seeds": [0], "devices": [2]})
+    cells = cells_for([wide, narrow], ["a.json", "b.json"], [1, 2, 4], [0, 1])
+    got = {(c.method.name, c.graph_path, c.devices, c.seed) for c in cells}
+    assert {x for x in got if x[0] == "cpsat-60s"} == {("cpsat-60s", "a.json", 2, 0), ("cpsat-60s", "b.json", 2, 0)}
+    assert len([x for x in got if x[0] == "brkga"]) == 2 * 3 * 2 and len(cells) == len(got)
