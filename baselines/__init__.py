@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["METHODS"]
 
-# name -> (module:function, one-line description, takes a budget, takes num_threads)
+# name -> (module:function, one-line description, takes a budget, takes num_threads[, objective])
 METHODS = {
     "cpsat": ("regal_baselines.cpsat:solve",
               "OR-Tools CP-SAT model of SPEC section 3 (placement and order), hinted", False, False),
@@ -35,4 +35,7 @@ METHODS = {
     "greedy": ("regal_baselines.greedy:solve_greedy", "greedy list scheduling by memory delta", False, False),
     "random": ("regal_baselines.greedy:solve_random", "random placement and random topological order", False, False),
     "gas": ("regal_baselines.gas:solve", "graph-as-sequence policy (GRU) priors for BRKGA", True, True),
+    "cpsat-runtime": ("regal_baselines.cpsat_runtime:solve",
+                      "runtime: CP-SAT with intervals per node and transfer (small graphs), HEFT-hinted, "
+                      "replayed by the timed model", False, False, "runtime"),
 }
