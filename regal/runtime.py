@@ -36,7 +36,7 @@ import numpy as np
 from regal import brkga
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.graph import Graph, check_devices
-from regal.search import Progress, numba_threads
+from regal.search import Progress, check_search_size, numba_threads
 from regal.solution import Solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decode_timed, encode_timed,
                          evaluate_population_timed, excess_bytes, memory_limits, runtime_fitness,
@@ -62,22 +62,6 @@ class _Problem(NamedTuple):
                                   lambda: makespan_bound(self.graph, self.devices, self.model))
         return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, self.limits), bound,
                                      self.limits))
-
-
-def check_search_size_timed(graph: Graph, devices: int, population_size: int) -> None:
-    """ValueError before allocating when a timed population cannot fit (see regal.search)."""
-    import os
-    if devices > graph.num_nodes:
-        raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
-    need = population_size * timed_chromosome_length(graph.num_nodes, devices) * 8 * 3
-    try:
-        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
-    except (ValueError, OSError, AttributeError):
-        limit = 8 * 2**30
-    if need > limit:
-        raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
-                         f"timed chromosomes needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
-                         f"machine's memory; use fewer devices or a smaller population")
 
 
 def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int) -> list[tuple[str, np.ndarray]]:
@@ -299,7 +283,8 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     model = check_device_model(device_model, devices)
     limits = memory_limits(memory_limit_bytes, devices)
     config = (config or BrkgaConfig()).validate()
-    check_search_size_timed(graph, devices, config.population_size)
+    check_search_size(graph, devices, config.population_size,
+                      timed_chromosome_length(graph.num_nodes, devices), "timed chromosomes")
     problem = _Problem(graph, devices, model, memory_limit_bytes, limits)
     deadline = None if time_limit_s is None else t0 + time_limit_s
     L = timed_chromosome_length(graph.num_nodes, devices)

@@ -52,19 +52,22 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
-def check_search_size(graph: Graph, devices: int, population_size: int) -> None:
+def check_search_size(graph: Graph, devices: int, population_size: int, length: int | None = None,
+                      what: str = "chromosomes") -> None:
     """ValueError, before anything is allocated, when a search cannot fit: more devices than
-    nodes, or a population of chromosomes (float64[P, n (d + 1)]) over a quarter of the memory."""
+    nodes, or a population of chromosomes (float64[P, length], default the peak-memory
+    chromosome's n (d + 1); the timed one passes its own) over a quarter of the memory."""
     if devices > graph.num_nodes:
         raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
-    need = population_size * chromosome_length(graph.num_nodes, devices) * 8 * 3  # parents, children, keys
+    length = chromosome_length(graph.num_nodes, devices) if length is None else length
+    need = population_size * length * 8 * 3  # parents, children, keys
     try:
         limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     except (ValueError, OSError, AttributeError):
         limit = 8 * 2**30
     if need > limit:
         raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
-                         f"chromosomes needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
+                         f"{what} needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
                          f"machine's memory ({limit / 2**30:,.1f} GiB); use fewer devices or a smaller population")
 
 
