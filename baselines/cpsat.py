@@ -12,7 +12,7 @@ The model, for m non-resident nodes (resident nodes run first and have no positi
     home copy of non-resident u on p(u):   [pos[u], home_end[u]]        bytes(u)
         home_end[u] >= pos[c] for every consumer c on p(u)
         home_end[u] >= first[u, q] for every other device q hosting a consumer
-        no consumers: home_end[u] = m - 1 (an output is never freed)
+        no consumers, or marked `output`: home_end[u] = m - 1 (a graph output is never freed)
     copy of u on q != p(u), present iff a consumer of u is on q:
         [first[u, q], last[u, q]],  first/last = min/max of pos over consumers on q (exact)
     resident u on p(u): the whole horizon;   temp of v: [pos[v], pos[v]]  on p(v)
@@ -23,6 +23,8 @@ step that runs on k (the node itself, or the first consumer on k that copies it 
 bytes on k at any step t are at most the bytes at the last k-step <= t: the max over all times
 equals the max over k's own steps, which is what SPEC records as peak[k]. With the tight
 interval ends, the bytes at a k-step are exactly SPEC's resident[k] while that step runs.
+A graph output (field `output`) holds its home copy to the horizon; its copies on other devices
+go as any other's, and no step takes it over (its home copy is never freed).
 
 In-place reuse (a graph's `reuse` field, SPEC.md section 3). d = 1 models it exactly: for each
 listed input u of v, a boolean dies[v, u] <=> end[u] <= pos[v] (v is u's last consumer) and
@@ -297,12 +299,13 @@ def _single_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
     """d = 1: one cumulative over output lifetimes and temps; resident bytes lower the capacity."""
     m, pos, g = b.model, b.pos, b.graph
     intervals, demands = [], []
-    # Step 3: output lifetimes [pos[u], end[u]] with end = last consumer (exact) or the horizon.
+    # Step 3: output lifetimes [pos[u], end[u]] with end = last consumer (exact), or the horizon
+    # for nodes without consumers and graph outputs (never freed).
     ends = {}
     for u in b.nodes:
         u = int(u)
         cons = consumers[u]
-        if nbytes[u] > 0 and cons:
+        if nbytes[u] > 0 and cons and not g.output[u]:
             if len(cons) == 1:
                 ends[u] = pos[cons[0]]
             else:
@@ -313,7 +316,7 @@ def _single_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
     taken = _taken_over(b, nbytes, consumers, ends)  # u -> 1 when its last consumer takes it over
     for u in b.nodes:
         u = int(u)
-        cons = consumers[u]
+        cons = consumers[u] if u in ends else []  # kept to the horizon: as if nobody read it
         if nbytes[u] > 0:
             end = ends.get(u, horizon - 1)
             size = m.new_int_var(1, horizon, f"size_{u}")
@@ -340,14 +343,15 @@ def _single_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
 def _taken_over(b: _Built, nbytes, consumers, ends) -> dict:
     """d = 1, SPEC.md section 3 step 2: {u: sum of taken[v, u] over the v listing u} (0 or 1).
 
-    For each v, its candidates in preference order (non-resident, bytes > 0): dies[v, u] <=>
-    end[u] <= pos[v]; taken[v, u] <=> dies[v, u] and (bytes taken before u) + bytes(u) <= bytes(v).
+    For each v, its candidates in preference order (neither resident nor outputs, bytes > 0):
+    dies[v, u] <=> end[u] <= pos[v]; taken[v, u] <=> dies[v, u] and (bytes taken before u) +
+    bytes(u) <= bytes(v).
     """
     m, pos, g = b.model, b.pos, b.graph
     out: dict = {}
     for v in b.nodes:
         v = int(v)
-        cands = [int(u) for u in g.reuse(v) if not g.resident[u] and nbytes[int(u)] > 0]
+        cands = [int(u) for u in g.reuse(v) if not (g.resident[u] or g.output[u]) and nbytes[int(u)] > 0]
         if not cands:
             continue
         all_fit = sum(nbytes[u] for u in cands) <= nbytes[v]
@@ -385,7 +389,7 @@ def _reuse_takes(graph, pos, v):
     done = {u for u in pos if pos[u] <= pos[v]}
     taken, takes, fits = 0, {}, {}
     for u in graph.reuse(v).tolist():
-        if graph.resident[u] or graph.bytes[u] == 0 or graph.bytes[u] > graph.bytes[v]:
+        if graph.resident[u] or graph.output[u] or graph.bytes[u] == 0 or graph.bytes[u] > graph.bytes[v]:
             continue
         fits[u] = taken + int(graph.bytes[u]) <= int(graph.bytes[v])
         dies = all(int(c) in done for c in graph.consumers(u))
@@ -497,7 +501,8 @@ def _multi_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
                 put(k, m.new_optional_fixed_size_interval_var(0, horizon, x[u, k], f"res_{u}_{k}"), nbytes[u])
             continue
         if nbytes[u] > 0:
-            if not cons:
+            kept = not cons or g.output[u]  # no consumers, or a graph output: never freed
+            if kept:
                 end = horizon - 1
             else:
                 lo = min(b.pos_lo[c] for c in cons)
@@ -512,8 +517,8 @@ def _multi_device(b: _Built, nbytes, temp, consumers, horizon) -> None:
             m.add(size == end - pos[u] + 1)
             # every name the hint reads is bound now: a free `cons` would be read after the loop
             # (the last node's consumers), which raised on graphs whose last node has consumers
-            b._aux.append((size, lambda p, pl, u=u, cons=cons, f=_home_end_hint(u, cons), last=horizon - 1:
-                           (f(p, pl) if cons else last) - p[u] + 1))
+            b._aux.append((size, lambda p, pl, u=u, kept=kept, f=_home_end_hint(u, cons), last=horizon - 1:
+                           (last if kept else f(p, pl)) - p[u] + 1))
             for k in range(d):
                 put(k, m.new_optional_interval_var(pos[u], size, end + 1, x[u, k], f"home_{u}_{k}"), nbytes[u])
         # Step 7: temp bytes during the node's own step, on its device.

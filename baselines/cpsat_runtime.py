@@ -11,9 +11,9 @@ The model (OR-Tools CP-SAT, small graphs):
 - every data and control edge: the consumer starts after the producer finishes;
 - with a memory limit, `Cumulative` per device with capacity the limit, section 4's memory
   rules as intervals: a node's output from its start until its last consumer on its device has
-  finished and every transfer of it has arrived (never freed if nobody reads it), its temp bytes
-  while it runs, a copy on another device from its transfer's start until its last consumer
-  there has finished;
+  finished and every transfer of it has arrived (never freed if nobody reads it or it is marked
+  `output`, a graph output: its home copy lasts to the end), its temp bytes while it runs, a
+  copy on another device from its transfer's start until its last consumer there has finished;
 - objective: the makespan, the latest finish.
 
 Times are integer ticks of `horizon / TICKS` seconds, durations and start times rounded down, so
@@ -125,8 +125,8 @@ class _Model:
             if nbytes[u] > 0:  # the home copy
                 h = m.new_int_var(0, H, f"h{u}")
                 m.add(h >= self.e[u])
-                if not consumers or g.resident[u]:
-                    m.add(h == H)  # outputs nobody reads and resident home copies are never freed
+                if not consumers or g.resident[u] or g.output[u]:
+                    m.add(h == H)  # outputs (read or not) and resident home copies are never freed
                 for k in range(d):
                     for v in consumers:
                         m.add(h >= self.e[v]).only_enforce_if([self.x[u][k], self.x[v][k]])

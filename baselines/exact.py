@@ -5,7 +5,8 @@ Edge Devices", MLSys 2020. A state is the set S of executed non-resident nodes, 
 DAG (data and control edges), kept as a Python int bitmask. The bytes held after S has run are
 determined by S alone (SPEC.md section 3, d = 1):
 
-    live(S) = resident bytes + sum of bytes(u), u in S, with a consumer outside S or no consumer
+    live(S) = resident bytes + sum of bytes(u), u in S, with a consumer outside S, no consumer,
+              or marked `output` (a graph output is never freed)
 
 and running v next peaks at live(S) + bytes(v) + temp(v) (its inputs are freed only after it
 runs, its temp only while it runs), so the best peak of any order of S is
@@ -14,6 +15,9 @@ runs, its temp only while it runs), so the best peak of any order of S is
 
 with best({}) = resident bytes. The DP runs forward, level by level (|S| = 0, 1, ..., m), keeps
 the argmin to rebuild the order, and places the resident nodes first.
+
+Graph outputs (field `output`, SPEC.md section 3) are never freed, like nodes without
+consumers: they are left out of every node's freed inputs and of its `reuse` candidates.
 
 In-place reuse (a graph's `reuse` field, SPEC.md section 3) keeps this exact: which inputs v takes
 over depends only on S + v (an input is taken over when all its consumers are in S + v), and after
@@ -118,8 +122,8 @@ class _Problem(NamedTuple):
     nbytes: list         # int per bit: output bytes
     run: list            # int per bit: output + temp bytes, what running it adds at its peak
     succ: list           # per bit: its non-resident successors (bits; data and control edges)
-    inputs: list         # per bit: non-resident data inputs (bytes, consumers mask), freed after their last consumer
-    reuse: list          # per bit: non-resident `reuse` inputs (bytes, consumers mask), in preference order
+    inputs: list         # per bit: data inputs, not resident nor outputs (bytes, consumers mask), freed after their last consumer
+    reuse: list          # per bit: `reuse` inputs, not resident nor outputs (bytes, consumers mask), in preference order
     run_lb: list         # per bit: run minus the most it can take over, the least its step adds
     monotone: bool       # taking over grows with the executed set (free steps are exact)
     lazy: list           # bool per bit: joins its first successor's step instead of a ready set
@@ -164,7 +168,8 @@ def _dp(graph: Graph, max_states: int, max_total_states: int, upper: int | None,
 
 
 def _problem(g: Graph, dominance: bool) -> _Problem:
-    """Bit masks of the non-resident nodes; lazy nodes only when `dominance` is on."""
+    """Bit masks of the non-resident nodes; lazy nodes only when `dominance` is on. Graph outputs
+    are never freed: no node's `inputs` or `reuse` lists them."""
     nodes = [int(v) for v in g.topological_order() if not g.resident[v]]
     bit = {v: i for i, v in enumerate(nodes)}
     m = len(nodes)
@@ -180,9 +185,10 @@ def _problem(g: Graph, dominance: bool) -> _Problem:
                 succ[bit[int(u)]].append(i)
         for c in g.consumers(v):
             cons[i] |= 1 << bit[int(c)]
-    inputs = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.inputs(v) if not g.resident[u]]
+    kept = g.resident | g.output  # never freed: not an input the DP frees, nor one a step takes over
+    inputs = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.inputs(v) if not kept[u]]
               for v in nodes]
-    reuse = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.reuse(v) if not g.resident[u]]
+    reuse = [[(nbytes[bit[int(u)]], cons[bit[int(u)]]) for u in g.reuse(v) if not kept[u]]
              for v in nodes]
     max_taken = g.max_taken_bytes()
     run_lb = [run[i] - int(max_taken[v]) for i, v in enumerate(nodes)]

@@ -4,7 +4,9 @@ A cell's result is its `regal-solution/1` file, `CACHE/<method>-<hash>/<graph>/d
 written atomically by the worker that ran it. A finished cell is never run again, so an
 interrupted experiment resumes where it stopped, and deleting one file recomputes only that cell.
 The hash covers the method's solver and options, so changing a method's settings starts a new
-folder instead of mixing results. Aggregation re-reads every solution file and re-simulates it
+folder instead of mixing results. Each graph's folder holds `graph.sha1`, the digest of the graph
+file its cells were solved on: when the file changes (a rebuilt data set), its cells are stale,
+dropped and run again (a folder without the file, from before it existed, is taken as current). Aggregation re-reads every solution file and re-simulates it
 (`regal.solution.load_solution`): every reported peak is recomputed from the placement and order,
 never carried over from inside a search.
 
@@ -63,6 +65,57 @@ class Cell(NamedTuple):
         return os.path.join(cache_dir, self.method.key, self.graph_name, f"d{self.devices}_s{self.seed}.json")
 
 
+_DIGESTS: dict = {}
+
+
+def graph_digest(path: str) -> str:
+    """sha1 of the graph file's bytes (gzip files are written without a name or time, so a
+    rebuild that changes nothing keeps the digest)."""
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _DIGESTS:
+        with open(path, "rb") as f:
+            _DIGESTS[key] = hashlib.sha1(f.read()).hexdigest()
+    return _DIGESTS[key]
+
+
+def _stamp(cell: Cell, cache_dir: str) -> str:
+    return os.path.join(os.path.dirname(cell.path(cache_dir)), "graph.sha1")
+
+
+def _is_current(cell: Cell, cache_dir: str) -> bool:
+    """Whether the cell's folder was solved on the graph file as it is now (or predates stamps)."""
+    stamp = _stamp(cell, cache_dir)
+    if not os.path.exists(stamp):
+        return True
+    with open(stamp) as f:
+        return f.read().strip() == graph_digest(cell.graph_path)
+
+
+def _refresh(cells: list[Cell], cache_dir: str) -> int:
+    """Drop the cells of folders stamped with another graph digest; stamp every folder with
+    the current one. Returns the number of stale cell files removed."""
+    from regal._io import atomic_text
+    removed, seen = 0, set()
+    for c in cells:
+        stamp = _stamp(c, cache_dir)
+        if stamp in seen:
+            continue
+        seen.add(stamp)
+        folder = os.path.dirname(stamp)
+        current = _is_current(c, cache_dir)
+        if not current:
+            for name in os.listdir(folder):
+                if name.endswith(".json"):
+                    os.remove(os.path.join(folder, name))
+                    removed += 1
+        if not current or not os.path.exists(stamp):
+            os.makedirs(folder, exist_ok=True)
+            with atomic_text(stamp) as f:
+                f.write(graph_digest(c.graph_path) + "\n")
+    return removed
+
+
 def cells_for(methods, graph_paths, devices, seeds) -> list[Cell]:
     return [Cell(m, p, d, s) for p in graph_paths for d in devices for m in methods
             if m.devices is None or d in m.devices
@@ -96,7 +149,9 @@ def run_cell(cell: Cell, cache_dir: str) -> dict:
 
 
 def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = True) -> dict:
-    """Run every cell that has no file yet; returns counts of cached and computed cells."""
+    """Run every cell that has no current file yet (stale ones, of a graph file that changed
+    since, are dropped first); returns counts of cached, computed and stale cells."""
+    stale = _refresh(cells, cache_dir)
     todo = [c for c in cells if not os.path.exists(c.path(cache_dir))]
     done = len(cells) - len(todo)
     bar = None
@@ -119,7 +174,7 @@ def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = T
                 bar.update(1)
     if bar is not None:
         bar.close()
-    return {"cells": len(cells), "cached": done, "computed": len(todo)}
+    return {"cells": len(cells), "cached": done, "computed": len(todo), "stale": stale}
 
 
 def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
@@ -129,7 +184,7 @@ def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
     rows = []
     for c in cells:
         path = c.path(cache_dir)
-        if not os.path.exists(path):
+        if not os.path.exists(path) or not _is_current(c, cache_dir):
             continue
         with open(path) as f:
             doc = json.load(f)

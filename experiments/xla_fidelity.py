@@ -1,7 +1,7 @@
 """How well regal's peak (SPEC.md section 3) predicts XLA's own memory allocation.
 
     python -m experiments.xla_fidelity [--only SUBSTRING ...] [--subset fwd-train] [--label NAME]
-                                       [--no-reuse] [--timeout 900] [--refresh]
+                                       [--no-reuse] [--no-outputs] [--timeout 900] [--refresh]
 
 For every compiled (`opt`) graph of the data set (`data/manifest.json`), the Haiku model is traced
 and compiled again with jax on XLA:CPU, exactly as `data/build_dataset.py` does, and two numbers
@@ -15,8 +15,10 @@ are put side by side:
   numbers (column `const`).
 - **regal**: the SPEC.md section 3 peak, one device, of XLA's own schedule (`meta.xla_order`) of
   the graph `regal.hlo.parse_hlo` imports from the compiled HLO text. The importer in the
-  working tree is used, so the same cache gives the "before" table (`--no-reuse`: every node's
-  `reuse` field is dropped, the old model) and the "after" table.
+  working tree is used, so the same cache gives the "before" table (`--no-reuse --no-outputs`:
+  every node's `reuse` and `output` fields are dropped, the first model), the "reuse" table
+  (`--no-outputs`: taking over, but returned values freed after their last consumer) and the
+  "after" table (the importer as is).
 
 The compile is the slow part: each graph is compiled once in its own process and cached in
 `experiments/cache/xla_fidelity/<graph>.json` (XLA's numbers and a summary of its buffer
@@ -247,8 +249,10 @@ def compile_missing(entries: list[dict], timeout_s: float, refresh: bool, dump: 
 
 
 # ---------------------------------------------------------------------------- regal side
-def regal_row(entry: dict, no_reuse: bool) -> dict | None:
-    """One table row from the cache: XLA's numbers and regal's peak of XLA's schedule."""
+def regal_row(entry: dict, no_reuse: bool, no_outputs: bool = False) -> dict | None:
+    """One table row from the cache: XLA's numbers and regal's peak of XLA's schedule.
+
+    no_reuse / no_outputs: drop the importer's `reuse` / `output` fields (the older models)."""
     import numpy as np
     from regal.graph import Graph
     from regal.hlo import parse_hlo
@@ -262,21 +266,24 @@ def regal_row(entry: dict, no_reuse: bool) -> dict | None:
     with gzip.open(os.path.join(CACHE, f"{entry['name']}.hlo.gz"), "rt", encoding="utf-8") as f:
         graph = parse_hlo(f.read(), name=entry["name"])
     reuse = _reuse_lists(graph)
-    if no_reuse and reuse:
+    if (no_reuse and reuse) or (no_outputs and graph.output.any()):
         recs = graph.to_records()
         for r in recs:
-            r.pop("reuse", None)
+            if no_reuse:
+                r.pop("reuse", None)
+            if no_outputs:
+                r.pop("output", None)
         graph = Graph.from_records(recs, name=graph.name, meta=graph.meta)
+        reuse = _reuse_lists(graph)
     order = np.asarray([graph.index[i] for i in graph.meta["xla_order"]])
     sim, trace = memory_trace(graph, np.zeros(graph.num_nodes, dtype=np.int64), order, 1)
     peak = sim.peak_bytes
     # XLA allocates every output for the whole run: the same trace with each output's bytes
     # counted from the start instead of from its step
-    is_out = (np.diff(graph.out_ptr) == 0) & ~graph.resident
+    is_out = graph.kept & ~graph.resident  # outputs: marked `output`, or without consumers
     out_bytes = np.where(is_out[order], graph.bytes[order], 0)
     unwritten = int(out_bytes.sum()) - np.cumsum(out_bytes)
     static_out = int(max((trace[:, 0] + unwritten).max(initial=0), graph.bytes[graph.resident].sum() + out_bytes.sum()))
-    kept = _kept_outputs_peak(graph, order)
     x = rec["xla"]
     xla_total = (x["argument_size_in_bytes"] + x["output_size_in_bytes"] + x["temp_size_in_bytes"]
                  - x["alias_size_in_bytes"])
@@ -294,29 +301,11 @@ def regal_row(entry: dict, no_reuse: bool) -> dict | None:
         "xla_live_peak": ba.get("live_peak", ""), "ratio_live": peak / ba["live_peak"] if ba.get("live_peak") else "",
         "xla_temp_fragmentation": x["temp_size_in_bytes"] - ba["temp_live_peak"] if "temp_live_peak" in ba else "",
         "regal_static_outputs": static_out, "ratio_static_outputs": static_out / xla_total,
-        "regal_outputs_kept": kept, "ratio_outputs_kept": kept / xla_total,
+        "regal_outputs": int(graph.output.sum()),
         "xla_inplace": len(xla_pairs), "regal_reuse": len(regal_pairs),
         "agree": len(xla_pairs & {(a, b) for a, b in regal_pairs}),
         "compile_s": rec.get("compile_s"),
     }
-
-
-def _kept_outputs_peak(graph, order) -> int:
-    """The peak of XLA's order when the module's outputs that also have consumers are kept to
-    the end, as XLA keeps them (SPEC.md section 3 frees them after their last consumer): a
-    zero-byte sink reading each, run after everything."""
-    import numpy as np
-    from regal.graph import Graph
-    from regal.simulate import simulate
-    outs = [graph.index[i] for i in graph.meta.get("outputs", [])]
-    outs = [v for v in outs if graph.consumers(v).size and not graph.resident[v]]
-    if not outs:
-        return int(simulate(graph, np.zeros(graph.num_nodes, dtype=np.int64), order, 1).peak_bytes)
-    recs = graph.to_records() + [{"id": f"__keep_{k}", "bytes": 0, "inputs": [graph.ids[v]]}
-                                 for k, v in enumerate(outs)]
-    g = Graph.from_records(recs, name=graph.name)
-    full = np.concatenate([order, np.arange(graph.num_nodes, g.num_nodes)])
-    return int(simulate(g, np.zeros(g.num_nodes, dtype=np.int64), full, 1).peak_bytes)
 
 
 def _reuse_lists(graph) -> dict:
@@ -331,16 +320,14 @@ def _reuse_lists(graph) -> dict:
 # ---------------------------------------------------------------------------- report
 FIELDS = ["graph", "family", "mode", "nodes", "dataset_nodes", "xla_argument", "xla_output", "xla_temp",
           "xla_alias", "xla_total", "xla_live_peak", "xla_temp_fragmentation", "const", "regal_resident",
-          "regal_peak", "ratio", "ratio_live", "regal_outputs_kept", "ratio_outputs_kept", "regal_static_outputs",
+          "regal_peak", "ratio", "ratio_live", "regal_outputs", "regal_static_outputs",
           "ratio_static_outputs", "xla_inplace", "regal_reuse", "agree", "compile_s"]
-RATIOS = ("ratio", "ratio_live", "ratio_outputs_kept", "ratio_static_outputs")
+RATIOS = ("ratio", "ratio_live", "ratio_static_outputs")
 
 
 _WHAT = {"ratio": "regal peak / XLA allocation (argument + output + temp)",
          "ratio_live": "regal peak / XLA's own liveness peak (its buffer assignment, no static outputs, "
                        "no fragmentation)",
-         "ratio_outputs_kept": "regal peak with the outputs that have consumers kept to the end (as XLA "
-                               "keeps them) / XLA allocation",
          "ratio_static_outputs": "regal peak with every output held from the start / XLA allocation"}
 
 
@@ -363,13 +350,13 @@ def table(rows: list[dict]) -> list[str]:
     mb = lambda x: f"{x / 1e6:,.2f}"  # noqa: E731
     f3 = lambda x: f"{x:.3f}" if x != "" else "-"  # noqa: E731
     out = ["| graph | mode | nodes | XLA allocation MB | XLA liveness MB | regal peak MB | regal / XLA alloc. "
-           "| regal / XLA liveness | outputs kept / XLA alloc. | outputs from start / XLA alloc. |",
+           "| regal / XLA liveness | outputs marked | outputs from start / XLA alloc. |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         live = mb(r["xla_live_peak"]) if r["xla_live_peak"] != "" else "-"
         out.append(f"| {r['graph']} | {r['mode']} | {r['nodes']:,} | {mb(r['xla_total'])} | {live} | "
                    f"{mb(r['regal_peak'])} | {f3(r['ratio'])} | {f3(r['ratio_live'])} | "
-                   f"{f3(r['ratio_outputs_kept'])} | {f3(r['ratio_static_outputs'])} |")
+                   f"{r['regal_outputs']} | {f3(r['ratio_static_outputs'])} |")
     return out
 
 
@@ -393,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="fwd-train: the smallest forward and training graph of every family")
     ap.add_argument("--label", default="after", help="results file name (default: after)")
     ap.add_argument("--no-reuse", action="store_true", help="drop the importer's reuse fields (the old model)")
+    ap.add_argument("--no-outputs", action="store_true",
+                    help="drop the importer's output fields (outputs with consumers freed after their last one)")
     ap.add_argument("--no-compile", action="store_true", help="only tabulate graphs already cached")
     ap.add_argument("--no-dump", action="store_true", help="skip XLA's buffer-assignment dump when compiling")
     ap.add_argument("--refresh", action="store_true", help="recompile graphs already cached")
@@ -402,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda s: print(s, flush=True)  # noqa: E731
     if not a.no_compile:
         compile_missing(entries, a.timeout, a.refresh, not a.no_dump, log)
-    rows = [r for r in (regal_row(e, a.no_reuse) for e in entries) if r is not None]
+    rows = [r for r in (regal_row(e, a.no_reuse, a.no_outputs) for e in entries) if r is not None]
     if not rows:
         log("no cached graphs")
         return 1
@@ -415,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             w.writerow({k: (f"{r[k]:.4f}" if k in RATIOS and r[k] != "" else r[k]) for k in FIELDS})
     cmd = "python -m experiments.xla_fidelity " + " ".join(argv)
     body = [f"# XLA fidelity: {a.label}", "", f"Command: `{cmd.strip()}`  ", f"Commit: {_commit()}  ",
-            f"Graphs: {len(rows)} of {len(entries)} selected ({'reuse fields dropped' if a.no_reuse else 'importer as is'})",
+            f"Graphs: {len(rows)} of {len(entries)} selected ({', '.join(f'{x} fields dropped' for x, on in (('reuse', a.no_reuse), ('output', a.no_outputs)) if on) or 'importer as is'})",
             ""] + summary(rows) + [""] + table(rows)
     with atomic_text(os.path.join(RESULTS, f"{a.label}.md")) as f:
         f.write("\n".join(body) + "\n")

@@ -228,7 +228,7 @@ def _simulator(with_reuse):
                 for e in range(in_ptr[v], in_ptr[v + 1]):
                     u = in_idx[e]
                     remaining[u] -= 1
-                    if remaining[u] == 0 and not resident[u]:
+                    if remaining[u] == 0 and not in_resident[e]:  # resident or a graph output: kept
                         r -= nbytes[u]
             device_peak[0] = peak
             return peak
@@ -332,9 +332,10 @@ def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident,
 
 
 @numba.njit(**_JIT)
-def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, t, k, cand, last):
+def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, output, t, k, cand, last):
     """The tensors held on device k across step t: the non-resident nodes on k with bytes,
-    run before t (pos < t) and last consumed after it (a consumer at a position > t).
+    run before t (pos < t) and last consumed after it (a consumer at a position > t), or graph
+    outputs (`output`, never freed: their `last` is n, past every step).
 
     order, pos: int32[n] / int64[n] (pos[order[i]] = i); writes the first m entries of cand
     (int64[n], node) and last (int64[n], the position of the node's last consumer); returns m.
@@ -346,6 +347,8 @@ def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, t, k,
         if placement[u] != k or resident[u] or nbytes[u] == 0:
             continue
         hi = -1
+        if output[u]:
+            hi = order.shape[0]
         for e in range(out_ptr[u], out_ptr[u + 1]):
             q = pos[out_idx[e]]
             if q > hi:

@@ -6,9 +6,10 @@ population evaluation, and HEFT's insertion scheduler (`regal.timed_heuristics`)
 Arrays and scalars in, arrays out, as in `regal._kernels` (same JIT options); the public wrappers
 in `regal.timed` validate first. The naive twin of `simulate_timed` is `tests/naive_timed.py`.
 
-Graph arrays (n nodes, d devices) as in `regal._kernels`, plus cost: float64[n] seconds on the
-nominal device. Device model: speed: float64[d] (a node runs cost / speed[k] seconds on device
-k), bandwidth (bytes/s) and latency (s) of every directed link p -> q, p != q.
+Graph arrays (n nodes, d devices) as in `regal._kernels`, plus output: bool[n] (graph outputs,
+field `output`: their home copy is never freed) and cost: float64[n] seconds on the nominal
+device. Device model: speed: float64[d] (a node runs cost / speed[k] seconds on device k),
+bandwidth (bytes/s) and latency (s) of every directed link p -> q, p != q.
 """
 
 import numba
@@ -113,7 +114,7 @@ def _epop(etime, eslot, size):
 
 @numba.njit(**_JIT)
 def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                   out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost, speed,
+                   out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed,
                    bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
     """Makespan (s) of running the placement with these priorities (SPEC.md section 4).
 
@@ -135,12 +136,14 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
     device starts its best ready node and every idle link its best queued transfer. Memory
     only falls while retiring and only rises while starting, so the order inside either phase
     changes nothing. Tasks of zero length finish at the same t and are retired in a next round.
+    A graph output (`output`) keeps its home copy to the end, as a resident node does; its copies
+    on other devices go after their last consumer there.
 
     Taking over (`reuse`, SPEC.md section 3): node v starting on k takes over, in preference
-    order while the total stays <= bytes(v), each non-resident input homed on k of which v is
-    the last unfinished home consumer and whose transfers have all arrived (the step frees its
-    home copy); v then holds that many bytes fewer while it runs, and after it the bytes are as
-    without the field.
+    order while the total stays <= bytes(v), each input homed on k, neither resident nor an
+    output, of which v is the last unfinished home consumer and whose transfers have all arrived
+    (the step frees its home copy); v then holds that many bytes fewer while it runs, and after
+    it the bytes are as without the field.
     """
     record = start.shape[0] > 0
     tracing = trace_t.shape[0] > 0
@@ -251,8 +254,8 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
                 if has_reuse:
                     for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
                         u = reuse_idx[e]
-                        if (placement[u] == k and not resident[u] and cons[u * d + k] == 1 and tr_left[u] == 0
-                                and tk + nbytes[u] <= nbytes[v]):
+                        if (placement[u] == k and not resident[u] and not output[u] and cons[u * d + k] == 1
+                                and tr_left[u] == 0 and tk + nbytes[u] <= nbytes[v]):
                             tk += nbytes[u]
                     taken[v] = tk
                 m = mem[k] + nbytes[v] + temp[v] - tk
@@ -326,7 +329,7 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
                     if c == 0:
                         if h != k:  # the copy on k after its last consumer there
                             mem[k] -= nbytes[u]
-                        elif tr_left[u] == 0 and not resident[u] and not home_freed[u]:
+                        elif tr_left[u] == 0 and not resident[u] and not output[u] and not home_freed[u]:
                             home_freed[u] = True  # the home copy: home consumers done, copies sent
                             mem[h] -= nbytes[u]
                 if tr_left[v] > 0:
@@ -359,7 +362,8 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
                                 dflag[q] = True
                                 dcand[ndc] = q
                                 ndc += 1
-                if tr_left[u] == 0 and cons[u * d + h] == 0 and not resident[u] and not home_freed[u]:
+                if (tr_left[u] == 0 and cons[u * d + h] == 0 and not resident[u] and not output[u]
+                        and not home_freed[u]):
                     home_freed[u] = True
                     mem[h] -= nbytes[u]
     return makespan
@@ -367,7 +371,7 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
 
 @numba.njit(**_JIT)
 def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, nbytes,
-                 temp, resident, reuse_ptr, reuse_idx, cost, speed, bandwidth, latency, placement,
+                 temp, resident, output, reuse_ptr, reuse_idx, cost, speed, bandwidth, latency, placement,
                  device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
     """Decode one timed chromosome (SPEC.md section 5) and return its makespan (section 4).
 
@@ -389,14 +393,14 @@ def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_p
     prio = rows[:, d]
     tprio = rows[:, d + 1:]
     return simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                          out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost, speed,
+                          out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed,
                           bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t,
                           trace_m)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
-                              out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost, speed, bandwidth,
+                              out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed, bandwidth,
                               latency, limit, makespan, excess):
     """Decode and simulate every chromosome of population float64[m, n*(2d+1)] in parallel.
 
@@ -412,9 +416,9 @@ def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in
         placement = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
         makespan[i] = decode_timed(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                                   out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, cost,
-                                   speed, bandwidth, latency, placement, device_peak, none_f, none_f, none_i, none_f, none_i,
-                                   none_f, none_m)
+                                   out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx,
+                                   cost, speed, bandwidth, latency, placement, device_peak, none_f, none_f,
+                                   none_i, none_f, none_i, none_f, none_m)
         over = np.int64(0)
         for k in range(d):
             if limit[k] >= 0 and device_peak[k] > limit[k]:

@@ -13,6 +13,8 @@ index is the tie-breaker of the decoder (SPEC.md section 5). Edges are stored as
     succ_ptr, succ_idx               their transpose (what Kahn's algorithm walks)
     reuse_ptr, reuse_idx             the data inputs whose buffer each node may take over (field
                                      `reuse`, SPEC.md section 3), in preference order
+    output                           bool[num_nodes]: the graph returns it (field `output`): its home
+                                     copy is never freed, though it has consumers (SPEC.md section 3)
 
 Every validation failure raises `GraphError` with a one-line message that names the node.
 """
@@ -32,7 +34,7 @@ from regal import _kernels
 from regal._io import atomic_text, open_text
 
 __all__ = ["GRAPH_FORMAT", "MAX_TOTAL_BYTES", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
-           "from_networkx", "to_networkx"]
+           "from_networkx", "to_networkx", "mark_outputs"]
 
 GRAPH_FORMAT = "regal-graph/1"
 
@@ -114,6 +116,7 @@ class Graph:
         resident: bool[n]           output exists before execution and is never freed
         in_ptr/in_idx, out_ptr/out_idx, ctrl_*, pred_*, succ_*: CSR edges, see module docstring
         reuse_ptr/reuse_idx         CSR: the inputs node v may take over, reuse_idx[reuse_ptr[v]:reuse_ptr[v+1]]
+        output: bool[n]             returned by the graph: its home copy is never freed (field `output`)
         meta: dict                  free-form metadata carried through files
     """
 
@@ -130,6 +133,7 @@ class Graph:
     ctrl_in_idx: np.ndarray
     reuse_ptr: np.ndarray
     reuse_idx: np.ndarray
+    output: np.ndarray
     meta: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
@@ -160,6 +164,7 @@ class Graph:
         temp = np.zeros(n, dtype=np.int64)
         cost = np.zeros(n, dtype=np.float64)
         resident = np.zeros(n, dtype=bool)
+        output = np.zeros(n, dtype=bool)
         ops: list[str] = []
         data_in: list[list[int]] = []
         ctrl_in: list[list[int]] = []
@@ -181,6 +186,10 @@ class Graph:
             if not isinstance(r, bool):
                 raise GraphError(f"{source}: node '{nid}': 'resident' must be true or false, got {r!r}")
             resident[i] = r
+            o = rec.get("output", False)
+            if not isinstance(o, bool):
+                raise GraphError(f"{source}: node '{nid}': 'output' must be true or false, got {o!r}")
+            output[i] = o
             op = rec.get("op", "op")
             if not isinstance(op, str):
                 raise GraphError(f"{source}: node '{nid}': 'op' must be a string, got {op!r}")
@@ -197,7 +206,7 @@ class Graph:
         g = cls(name=str(name), ids=tuple(index), ops=tuple(ops), bytes=nbytes, temp_bytes=temp,
                 cost=cost, resident=resident, in_ptr=in_ptr, in_idx=in_idx,
                 ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, reuse_ptr=reuse_ptr, reuse_idx=reuse_idx,
-                meta=dict(meta or {}))
+                output=output, meta=dict(meta or {}))
         g._check_acyclic(source)
         return g
 
@@ -313,18 +322,25 @@ class Graph:
         return self.reuse_idx[self.reuse_ptr[v]:self.reuse_ptr[v + 1]]
 
     @property
+    def kept(self) -> np.ndarray:
+        """bool[n]: nodes whose home copy is never freed once present (SPEC.md section 3):
+        resident nodes, graph outputs marked `output`, and nodes without data consumers."""
+        return self.cached("kept", lambda: self.resident | self.output | (np.diff(self.out_ptr) == 0))
+
+    @property
     def has_reuse(self) -> bool:
         """Whether some node lists inputs it may take over (the field `reuse`)."""
         return self.reuse_idx.shape[0] > 0
 
     def max_taken_bytes(self) -> np.ndarray:
         """int64[n]: the most bytes of its inputs node v can take over (SPEC.md section 3):
-        min(bytes(v), the bytes of its non-resident `reuse` inputs no larger than bytes(v))."""
+        min(bytes(v), the bytes of its `reuse` inputs that are neither resident nor outputs and
+        no larger than bytes(v))."""
         def make():
             out = np.zeros(self.num_nodes, dtype=np.int64)
             for v in np.flatnonzero(np.diff(self.reuse_ptr)):
                 us = self.reuse(v)
-                b = self.bytes[us[~self.resident[us]]]
+                b = self.bytes[us[~(self.resident[us] | self.output[us])]]
                 out[v] = min(int(self.bytes[v]), int(b[b <= self.bytes[v]].sum()))
             return out
         return self.cached("max_taken", make)
@@ -359,7 +375,8 @@ class Graph:
         Any device running v holds all of v's inputs, its output and its temp (less the inputs it
         may take over, which its output then holds: `max_taken_bytes`). With one device
         every resident tensor is also always present, so the bound adds them to the non-resident
-        part; with d devices the resident bytes need at least ceil(total / d) on some device, and
+        part; and when the last step runs, every node that is never freed (`kept`: outputs and
+        nodes without consumers, the last step's own node among them) is present; with d devices the resident bytes need at least ceil(total / d) on some device, and
         the one-device bound over d holds too (interleaving the d schedules gives a one-device
         schedule that needs at most the sum of the device memories; SPEC.md section 7).
         """
@@ -372,7 +389,8 @@ class Graph:
             w = np.where(self.resident[self.in_idx], 0, self.bytes[self.in_idx])
             np.add.at(nonres_in, src, w)
             tail = nonres_in + self.bytes + self.temp_bytes - self.max_taken_bytes()
-            return res_total + int(tail[run].max(initial=0))
+            kept_total = int(self.bytes[self.kept & run].sum())
+            return res_total + max(int(tail[run].max(initial=0)), kept_total)
         res_share = -(-res_total // devices)
         res_max = int(self.bytes[self.resident].max(initial=0))
         one_device_share = -(-self.lower_bound(1) // devices)  # SPEC.md section 7
@@ -386,6 +404,8 @@ class Graph:
             rec: dict[str, Any] = {"id": self.ids[v], "op": self.ops[v], "bytes": int(self.bytes[v])}
             if self.resident[v]:
                 rec["resident"] = True
+            if self.output[v]:
+                rec["output"] = True
             ins = self.inputs(v)
             if ins.size:
                 rec["inputs"] = [self.ids[u] for u in ins]
@@ -416,6 +436,7 @@ class Graph:
             "resident_nodes": int(self.resident.sum()),
             "total_bytes": int(self.bytes.sum()),
             "resident_bytes": int(self.bytes[self.resident].sum()),
+            "output_nodes": int(self.output.sum()),
             "largest_tensor": {"id": self.ids[largest], "bytes": int(self.bytes[largest])},
             "depth": self.depth(),
             "lower_bound_bytes_1_device": self.lower_bound(1),
@@ -478,6 +499,24 @@ def _reuse_list(rec: Mapping, nid: str, index: Mapping[str, int], inputs: list[i
     return out
 
 
+def mark_outputs(records: list[dict], outputs) -> None:
+    """For importers: mark the records at indices `outputs` (what the graph returns) `output`,
+    resident ones excepted (never freed anyway), and drop them from every `reuse` list (an
+    output's buffer is never taken over). `reuse` entries are indices or ids, as `outputs` are."""
+    returned = set(outputs)
+    for i in returned:
+        if not records[i].get("resident"):
+            records[i]["output"] = True
+    ids = {records[i]["id"] for i in returned}
+    for r in records:
+        if "reuse" in r:
+            keep = [u for u in r["reuse"] if u not in returned and u not in ids]
+            if keep:
+                r["reuse"] = keep
+            else:
+                del r["reuse"]
+
+
 def from_json(doc: Any, source: str = "graph") -> Graph:
     """Build a Graph from a parsed `regal-graph/1` document."""
     if not isinstance(doc, Mapping):
@@ -528,6 +567,8 @@ def to_networkx(graph: Graph):
         g.add_node(graph.ids[v], op=graph.ops[v], bytes=int(graph.bytes[v]),
                    temp_bytes=int(graph.temp_bytes[v]), cost=float(graph.cost[v]),
                    resident=bool(graph.resident[v]), order=v)
+        if graph.output[v]:
+            g.nodes[graph.ids[v]]["output"] = True
         if graph.reuse(v).size:
             g.nodes[graph.ids[v]]["reuse"] = [graph.ids[u] for u in graph.reuse(v)]
     for v in range(graph.num_nodes):
@@ -558,7 +599,7 @@ def from_networkx(g, name: str | None = None, default_bytes: int | None = None) 
     for v in nodes:
         a = g.nodes[v]
         rec: dict[str, Any] = {"id": str(v)}
-        for k in ("op", "bytes", "temp_bytes", "cost", "resident"):
+        for k in ("op", "bytes", "temp_bytes", "cost", "resident", "output"):
             if k in a:
                 rec[k] = a[k]
         if "reuse" in a:  # node ids become strings, as above; anything else is left to validation

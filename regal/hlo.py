@@ -17,7 +17,8 @@ What each entry instruction becomes:
   every leaf real node of its operands' structures as a data input, each listed once. The
   extra operands of `add-dependency` (a token) and the control predecessors of a folded
   instruction become control inputs of its real consumers. A folded ROOT makes no node: its
-  leaves are the graph outputs (no consumers, so never freed under SPEC.md section 3).
+  leaves are the graph outputs, marked `output` (never freed under SPEC.md section 3, even
+  when another instruction also consumes them: XLA keeps every returned value to the end).
 - Everything else, unknown opcodes included, is one ordinary node. `op` is the opcode, except
   fusions, whose op is `fusion:<kind>` (e.g. `fusion:kLoop`), because the kind tells a loop
   fusion from a library call. `bytes` is `shape_bytes` of the result shape; for async starts
@@ -46,8 +47,7 @@ Loop trip counts and fusion bodies are not looked into.
 
 `meta` records `source="hlo"`, `module`, `entry`, `scheduled`, `hlo_instructions` (entry
 instruction count), `folded` (folded instruction count), `cost_model`, `outputs` (the ROOT's
-leaf nodes: what the module returns, some of which may also have consumers, and are then freed
-after the last one under SPEC.md section 3 although XLA keeps them), and, for a scheduled
+leaf nodes: what the module returns, each marked `output`), and, for a scheduled
 module, `xla_order`: the real nodes in XLA's schedule order (node order itself, since every
 reference must point to an earlier instruction).
 
@@ -559,6 +559,9 @@ def _to_graph(entry: _Entry, module: str | None, entry_name: str, scheduled: boo
                             "scheduled": scheduled, "hlo_instructions": entry.num_instructions,
                             "folded": entry.num_folded, "cost_model": dict(COST_MODEL)}
     meta["outputs"] = [ids[v] for v in outputs]
+    for v in outputs:  # returned: XLA keeps the value to the end, consumed inside or not
+        if not records[v].get("resident"):
+            records[v]["output"] = True
     if scheduled:
         meta["xla_order"] = ids
     return Graph.from_records(records, name=name or module or entry_name, meta=meta, source=source)

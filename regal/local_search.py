@@ -145,6 +145,7 @@ class _Moves(NamedTuple):
     succ_ptr: np.ndarray    # int64[n+1], succ_idx: successors (data and control), CSR
     succ_idx: np.ndarray
     resident: np.ndarray    # bool[n]
+    output: np.ndarray      # bool[n], graph outputs (never freed: directed moves cannot free them early)
     movable: np.ndarray     # int64[*], the non-resident nodes: those whose position matters
     out_ptr: np.ndarray     # int64[n+1], out_idx: data consumers, CSR (directed moves)
     out_idx: np.ndarray
@@ -182,7 +183,7 @@ class ClimbState:
 def _moves(graph: Graph, devices: int) -> _Moves:
     n = graph.num_nodes
     return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.resident,
-                  np.flatnonzero(~graph.resident), np.ascontiguousarray(graph.out_ptr, dtype=np.int64),
+                  graph.output, np.flatnonzero(~graph.resident), np.ascontiguousarray(graph.out_ptr, dtype=np.int64),
                   np.ascontiguousarray(graph.out_idx, dtype=np.int32),
                   np.ascontiguousarray(graph.bytes, dtype=np.int64), np.empty(n, dtype=np.int64),
                   np.empty(n, dtype=np.int64))
@@ -278,7 +279,7 @@ def _directed(moves: _Moves, state: ClimbState, rng) -> _Move | None:
         return None
     t, k = (int(x) for x in hits[rng.integers(len(hits))])
     m = _kernels.live_across(state.order, state.pos, state.placement, moves.out_ptr, moves.out_idx,
-                             moves.nbytes, moves.resident, t, k, moves.cand, moves.last)
+                             moves.nbytes, moves.resident, moves.output, t, k, moves.cand, moves.last)
     if m == 0:
         return None
     weight = np.cumsum(moves.nbytes[moves.cand[:m]], dtype=np.float64)
@@ -296,6 +297,8 @@ def _directed(moves: _Moves, state: ClimbState, rng) -> _Move | None:
             p, q = int(state.pos[u]), int(rng.integers(t, hi + 1))
             _shift(state, p, q)
             return _Move("order", p, q)
+    if last >= moves.num_nodes:  # a graph output: no consumer frees it
+        return None
     c = int(state.order[last])  # advance u's last consumer to t or before
     lo, hi = _window(moves, state.pos, c)
     if lo <= t and not moves.resident[c]:

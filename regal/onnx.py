@@ -30,9 +30,9 @@ What each part of the model becomes:
   (ONNX Runtime's allocation planner does, for the ops that declare it).
 - `inputs` lists each producer once: an input named twice (`Mul(x, x)`), or two outputs of one
   multi-output node, is one edge. An empty input name (an omitted optional input) is skipped.
-- Graph outputs are the nodes whose outputs nothing consumes (never freed, SPEC.md section 3);
-  `meta["outputs"]` maps each graph output name to its node id. An output that is also
-  consumed inside the graph is freed after its last consumer (SPEC.md cannot say otherwise).
+- The nodes that produce the graph's outputs are marked `output` (never freed, SPEC.md section
+  3, even when consumed inside the graph too: the caller receives the value at the end) and are
+  in no `reuse` list; `meta["outputs"]` maps each graph output name to its node ids.
 - Control flow (`If`, `Loop`, `Scan`, any node with a subgraph attribute) is **rejected** with
   a message naming the node, not inlined: a branch or a trip count is a run-time value, and
   inlining both branches or an assumed trip count would report memory no execution uses.
@@ -69,7 +69,7 @@ from onnx import TensorProto
 
 from regal._ops import (COST_MODEL, conv_flops, conv_transpose_flops, eval_dim, matmul_flops, packed_bytes,
                         roofline)
-from regal.graph import Graph, GraphError
+from regal.graph import Graph, GraphError, mark_outputs
 
 __all__ = ["CONTROL_FLOW_OPS", "ELEMENT_BITS", "ELEMENTWISE_OPS", "FOLDED_OPS", "TESTED_OPSETS", "load_onnx", "tensor_bytes"]
 
@@ -544,6 +544,7 @@ def load_onnx(path_or_model, dims: Mapping[str, int] | None = None, name: str | 
         if vi.name not in b.leaves:
             raise GraphError(f"{source}: graph output '{vi.name}' is not produced by any node")
         outputs[vi.name] = [b.records[v]["id"] for v in b.leaves[vi.name]]
+    mark_outputs(b.records, [v for vi in graph.output for v in b.leaves[vi.name]])
     ids = [r["id"] for r in b.records]
     for r in b.records:
         if "inputs" in r:

@@ -43,9 +43,14 @@ def dask_client(scheduler: str | None = None, workers: int | None = None):
         cluster.close()
 
 
-@lru_cache(maxsize=64)
 def cached_graph(path: str):
-    """Load a graph once per worker process."""
+    """Load a graph once per worker process (again when the file changed since)."""
+    st = os.stat(path)
+    return _cached_graph(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=64)
+def _cached_graph(path: str, mtime_ns: int, size: int):
     from regal.graph import load
     return load(path)
 

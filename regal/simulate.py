@@ -40,7 +40,8 @@ class KernelGraph(NamedTuple):
     temp: np.ndarray       # int64[n]
     resident: np.ndarray   # bool[n]
     in_bytes: np.ndarray   # int64[E]  bytes of each data edge's producer (nbytes[in_idx])
-    in_resident: np.ndarray  # bool[E]  whether each data edge's producer is resident
+    in_resident: np.ndarray  # bool[E]  whether each data edge's producer is never freed at home:
+    #                            resident, or a graph output (`output`); the kernels free by it
     reuse_ptr: np.ndarray  # int64[n+1]  the inputs each node may take over (SPEC.md section 3), CSR
     reuse_idx: np.ndarray  # int32[*]    in preference order; empty when the graph has no `reuse`
 
@@ -58,9 +59,22 @@ def kernel_graph(graph: Graph) -> KernelGraph:
             nbytes=c(graph.bytes, dtype=np.int64), temp=c(graph.temp_bytes, dtype=np.int64),
             resident=c(graph.resident, dtype=np.bool_),
             in_bytes=c(graph.bytes[graph.in_idx], dtype=np.int64),
-            in_resident=c(graph.resident[graph.in_idx], dtype=np.bool_),
-            reuse_ptr=c(graph.reuse_ptr, dtype=np.int64), reuse_idx=c(graph.reuse_idx, dtype=np.int32))
+            in_resident=c((graph.resident | graph.output)[graph.in_idx], dtype=np.bool_),
+            **_reuse_arrays(graph))
     return graph.cached("kernel_graph", make)
+
+
+def _reuse_arrays(graph: Graph) -> dict:
+    """reuse_ptr / reuse_idx without the inputs that are graph outputs (`output`): their home
+    copy is never freed, so no step takes them over (SPEC.md section 3, step 2)."""
+    ptr, idx = graph.reuse_ptr, graph.reuse_idx
+    keep = ~graph.output[idx]
+    if not keep.all():
+        owner = np.repeat(np.arange(graph.num_nodes), np.diff(ptr))
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=graph.num_nodes))])
+        idx = idx[keep]
+    return {"reuse_ptr": np.ascontiguousarray(ptr, dtype=np.int64),
+            "reuse_idx": np.ascontiguousarray(idx, dtype=np.int32)}
 
 
 def check_schedule(graph: Graph, placement, order, devices: int) -> tuple[np.ndarray, np.ndarray]:

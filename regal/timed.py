@@ -136,10 +136,13 @@ class TimedSimulation(NamedTuple):
 
 # ---------------------------------------------------------------------------- simulation
 def _kernel_args(graph: Graph):
+    """The graph arrays of the `regal._timed` kernels: `kernel_graph`'s, the graph outputs
+    (`output`, whose home copy is never freed) and the costs."""
     kg = kernel_graph(graph)
     cost = graph.cached("timed_cost", lambda: np.ascontiguousarray(graph.cost, dtype=np.float64))
+    output = graph.cached("timed_output", lambda: np.ascontiguousarray(graph.output, dtype=np.bool_))
     return kg, (kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx,
-                kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, cost)
+                kg.nbytes, kg.temp, kg.resident, output, kg.reuse_ptr, kg.reuse_idx, cost)
 
 
 def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceModel,

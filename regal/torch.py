@@ -39,6 +39,8 @@ What each FX node becomes:
   argument order: an allocator may hand the output the buffer of such an argument whose last
   reader it is (Inductor's buffer reuse does).
   Higher-order ops (`cond`, `while_loop`, ...) are rejected with a message naming the node.
+- The nodes the program returns are marked `output` (never freed, SPEC.md section 3, even when
+  consumed inside too) and are in no `reuse` list; `meta["outputs"]` names them.
 
 `cost`: the roofline of `regal._ops` (`COST_MODEL`: 100 TFLOP/s, 1 TB/s): FLOPs of matrix
 products, convolutions (forward and backward) and attention, bytes moved for the rest.
@@ -57,7 +59,7 @@ except ImportError as e:  # pragma: no cover - exercised only where torch is abs
     raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
 
 from regal._ops import COST_MODEL, conv_flops, matmul_flops, roofline
-from regal.graph import Graph, GraphError
+from regal.graph import Graph, GraphError, mark_outputs
 
 __all__ = ["from_exported", "from_fx", "from_module"]
 
@@ -317,6 +319,7 @@ def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]
     names = list(outputs) if outputs is not None else [f"output_{k}" for k in range(len(out_args))]
     ids = [r["id"] for r in b.records]
     out_ids = {n: [ids[u] for u in b.leaves(a)] for n, a in zip(names, out_args)}
+    mark_outputs(b.records, [u for a in out_args for u in b.leaves(a)])
     for r in b.records:
         if "inputs" in r:
             r["inputs"] = [ids[u] for u in r["inputs"]]

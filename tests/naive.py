@@ -38,6 +38,7 @@ def simulate(graph, placement, order, num_devices):
     nbytes = [int(b) for b in graph.bytes]
     temp = [int(t) for t in graph.temp_bytes]
     resident_flag = [bool(r) for r in graph.resident]
+    output_flag = [bool(o) for o in graph.output]  # a graph output: its home copy is never freed
     consumers = {u: [int(c) for c in graph.consumers(u)] for u in range(n)}
     inputs = {v: [int(u) for u in graph.inputs(v)] for v in range(n)}
 
@@ -64,7 +65,7 @@ def simulate(graph, placement, order, num_devices):
         ran = has_run | {v}
         taken, taken_over = 0, set()  # 2. run, taking over inputs whose home copy this step frees
         for u in reuse[v]:
-            if (not resident_flag[u] and placement[u] == k and u not in home_freed
+            if (not resident_flag[u] and not output_flag[u] and placement[u] == k and u not in home_freed
                     and _home_copy_freed(u, ran, placement, consumers) and taken + nbytes[u] <= nbytes[v]):
                 taken += nbytes[u]
                 taken_over.add(u)
@@ -82,7 +83,7 @@ def simulate(graph, placement, order, num_devices):
             if k != home and k in present[u] and all(c in has_run for c in on_k):
                 present[u].discard(k)
                 resident[k] -= nbytes[u]
-            if resident_flag[u] or u in home_freed:
+            if resident_flag[u] or output_flag[u] or u in home_freed:
                 continue
             on_home = [c for c in consumers[u] if placement[c] == home]
             other_devices = {placement[c] for c in consumers[u]} - {home}
@@ -308,13 +309,13 @@ def longest_path_levels(graph):
 def live_across(g, placement, order, t, k):
     """{node: position of its last consumer} for the tensors held on device k across step t:
     non-resident nodes on k with bytes, run before t, with a consumer after t (the directed
-    moves of regal.local_search pick from these)."""
+    moves of regal.local_search pick from these); a graph output is held to the end (position n)."""
     pos = {v: i for i, v in enumerate(order)}
     out = {}
     for u in order[:t]:
         if placement[u] != k or g.resident[u] or g.bytes[u] == 0:
             continue
-        consumers = [pos[c] for c in g.consumers(u)]
+        consumers = [pos[c] for c in g.consumers(u)] + ([len(order)] if g.output[u] else [])
         if consumers and max(consumers) > t:
             out[int(u)] = max(consumers)
     return out

@@ -15,6 +15,7 @@ def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth,
     temp = [int(b) for b in graph.temp_bytes]
     cost = [float(c) for c in graph.cost]
     res = [bool(r) for r in graph.resident]
+    out = [bool(o) for o in graph.output]  # graph outputs: the home copy is never freed
     inputs = {v: [int(u) for u in graph.inputs(v)] for v in range(n)}
     preds = {v: set(graph.inputs(v).tolist()) | set(graph.control_inputs(v).tolist()) for v in range(n)}
     consumers = {u: [int(c) for c in graph.consumers(u)] for u in range(n)}
@@ -57,7 +58,7 @@ def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth,
                 and all(p[v] in present[u] for u in inputs[v]))
 
     def try_free_home(u):
-        if res[u] or u in home_freed:
+        if res[u] or out[u] or u in home_freed:
             return
         home_done = all(c in finished for c in consumers[u] if p[c] == p[u])
         sent = all((u, q) in arrived for q in targets(u))
@@ -81,7 +82,8 @@ def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth,
                 for u in reuse.get(v, []):
                     last_home = [c for c in consumers[u] if p[c] == k and c not in finished] == [v]
                     sent = all((u, q) in arrived for q in targets(u))
-                    if p[u] == k and not res[u] and last_home and sent and taken[v] + nbytes[u] <= nbytes[v]:
+                    if (p[u] == k and not res[u] and not out[u] and last_home and sent
+                            and taken[v] + nbytes[u] <= nbytes[v]):
                         taken[v] += nbytes[u]
                 mem[k] += nbytes[v] + temp[v] - taken[v]
                 peak[k] = max(peak[k], mem[k])

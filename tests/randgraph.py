@@ -9,13 +9,17 @@ from regal.graph import Graph
 
 def random_dag(seed: int, num_nodes: int | None = None, max_nodes: int = 30,
                resident_fraction: float = 0.15, control_fraction: float = 0.1,
-               temp_fraction: float = 0.3, reuse_fraction: float = 0.0) -> Graph:
+               temp_fraction: float = 0.3, reuse_fraction: float = 0.0,
+               output_fraction: float = 0.0) -> Graph:
     """A random DAG whose node records exercise every rule of SPEC.md section 3.
 
     reuse_fraction: the share of nodes with inputs that get a `reuse` list (a random subset of
     their inputs, resident ones included, in random order); such a node's bytes are often set to
     an input's bytes, so that taking over is possible. 0 (the default) draws nothing more, so the
     graphs of a seed are the same as before the field existed.
+    output_fraction: the share of nodes marked `output` (graph outputs, never freed; resident
+    ones and nodes without consumers included, where the flag changes nothing). 0: none, as
+    before the field existed.
     """
     rng = np.random.default_rng(seed)
     n = int(num_nodes if num_nodes is not None else rng.integers(1, max_nodes + 1))
@@ -43,6 +47,11 @@ def random_dag(seed: int, num_nodes: int | None = None, max_nodes: int = 30,
         recs.append(rec)
     if reuse_fraction > 0:
         _add_reuse(recs, np.random.default_rng([seed, 7]), reuse_fraction)
+    if output_fraction > 0:
+        out_rng = np.random.default_rng([seed, 11])
+        for rec in recs:
+            if out_rng.random() < output_fraction:
+                rec["output"] = True
     return Graph.from_records(recs, name=f"random{seed}")
 
 

@@ -267,3 +267,94 @@ def test_cpsat_on_two_devices_ignores_reuse_with_a_valid_bound():
         assert sol.peak_bytes >= bf and sol.info["bound_bytes"] <= bf
         assert sol.info["optimal"] == (sol.info["bound_bytes"] >= sol.peak_bytes)
         assert sol.info["reuse"] == ("ignored" if g.has_reuse else "none")
+
+
+# ---------------------------------------------------------------------------- graph outputs
+@functools.lru_cache(maxsize=None)
+def _with_outputs(seed, n, reuse=False):
+    """A random DAG with graph outputs (`output`, SPEC section 3: their home copy is never freed)."""
+    return random_dag(seed, num_nodes=n, output_fraction=0.3, reuse_fraction=0.7 if reuse else 0.0)
+
+
+def _without_outputs(g):
+    recs = g.to_records()
+    for r in recs:
+        r.pop("output", None)
+    return Graph.from_records(recs, name=g.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _brute_force_one_device(g):
+    """The minimum over every topological order of tests/naive.py's simulation, one device."""
+    return min(naive.simulate(g, [0] * g.num_nodes, order, 1)[0] for order in naive.all_topological_orders(g))
+
+
+def test_outputs_cases_have_read_outputs():
+    """The graphs below mark outputs that have consumers, and the flag raises the optimum of some."""
+    graphs = [_with_outputs(seed, 9, seed % 2 == 1) for seed in range(20)]
+    assert sum(int((g.output & ~g.resident & (np.diff(g.out_ptr) > 0)).sum()) for g in graphs) >= 20
+    raised = [_brute_force_one_device(g) > naive.brute_force_peak(_without_outputs(g), 1) for g in graphs]
+    assert sum(raised) >= 5
+
+
+def test_exact_and_cpsat_match_brute_force_with_outputs():
+    """With graph outputs, d = 1, with and without `reuse`: plain DP, reduced DP and CP-SAT reach
+    the brute-force optimum (min over every topological order of tests/naive.py's simulation) on
+    20 random 9-node DAGs, and each returned order simulates (naive and kernel) to that peak."""
+    got, want = [], []
+    for seed in range(20):
+        g = _with_outputs(seed, 9, seed % 2 == 1)
+        bf = _brute_force_one_device(g)
+        sols = [exact.solve(g, 1, prune=False, dominance=False), exact.solve(g, 1, hint=_poor_hint(g, 1)),
+                cpsat.solve(g, 1, hint=_poor_hint(g, 1), time_limit_s=20)]
+        for sol in sols:
+            assert sol.peak_bytes == simulate(g, sol.placement, sol.order, 1).peak_bytes
+            assert sol.peak_bytes == naive.simulate(g, sol.placement.tolist(), sol.order.tolist(), 1)[0]
+        got.append((seed, *(s.peak_bytes for s in sols), sols[0].info["bound_bytes"], sols[2].info["optimal"]))
+        want.append((seed, bf, bf, bf, bf, True))
+    assert got == want
+
+
+def test_cpsat_matches_brute_force_with_outputs_on_two_devices():
+    """With graph outputs, d = 2 (an output's copies on other devices go, its home copy stays):
+    CP-SAT from a poor hint reaches the brute-force optimum, proven, on 8 random 7-node DAGs."""
+    got, want = [], []
+    for seed in range(8):
+        g = _with_outputs(500 + seed, 7)
+        sol = cpsat.solve(g, 2, hint=_poor_hint(g, 2), time_limit_s=20)
+        assert sol.peak_bytes == naive.simulate(g, sol.placement.tolist(), sol.order.tolist(), 2)[0]
+        got.append((seed, sol.peak_bytes, sol.info["optimal"]))
+        want.append((seed, naive.brute_force_peak(g, 2), True))
+    assert got == want
+
+
+def test_model_objective_equals_simulation_with_outputs():
+    """With graph outputs and placement and order fixed, the model's optimum is the SPEC peak,
+    d = 1..3; with `reuse` at d > 1 (ignored there) it bounds the simulated peak from above."""
+    mismatches = []
+    for seed in range(24):
+        d = 1 + seed % 3
+        g = _with_outputs(3000 + seed, 10 + seed % 20, reuse=seed % 4 >= 2)
+        keys = np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d))
+        placement, order = decode(g, keys, d)
+        built = cpsat.build_model(g, d)
+        built.add_hint(placement, order, fix=True)
+        solver = cpsat.cp_model.CpSolver()
+        solver.parameters.num_workers = 2
+        solver.parameters.max_time_in_seconds = 20
+        status = solver.solve(built.model)
+        want = simulate(g, cpsat._canonical_devices(np.asarray(placement), d), order, d).peak_bytes
+        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        if got is None or (got < want if d > 1 and g.has_reuse else got != want):
+            mismatches.append((seed, d, got, want))
+    assert mismatches == []
+
+
+def test_an_output_read_by_a_chain_is_held_to_the_end():
+    """a (output, 10) -> b (1) -> c (10): a's home copy stays, so c runs beside it (peak 21 on one
+    device, 11 without the flag); both solvers say so."""
+    recs = [{"id": "a", "bytes": 10, "output": True}, {"id": "b", "bytes": 1, "inputs": ["a"]},
+            {"id": "c", "bytes": 10, "inputs": ["b"]}]
+    g = Graph.from_records(recs, name="kept")
+    assert exact.solve(g, 1).peak_bytes == 21 and cpsat.solve(g, 1).peak_bytes == 21
+    assert exact.solve(_without_outputs(g), 1).peak_bytes == 11

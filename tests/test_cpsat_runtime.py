@@ -6,6 +6,7 @@ import pytest
 
 import regal.methods
 from randgraph import random_dag
+from regal.graph import Graph
 from regal.solution import solution_from_json
 from regal.timed import DeviceModel, simulate_timed
 from regal.timed_heuristics import heft_schedule
@@ -14,17 +15,20 @@ from regal_baselines import cpsat_runtime
 MODEL = DeviceModel(bandwidth_bytes_per_s=1e9, latency_s=1e-6)
 
 
-def _graph(seed, n=18):
-    return random_dag(seed, num_nodes=n, resident_fraction=0.2, control_fraction=0.2)
+def _graph(seed, n=18, output_fraction=0.0):
+    return random_dag(seed, num_nodes=n, resident_fraction=0.2, control_fraction=0.2,
+                      output_fraction=output_fraction)
 
 
-@pytest.mark.parametrize("seed, d", [(0, 2), (1, 3), (2, 2), (3, 4)])
-def test_every_timed_schedule_is_a_solution_of_the_model(seed, d):
+@pytest.mark.parametrize("seed, d, outputs", [(0, 2, 0.0), (1, 3, 0.0), (2, 2, 0.0), (3, 4, 0.0),
+                                              (4, 2, 0.3), (5, 3, 0.3), (6, 2, 0.3)])
+def test_every_timed_schedule_is_a_solution_of_the_model(seed, d, outputs):
     """Soundness of the bound: HEFT's timed schedule (placement, start times, transfers), fixed in
     the model whose memory limit is that schedule's own timed peaks, is feasible; so CP-SAT's
-    optimum is a lower bound on every schedule's makespan."""
+    optimum is a lower bound on every schedule's makespan. Also with graph outputs (`output`),
+    whose home copies the model holds to the end."""
     from ortools.sat.python import cp_model
-    g = _graph(seed)
+    g = _graph(seed, output_fraction=outputs)
     placement, sim = heft_schedule(g, d, MODEL)
     built = cpsat_runtime._Model(g, d, MODEL, np.asarray(sim.device_peak_bytes, dtype=np.int64))
     m, tick = built.m, built.tick
@@ -77,3 +81,27 @@ def test_a_memory_limit_is_met_when_cpsat_finds_a_schedule_within_it():
         assert timed["feasible"] and timed["peak_bytes"] <= limit
     else:
         assert not timed["feasible"]
+
+
+def test_an_outputs_home_copy_lasts_to_the_end_in_the_model():
+    """a (output, 10) -> b (1) -> c (10): on one device a's home copy is still there when c runs
+    (21 bytes), so a limit of 15 has no schedule; without the flag (peak 11) or on two devices
+    (c away from a: 11 each) it has one."""
+    from ortools.sat.python import cp_model
+    recs = [{"id": "a", "bytes": 10, "cost": 1.0, "output": True},
+            {"id": "b", "bytes": 1, "cost": 1.0, "inputs": ["a"]},
+            {"id": "c", "bytes": 10, "cost": 1.0, "inputs": ["b"]}]
+    plain = [{k: v for k, v in r.items() if k != "output"} for r in recs]
+
+    def status(records, d):
+        built = cpsat_runtime._Model(Graph.from_records(records, name="kept"), d, MODEL,
+                                     np.full(d, 15, dtype=np.int64))
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = 20
+        solver.parameters.num_workers = 1
+        return solver.solve(built.m)
+
+    assert status(recs, 1) == cp_model.INFEASIBLE
+    assert status(plain, 1) == cp_model.OPTIMAL
+    assert status(recs, 2) == cp_model.OPTIMAL
+    assert simulate_timed(Graph.from_records(recs), [0, 0, 0], [0, 1, 2], 1, MODEL).peak_bytes == 21

@@ -46,7 +46,7 @@ def test_tiny_experiment_end_to_end_and_resume(tiny_experiment):
     cache, results = str(tmp / "cache"), str(tmp / "results")
     out = run(config, workers=2, progress=False, manifest=manifest, cache_dir=cache, results_dir=results)
     # 3 graphs x 2 device counts x (2 + 2 + 1 seeds)
-    assert out["counts"] == {"cells": 30, "cached": 0, "computed": 30}
+    assert out["counts"] == {"cells": 30, "cached": 0, "computed": 30, "stale": 0}
     files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(cache) for f in fs if f.endswith(".json"))
     assert len(files) == 30
 
@@ -85,14 +85,24 @@ def test_tiny_experiment_end_to_end_and_resume(tiny_experiment):
 
     # resume: nothing to do; delete one cell, only it is recomputed, the table is unchanged
     out2 = run(config, workers=2, progress=False, manifest=manifest, cache_dir=cache, results_dir=results)
-    assert out2["counts"] == {"cells": 30, "cached": 30, "computed": 0}
+    assert out2["counts"] == {"cells": 30, "cached": 30, "computed": 0, "stale": 0}
     victim = files[7]
     before = os.path.getmtime(files[8])
     os.remove(victim)
     out3 = run(config, workers=2, progress=False, manifest=manifest, cache_dir=cache, results_dir=results)
-    assert out3["counts"] == {"cells": 30, "cached": 29, "computed": 1}
+    assert out3["counts"] == {"cells": 30, "cached": 29, "computed": 1, "stale": 0}
     assert os.path.exists(victim) and os.path.getmtime(files[8]) == before
     assert out3["table"] == out["table"]  # deterministic per seed
+
+    # a rebuilt graph file (one node's bytes changed): its 10 cells are stale and run again
+    from regal.graph import Graph
+    name = sorted(json.load(open(manifest))["graphs"])[0]
+    path = tmp / "data" / "graphs" / "real" / f"{name}.json.gz"
+    recs = load(path).to_records()
+    recs[-1]["bytes"] += 1000
+    save(Graph.from_records(recs, name=name), path)
+    out4 = run(config, workers=2, progress=False, manifest=manifest, cache_dir=cache, results_dir=results)
+    assert out4["counts"] == {"cells": 30, "cached": 20, "computed": 10, "stale": 10}
 
 
 def test_experiment_runs_on_an_external_cluster_whose_workers_lack_the_repository(tiny_experiment, tmp_path):

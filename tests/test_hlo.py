@@ -54,12 +54,14 @@ def test_gzip_hlo_file_imports_like_the_plain_file(tmp_path):
     assert packed.to_records() == plain.to_records() and packed.meta == plain.meta
 
 
-def test_tiny_fixture_root_tuple_leaves_are_unconsumed_outputs():
+def test_tiny_fixture_root_tuple_leaves_are_outputs():
     """The folded ROOT tuple makes no node; its leaves (sum, sq via bitcast, loop) are outputs."""
     g = load_hlo(TINY)
     no_consumers = {g.ids[v] for v in range(g.num_nodes) if g.consumers(v).size == 0}
     assert no_consumers == {"sum"}                           # sq and loop are also consumed
     assert "res" not in g.ids and "flat" not in g.ids and "count" not in g.ids
+    # every leaf is marked `output`: XLA keeps a returned value to the end, consumed or not
+    assert {g.ids[v] for v in range(g.num_nodes) if g.output[v]} == {"sum", "sq", "loop"}
 
 
 def test_tiny_fixture_meta_counts_folded_and_keeps_xla_order():

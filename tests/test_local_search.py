@@ -137,7 +137,7 @@ def test_live_across_kernel_matches_the_naive_twin():
             for k in range(d):
                 m = _kernels.live_across(order, pos, placement, g.out_ptr.astype(np.int64),
                                          g.out_idx.astype(np.int32), g.bytes.astype(np.int64), g.resident,
-                                         t, k, cand, last)
+                                         g.output, t, k, cand, last)
                 got = dict(zip(cand[:m].tolist(), last[:m].tolist()))
                 assert got == naive.live_across(g, placement.tolist(), order.tolist(), t, k)
 

@@ -75,6 +75,16 @@ def test_small_model_nodes_bytes_and_edges_are_exact():
     assert g.meta["num_parameters"] == 26 and g.meta["parameter_bytes"] == 112
 
 
+def test_a_graph_output_that_is_also_consumed_is_marked_and_never_taken_over():
+    """h = Relu(x) is returned and read by y = Neg(h): h is `output` (kept to the end) and is not
+    in y's `reuse` list, although Neg is elementwise over a same-shape input."""
+    nodes = [h.make_node("Relu", ["x"], ["h"], name="relu"), h.make_node("Neg", ["h"], ["y"], name="neg")]
+    g = load_onnx(_model(nodes, [_vi("x", [4, 4])], [_vi("h", None), _vi("y", None)]))
+    assert g.output.tolist() == [False, True, True]
+    assert _recs(g)["neg"].get("reuse") is None
+    assert regal.simulate(g, [0, 0, 0], [0, 1, 2], 1).peak_bytes == 64 + 64 + 64
+
+
 def test_dims_scale_activation_bytes_not_weights():
     """Doubling the batch doubles every activation's bytes and leaves the weights alone."""
     g8, g16 = load_onnx(_small(), dims={"batch": 8}), load_onnx(_small(), dims={"batch": 16})

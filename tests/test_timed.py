@@ -18,7 +18,8 @@ from regal.timed import (DeviceModel, decode_timed, encode_timed, evaluate_popul
 
 def _case(seed):
     d = 1 + seed % 4
-    g = random_dag(seed, max_nodes=25, reuse_fraction=0.3 if seed % 5 == 0 else 0.0)
+    g = random_dag(seed, max_nodes=25, reuse_fraction=0.3 if seed % 5 == 0 else 0.0,
+                   output_fraction=0.3 if seed % 2 else 0.0)
     rng = np.random.default_rng(20_000 + seed)
     keys = rng.random(timed_chromosome_length(g.num_nodes, d))
     if seed % 3 == 0:
@@ -29,7 +30,8 @@ def _case(seed):
 
 
 def test_timed_kernel_agrees_with_naive_on_400_random_dags():
-    """Makespan, device peaks, start and finish of every node and the transfers equal the naive twin's."""
+    """Makespan, device peaks, start and finish of every node and the transfers equal the naive
+    twin's; half the graphs mark graph outputs (`output`), never freed at home."""
     mismatches = []
     for seed in range(400):
         g, d, keys, model = _case(seed)
@@ -50,8 +52,9 @@ def test_timed_kernel_agrees_with_naive_on_400_random_dags():
 
 
 def test_random_cases_exercise_transfers_reuse_and_zero_latency():
-    """The agreement test's cases include transfers, contended links, zero latency and reuse."""
-    num_transfers, contended, reuse = 0, 0, 0
+    """The agreement test's cases include transfers, contended links, zero latency, reuse, and
+    graph outputs that are read, sent to other devices and listed in `reuse`."""
+    num_transfers, contended, reuse, read_outputs, sent_outputs, reused_outputs = 0, 0, 0, 0, 0, 0
     for seed in range(400):
         g, d, keys, model = _case(seed)
         placement, sim = decode_timed(g, keys, d, model)
@@ -59,7 +62,11 @@ def test_random_cases_exercise_transfers_reuse_and_zero_latency():
         reuse += g.reuse_idx.size
         links = list(zip(placement[sim.transfer_node].tolist(), sim.transfer_device.tolist()))
         contended += len(links) - len(set(links))
+        read_outputs += int((g.output & ~g.resident & (np.diff(g.out_ptr) > 0)).sum())
+        sent_outputs += int(g.output[sim.transfer_node].sum())
+        reused_outputs += int(g.output[g.reuse_idx].sum())
     assert num_transfers > 1000 and contended > 200 and reuse > 50
+    assert read_outputs > 300 and sent_outputs > 200 and reused_outputs > 20
 
 
 def test_one_device_makespan_is_the_sum_of_costs():
@@ -72,9 +79,11 @@ def test_one_device_makespan_is_the_sum_of_costs():
 
 
 def test_one_device_timed_peak_equals_the_sequential_peak():
-    """d = 1: the timed peak is SPEC section 3's peak of the order the nodes ran in."""
+    """d = 1: the timed peak is SPEC section 3's peak of the order the nodes ran in (graph
+    outputs, `output`, in a third of the graphs)."""
     for seed in range(100):
-        g = random_dag(seed, max_nodes=30, reuse_fraction=0.3 if seed % 2 else 0.0)
+        g = random_dag(seed, max_nodes=30, reuse_fraction=0.3 if seed % 2 else 0.0,
+                       output_fraction=0.3 if seed % 3 == 0 else 0.0)
         keys = np.random.default_rng(seed).random(timed_chromosome_length(g.num_nodes, 1))
         placement, sim = decode_timed(g, keys, 1)
         assert sim.peak_bytes == simulate(g, placement, sim.order, 1).peak_bytes

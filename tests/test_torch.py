@@ -44,6 +44,19 @@ def _recs(g):
     return {r["id"]: r for r in g.to_records()}
 
 
+def test_a_returned_tensor_that_is_also_consumed_is_an_output(torch, rt):
+    """forward returns (h, -h): h = relu(x) is marked `output` (kept to the end, never taken
+    over) although neg reads it; the neg node is an output too."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            h = torch.relu(x)
+            return h, -h
+    g = rt.from_module(M(), (torch.randn(4, 4),))
+    outs = [g.ids[v] for v in np.flatnonzero(g.output)]
+    assert len(outs) == 2 and sorted(outs) == sorted(i for ids in g.meta["outputs"].values() for i in ids)
+    assert all(g.reuse(v).size == 0 or not g.output[g.reuse(v)].any() for v in range(g.num_nodes))
+
+
 def test_mlp_forward_nodes_and_bytes_are_exact(torch, rt):
     """Linear(4,8) -> ReLU -> Linear(8,2) at batch 3: parameters and the input are resident,
     three op nodes with their output bytes, edges to the weights."""
