@@ -26,7 +26,7 @@ import os
 import time
 from typing import NamedTuple
 
-__all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results"]
+__all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results", "check_stamp", "graph_digest"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -92,27 +92,36 @@ def _is_current(cell: Cell, cache_dir: str) -> bool:
         return f.read().strip() == graph_digest(cell.graph_path)
 
 
+def check_stamp(folder: str, graph_path: str) -> int:
+    """Make `folder` (the cells of one graph) current: when its `graph.sha1` names another digest
+    of the graph file, remove its cell files (`*.json`); then stamp it. Returns the files removed."""
+    from regal._io import atomic_text
+    stamp = os.path.join(folder, "graph.sha1")
+    digest = graph_digest(graph_path)
+    removed = 0
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read().strip() == digest:
+                return 0
+        for name in os.listdir(folder):
+            if name.endswith(".json"):
+                os.remove(os.path.join(folder, name))
+                removed += 1
+    os.makedirs(folder, exist_ok=True)
+    with atomic_text(stamp) as f:
+        f.write(digest + "\n")
+    return removed
+
+
 def _refresh(cells: list[Cell], cache_dir: str) -> int:
     """Drop the cells of folders stamped with another graph digest; stamp every folder with
     the current one. Returns the number of stale cell files removed."""
-    from regal._io import atomic_text
     removed, seen = 0, set()
     for c in cells:
-        stamp = _stamp(c, cache_dir)
-        if stamp in seen:
-            continue
-        seen.add(stamp)
-        folder = os.path.dirname(stamp)
-        current = _is_current(c, cache_dir)
-        if not current:
-            for name in os.listdir(folder):
-                if name.endswith(".json"):
-                    os.remove(os.path.join(folder, name))
-                    removed += 1
-        if not current or not os.path.exists(stamp):
-            os.makedirs(folder, exist_ok=True)
-            with atomic_text(stamp) as f:
-                f.write(graph_digest(c.graph_path) + "\n")
+        folder = os.path.dirname(c.path(cache_dir))
+        if folder not in seen:
+            seen.add(folder)
+            removed += check_stamp(folder, c.graph_path)
     return removed
 
 

@@ -9,7 +9,9 @@ seed 0), so the limit binds; `null` runs without a limit. Every method then runs
 timed model (SPEC.md section 4, docs/timed-model.md) with the config's `device_model`, and
 every number below is re-simulated from the solution files (`load_solution` re-checks the timed
 values). Cells are cached under experiments/cache/<name>/; results go to
-experiments/results/<name>/: cells.csv, summary.csv and README.md.
+experiments/results/<name>/: cells.csv, summary.csv and README.md. A method's `max_nodes` skips
+larger graphs (CP-SAT with intervals: small graphs only); a graph file that changed since its
+cells were solved (`graph.sha1` in each graph's folder, as in experiments.runner) runs again.
 
 Per (limit, d) and method: the share of runs that end feasible; the mean % makespan reduction
 over the reference (plain BRKGA on the timed chromosome, same seed), over the runs where both
@@ -27,6 +29,7 @@ import time
 import numpy as np
 
 from experiments.run import ROOT, commit, dataset_graphs, machine
+from experiments.runner import check_stamp
 from regal._io import atomic_text
 
 __all__ = ["run"]
@@ -67,6 +70,8 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
     for path in paths:
         g = regal.load(path)
         gname = _graph_name(path)
+        for folder in ["peak-regal"] + [m["name"] for m in cfg["methods"]]:
+            check_stamp(os.path.join(cache_dir, folder, gname), path)  # cells of an older graph file go
         for d in cfg["devices"]:
             model = check_device_model(cfg.get("device_model"), d)
             peak_sol = _cached_solution(os.path.join(cache_dir, "peak-regal", gname, f"d{d}_s0.json"), g,
@@ -75,6 +80,8 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
             for factor in cfg["limit_factors"]:
                 limit = None if factor is None else int(factor * peak_sol.peak_bytes)
                 for m in cfg["methods"]:
+                    if g.num_nodes > m.get("max_nodes", g.num_nodes):
+                        continue
                     spec = regal.methods.get(m["solver"])
                     for seed in m.get("seeds", cfg["seeds"]):
                         opts = dict(m.get("options", {}), device_model=model, memory_limit_bytes=limit)
@@ -164,7 +171,8 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
              f"Command: `python -m experiments.runtime {os.path.relpath(config_path, ROOT)}`  ",
              f"Commit: {commit()}  ", f"Machine: {machine()}  ",
              f"Graphs: {num_graphs}; devices {cfg['devices']}; seeds: "
-             + "; ".join(f"{m['name']} {m.get('seeds', cfg['seeds'])}" for m in cfg["methods"])
+             + "; ".join(f"{m['name']} {m.get('seeds', cfg['seeds'])}"
+                         + (f" (graphs <= {m['max_nodes']} nodes)" if "max_nodes" in m else "") for m in cfg["methods"])
              + " (a one-seed method stands in every seed's cell); device model: "
              f"{model.describe()}; memory limits {[_factor_label(f) for f in cfg['limit_factors']]} of the "
              f"peak-memory flagship's peak ({cfg['peak_budget']:,} evaluations, seed 0); solver time over all "

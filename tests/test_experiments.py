@@ -152,3 +152,40 @@ def test_a_method_may_narrow_the_experiments_seeds_and_devices():
     got = {(c.method.name, c.graph_path, c.devices, c.seed) for c in cells}
     assert {x for x in got if x[0] == "cpsat-60s"} == {("cpsat-60s", "a.json", 2, 0), ("cpsat-60s", "b.json", 2, 0)}
     assert len([x for x in got if x[0] == "brkga"]) == 2 * 3 * 2 and len(cells) == len(got)
+
+
+def test_runtime_experiment_skips_large_graphs_for_a_method_and_reruns_a_changed_graph(tmp_path):
+    """experiments.runtime: a method's `max_nodes` leaves larger graphs out; cells are cached,
+    and a graph file that changed has its cells solved again."""
+    from experiments.runtime import run
+    from regal.graph import Graph, load
+    gdir = tmp_path / "graphs"
+    gdir.mkdir()
+    graphs = {}
+    for s, n in ((300, 12), (301, 40)):
+        g = random_dag(s, num_nodes=n)
+        save(g, gdir / f"{g.name}.json.gz")
+        graphs[g.name] = {"path": f"{g.name}.json.gz", "nodes": g.num_nodes, "family": "random"}
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"format": "regal-manifest/1", "root": "graphs", "graphs": graphs,
+                                    "splits": {"test": sorted(graphs)}}))
+    config = tmp_path / "rt.json"
+    config.write_text(json.dumps({
+        "name": "rt", "datasets": [{"label": "t", "split": "test", "manifest": str(manifest)}], "devices": [2],
+        "seeds": [0], "limit_factors": [None], "peak_budget": 200, "reference": "heft",
+        "methods": [{"name": "heft", "solver": "heft"},
+                    {"name": "cpsat-runtime", "solver": "cpsat-runtime", "options": {"time_limit_s": 1},
+                     "max_nodes": 20}]}))
+    cache, results = tmp_path / "cache", tmp_path / "results"
+    out = run(str(config), cache_dir=str(cache), results_dir=str(results))
+    cells = {(r["method"], r["graph"]) for r in out["rows"]}
+    assert cells == {("heft", "random300"), ("heft", "random301"), ("cpsat-runtime", "random300")}
+    small = cache / "cpsat-runtime" / "random300" / "d2_none_s0.json"
+    before = os.path.getmtime(small)
+    run(str(config), cache_dir=str(cache), results_dir=str(results))
+    assert os.path.getmtime(small) == before  # cached
+    recs = load(gdir / "random300.json.gz").to_records()
+    recs[-1]["bytes"] += 7
+    save(Graph.from_records(recs, name="random300"), gdir / "random300.json.gz")
+    run(str(config), cache_dir=str(cache), results_dir=str(results))
+    assert os.path.getmtime(small) != before  # the graph changed: solved again
