@@ -88,23 +88,27 @@ def test_exact_and_cpsat_agree_on_larger_graphs():
     assert got == want
 
 
+def _fixed_schedule_objective(g, d, seed):
+    """(the CP-SAT model's optimum with a random schedule fixed, or None; its SPEC peak)."""
+    keys = np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d))
+    placement, order = decode(g, keys, d)
+    built = cpsat.build_model(g, d)
+    built.add_hint(placement, order, fix=True)
+    solver = cpsat.cp_model.CpSolver()
+    solver.parameters.num_workers = 2
+    solver.parameters.max_time_in_seconds = 20
+    status = solver.solve(built.model)
+    want = simulate(g, cpsat._canonical_devices(np.asarray(placement), d), order, d).peak_bytes
+    return (int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None), want
+
+
 def test_model_objective_equals_simulation_for_fixed_schedules():
     """With placement and order fixed, the CP-SAT model's optimum is the SPEC simulation, d = 1..3."""
     mismatches = []
     for seed in range(36):
         d = 1 + seed % 3
         g = random_dag(3000 + seed, num_nodes=10 + seed % 25)
-        keys = np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d))
-        placement, order = decode(g, keys, d)
-        built = cpsat.build_model(g, d)
-        built.add_hint(placement, order, fix=True)
-        solver = cpsat.cp_model.CpSolver()
-        solver.parameters.num_workers = 2
-        solver.parameters.max_time_in_seconds = 20
-        status = solver.solve(built.model)
-        canonical = cpsat._canonical_devices(np.asarray(placement), d)
-        want = simulate(g, canonical, order, d).peak_bytes
-        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        got, want = _fixed_schedule_objective(g, d, seed)
         if got != want:
             mismatches.append((seed, d, got, want))
     assert mismatches == []
@@ -243,15 +247,7 @@ def test_model_objective_equals_simulation_with_reuse_fields():
     for seed in range(24):
         d = 1 + seed % 2
         g = random_dag(3000 + seed, num_nodes=10 + seed % 20, reuse_fraction=0.7)
-        placement, order = decode(g, np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d)), d)
-        built = cpsat.build_model(g, d)
-        built.add_hint(placement, order, fix=True)
-        solver = cpsat.cp_model.CpSolver()
-        solver.parameters.num_workers = 2
-        solver.parameters.max_time_in_seconds = 20
-        status = solver.solve(built.model)
-        want = simulate(g, cpsat._canonical_devices(np.asarray(placement), d), order, d).peak_bytes
-        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        got, want = _fixed_schedule_objective(g, d, seed)
         if got is None or (got != want if d == 1 else got < want):
             mismatches.append((seed, d, got, want))
     assert mismatches == []
@@ -335,16 +331,7 @@ def test_model_objective_equals_simulation_with_outputs():
     for seed in range(24):
         d = 1 + seed % 3
         g = _with_outputs(3000 + seed, 10 + seed % 20, reuse=seed % 4 >= 2)
-        keys = np.random.default_rng(seed).random(chromosome_length(g.num_nodes, d))
-        placement, order = decode(g, keys, d)
-        built = cpsat.build_model(g, d)
-        built.add_hint(placement, order, fix=True)
-        solver = cpsat.cp_model.CpSolver()
-        solver.parameters.num_workers = 2
-        solver.parameters.max_time_in_seconds = 20
-        status = solver.solve(built.model)
-        want = simulate(g, cpsat._canonical_devices(np.asarray(placement), d), order, d).peak_bytes
-        got = int(solver.objective_value) if status == cpsat.cp_model.OPTIMAL else None
+        got, want = _fixed_schedule_objective(g, d, seed)
         if got is None or (got < want if d > 1 and g.has_reuse else got != want):
             mismatches.append((seed, d, got, want))
     assert mismatches == []

@@ -143,19 +143,30 @@ def test_control_edges_constrain_order_but_move_no_bytes():
 REUSE_CASES = [(seed, 1 + seed % 4) for seed in range(600)]
 
 
+def _decode_against_naive(g, seed, d):
+    """(placement, order, simulation) of a random chromosome, and whether decoder, simulator and
+    population kernel all equal the literal SPEC on it."""
+    keys = _keys(seed, g.num_nodes, d)
+    placement, order, sim = decode_evaluate(g, keys, d)
+    ref_peak, ref_dev = naive.simulate(g, placement.tolist(), order.tolist(), d)
+    fit = evaluate_population(g, keys[None, :], d)[0]
+    agree = sim.peak_bytes == ref_peak and sim.device_peak_bytes.tolist() == ref_dev and fit == ref_peak
+    return placement, order, sim, agree
+
+
+def _without(g, field):
+    return Graph.from_records([{k: v for k, v in r.items() if k != field} for r in g.to_records()])
+
+
 def test_kernels_agree_with_naive_with_reuse_fields():
     """Decoder, simulator and population kernel equal the literal SPEC with `reuse` on 600 DAGs."""
     mismatches, lowered = [], 0
     for seed, d in REUSE_CASES:
         g = random_dag(seed, max_nodes=25, reuse_fraction=0.6)
-        keys = _keys(seed, g.num_nodes, d)
-        placement, order, sim = decode_evaluate(g, keys, d)
-        ref_peak, ref_dev = naive.simulate(g, placement.tolist(), order.tolist(), d)
-        fit = evaluate_population(g, keys[None, :], d)[0]
-        if sim.peak_bytes != ref_peak or sim.device_peak_bytes.tolist() != ref_dev or fit != ref_peak:
+        placement, order, sim, agree = _decode_against_naive(g, seed, d)
+        if not agree:
             mismatches.append((seed, d))
-        plain = Graph.from_records([{k: v for k, v in r.items() if k != "reuse"} for r in g.to_records()])
-        lowered += simulate(plain, placement, order, d).peak_bytes > sim.peak_bytes
+        lowered += simulate(_without(g, "reuse"), placement, order, d).peak_bytes > sim.peak_bytes
     assert mismatches == []
     assert lowered > 60  # taking over does lower peaks in this sample
 
@@ -236,14 +247,10 @@ def test_kernels_agree_with_naive_with_output_fields():
     mismatches, raised = [], 0
     for seed, d in REUSE_CASES:
         g = random_dag(seed, max_nodes=25, reuse_fraction=0.5 * (seed % 2), output_fraction=0.3)
-        keys = _keys(seed, g.num_nodes, d)
-        placement, order, sim = decode_evaluate(g, keys, d)
-        ref_peak, ref_dev = naive.simulate(g, placement.tolist(), order.tolist(), d)
-        fit = evaluate_population(g, keys[None, :], d)[0]
-        if sim.peak_bytes != ref_peak or sim.device_peak_bytes.tolist() != ref_dev or fit != ref_peak:
+        placement, order, sim, agree = _decode_against_naive(g, seed, d)
+        if not agree:
             mismatches.append((seed, d))
-        plain = Graph.from_records([{k: v for k, v in r.items() if k != "output"} for r in g.to_records()])
-        before = simulate(plain, placement, order, d).peak_bytes
+        before = simulate(_without(g, "output"), placement, order, d).peak_bytes
         assert before <= sim.peak_bytes
         raised += before < sim.peak_bytes
         assert sim.peak_bytes >= g.lower_bound(d)
@@ -262,7 +269,7 @@ def test_spec_worked_example_an_output_with_a_consumer_stays_to_the_end():
     # after c, b (2) and c (1) remain: a d node after them sees them
     g2 = Graph.from_records(recs + [{"id": "e", "bytes": 5, "inputs": ["c"]}])
     assert memory_trace(g2, [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [4, 6, 3, 8]
-    g3 = Graph.from_records([{k: v for k, v in r.items() if k != "output"} for r in g2.to_records()])
+    g3 = _without(g2, "output")
     assert memory_trace(g3, [0] * 4, [0, 1, 2, 3], 1)[1][:, 0].tolist() == [4, 6, 3, 6]
 
 
@@ -296,7 +303,7 @@ def test_the_output_field_round_trips_and_is_validated():
     assert from_networkx(to_networkx(g)).output.tolist() == g.output.tolist()
     with pytest.raises(GraphError, match="node 'b': 'output' must be true or false"):
         Graph.from_records([{**r, "output": 1} if r["id"] == "b" else r for r in recs])
-    plain = [{k: v for k, v in r.items() if k != "output"} for r in recs]
+    plain = [{k: v for k, v in r.items() if k != "output"} for r in recs]  # records, not a Graph
     mark_outputs(plain, [1])
     assert plain[1]["output"] is True and "reuse" not in plain[2]
 
