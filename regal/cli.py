@@ -236,6 +236,8 @@ def info_cmd(graph_path, devices, as_json, dims):
     click.echo(f"depth          {s['depth']:,} nodes on the longest path")
     click.echo(f"total bytes    {human_bytes(s['total_bytes'])} ({s['total_bytes']:,} B)")
     click.echo(f"resident bytes {human_bytes(s['resident_bytes'])} ({s['resident_bytes']:,} B)")
+    click.echo(f"outputs        {human_bytes(s['kept_bytes'])} ({s['kept_bytes']:,} B) never freed: "
+               f"{s['output_nodes']:,} marked 'output', and the nodes nobody reads")
     lt = s["largest_tensor"]
     click.echo(f"largest tensor {human_bytes(lt['bytes'])} ({lt['id']})")
     click.echo(f"lower bound    {human_bytes(s['lower_bound_bytes'])} ({s['lower_bound_bytes']:,} B) "

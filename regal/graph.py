@@ -437,6 +437,7 @@ class Graph:
             "total_bytes": int(self.bytes.sum()),
             "resident_bytes": int(self.bytes[self.resident].sum()),
             "output_nodes": int(self.output.sum()),
+            "kept_bytes": int(self.bytes[self.kept & ~self.resident].sum()),
             "largest_tensor": {"id": self.ids[largest], "bytes": int(self.bytes[largest])},
             "depth": self.depth(),
             "lower_bound_bytes_1_device": self.lower_bound(1),
