@@ -8,7 +8,8 @@ Graphs: the first --graphs real test graphs of at most --max-nodes nodes, spread
 and as many synthetic test graphs. No memory limit: there CP-SAT's proven bound is a lower
 bound on every schedule's makespan (baselines/cpsat_runtime.py), so the table gives each
 method's gap to it. Default device model (100 GB/s, 5 us). Every makespan is re-simulated from
-the solution files. Cells cached under experiments/cache/runtime_cpsat/; writes
+the solution files. Cells cached under experiments/cache/runtime_cpsat/ (a graph file
+that changed since its cells were solved runs again, as in experiments.runner); writes
 experiments/results/runtime_cpsat/README.md and cells.csv.
 """
 
@@ -22,6 +23,7 @@ import time
 import numpy as np
 
 from experiments.run import ROOT, commit, dataset_graphs, machine
+from experiments.runner import check_stamp
 from experiments.runtime import _cached_solution, _graph_name
 from regal._io import atomic_text
 
@@ -49,6 +51,8 @@ def main(argv=None) -> None:
     for path in paths:
         g = regal.load(path)
         name = _graph_name(path)
+        for folder in [f"{m}-{args.time_limit:g}s" if m == "cpsat-runtime" else m for m in METHODS]:
+            check_stamp(os.path.join(cache, folder, name), path)  # cells of an older graph file go
         for d in args.devices:
             for method in METHODS:
                 seeds = args.seeds if method in ("regal", "brkga-runtime") else [0]
