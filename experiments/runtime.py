@@ -64,10 +64,10 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
     cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", name)
     results_dir = results_dir or os.path.join(ROOT, "experiments", "results", name)
     os.makedirs(results_dir, exist_ok=True)
-    paths = [p for ds in cfg["datasets"] for p in dataset_graphs(ds)]
+    paths = [(ds["label"], p) for ds in cfg["datasets"] for p in dataset_graphs(ds)]
     t0 = time.time()
     rows = []
-    for path in paths:
+    for label, path in paths:
         g = regal.load(path)
         gname = _graph_name(path)
         for folder in ["peak-regal"] + [m["name"] for m in cfg["methods"]]:
@@ -92,7 +92,7 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
                         sol = _cached_solution(cell, g, lambda: regal.methods.solve(m["solver"], g, d, seed=seed,
                                                                                       **opts))
                         timed = sol.info["timed"]
-                        rows.append({"graph": gname, "nodes": g.num_nodes, "devices": d,
+                        rows.append({"dataset": label, "graph": gname, "nodes": g.num_nodes, "devices": d,
                                      "limit": _factor_label(factor), "limit_bytes": limit,
                                      "method": m["name"], "seed": seed, "makespan_s": timed["makespan_s"],
                                      "timed_peak_bytes": timed["peak_bytes"], "feasible": timed["feasible"],
@@ -108,12 +108,12 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
 def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]:
     by_cell: dict[tuple, dict[str, dict]] = {}
     for r in rows:
-        by_cell.setdefault((r["graph"], r["devices"], r["limit"], r["seed"]), {})[r["method"]] = r
+        by_cell.setdefault((r["graph"], r["devices"], r["limit"], r["seed"], r["dataset"]), {})[r["method"]] = r
     # a method run on one seed only (the deterministic list schedulers) stands in every seed's cell
     seeds_of: dict[str, set] = {}
     for r in rows:
         seeds_of.setdefault(r["method"], set()).add(r["seed"])
-    for (graph, d, limit, seed), cell in by_cell.items():
+    for (graph, d, limit, seed, _), cell in by_cell.items():
         for r in rows:
             if (len(seeds_of[r["method"]]) == 1 and r["method"] not in cell and r["graph"] == graph
                     and r["devices"] == d and r["limit"] == limit):
@@ -123,12 +123,14 @@ def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]
         ok = [r["makespan_s"] for r in cell.values() if r["feasible"]]
         best[key] = min(ok) if ok else None
     out = []
-    for limit in dict.fromkeys(r["limit"] for r in rows):
+    labels = dict.fromkeys(r["dataset"] for r in rows)
+    limits = dict.fromkeys(r["limit"] for r in rows)
+    for label, limit in ((lab, lim) for lab in labels for lim in limits):
         for d in sorted({r["devices"] for r in rows}):
             for m in methods:
                 red, gap, vs_heft, feas, n, missed = [], [], [], 0, 0, 0
                 for key, cell in by_cell.items():
-                    if key[1] != d or key[2] != limit or m not in cell:
+                    if key[4] != label or key[1] != d or key[2] != limit or m not in cell:
                         continue
                     r = cell[m]
                     n += 1
@@ -142,7 +144,7 @@ def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]
                     heft = cell.get("heft")
                     if r["feasible"] and heft is not None and heft["feasible"]:
                         vs_heft.append(r["makespan_s"] / heft["makespan_s"])
-                out.append({"limit": limit, "devices": d, "method": m, "runs": n,
+                out.append({"dataset": label, "limit": limit, "devices": d, "method": m, "runs": n,
                             "feasible_share": feas / n if n else None, "infeasible_where_another_fits": missed,
                             "reduction_over_reference_pct": float(np.mean(red)) if red else None,
                             "reduction_runs": len(red), "gap_from_best_pct": float(np.mean(gap)) if gap else None,
@@ -181,10 +183,12 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
              "feasible (runs in brackets). Gap: mean % above the best feasible makespan of the cell, over the "
              "runs where the method is feasible. HEFT ratio: mean makespan / HEFT's where both are feasible. "
              "Missed: runs where the method ends over the limit although another method met it.", "",
-             "| limit | d | method | feasible | missed | reduction over " + ref + " % | gap from best % "
-             "| makespan / HEFT |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+             "| dataset | limit | d | method | feasible | missed | reduction over " + ref + " % | gap from best % "
+             "| makespan / HEFT |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
     for s in summary:
-        lines.append(f"| {s['limit']} | {s['devices']} | {s['method']} | "
+        if not s["runs"]:  # a method limited to small graphs, on a dataset without any
+            continue
+        lines.append(f"| {s['dataset']} | {s['limit']} | {s['devices']} | {s['method']} | "
                      f"{_fmt(s['feasible_share'] * 100 if s['feasible_share'] is not None else None, '.0f')} % "
                      f"of {s['runs']} | {s['infeasible_where_another_fits']} | {_fmt(s['reduction_over_reference_pct'])} ({s['reduction_runs']}) | "
                      f"{_fmt(s['gap_from_best_pct'])} | {_fmt(s['makespan_over_heft'], '.3f')} ({s['heft_runs']}) |")

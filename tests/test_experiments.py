@@ -189,3 +189,21 @@ def test_runtime_experiment_skips_large_graphs_for_a_method_and_reruns_a_changed
     save(Graph.from_records(recs, name="random300"), gdir / "random300.json.gz")
     run(str(config), cache_dir=str(cache), results_dir=str(results))
     assert os.path.getmtime(small) != before  # the graph changed: solved again
+
+
+def test_runtime_summary_is_per_dataset():
+    """experiments.runtime's summary keeps datasets apart; a one-seed method stands in every seed."""
+    from experiments.runtime import _summary
+
+    def row(ds, graph, method, seed, makespan, feasible=True):
+        return {"dataset": ds, "graph": graph, "devices": 2, "limit": "none", "method": method, "seed": seed,
+                "makespan_s": makespan, "feasible": feasible}
+    rows = [row("a", "g1", "ref", 0, 10.0), row("a", "g1", "ref", 1, 10.0), row("a", "g1", "heft", 0, 8.0),
+            row("a", "g1", "m", 0, 5.0), row("a", "g1", "m", 1, 5.0),
+            row("b", "g2", "ref", 0, 10.0), row("b", "g2", "ref", 1, 10.0), row("b", "g2", "heft", 0, 20.0),
+            row("b", "g2", "m", 0, 20.0), row("b", "g2", "m", 1, 20.0, feasible=False)]
+    out = {(s["dataset"], s["method"]): s for s in _summary(rows, ["ref", "heft", "m"], "ref")}
+    assert out["a", "m"]["reduction_over_reference_pct"] == 50.0 and out["a", "m"]["runs"] == 2
+    assert out["b", "m"]["reduction_over_reference_pct"] == -100.0 and out["b", "m"]["feasible_share"] == 0.5
+    assert out["b", "m"]["infeasible_where_another_fits"] == 1
+    assert out["a", "heft"]["runs"] == 2 and out["b", "heft"]["gap_from_best_pct"] == 100.0
