@@ -335,7 +335,7 @@ def _print_solution(g: Graph, sol, output: str | None):
               help="evaluations (one decode or local move + one simulation each), seeds included")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
-              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'none' (uniform) or a policy file")
+              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions")
 @click.option("--polish/--no-polish", default=True, show_default=True,
@@ -375,7 +375,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     g = load_graph(graph_path, dims)
     stop = []
     with _stop_signals(stop):  # a signal from here on stops the search after its first step
-        priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish)
+        priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective)
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
@@ -480,14 +480,19 @@ def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
         click.echo(f"wrote     {output}")
 
 
-def _policy_priors(policy: str, g: Graph, devices: int):
+def _policy_priors(policy: str, g: Graph, devices: int, objective: str = "memory"):
     """(priors, seconds): a trained policy's priors for `g` and the seconds spent loading the
     policy and running it (JAX's import, the network's compilation or its cache, inference)."""
     t = time.perf_counter()
     use_jax_cache()
     skip_flax_interop()
     from regal.policy import load_policy
-    priors = load_policy(policy).priors(g, devices)
+    pol = load_policy(policy)
+    if pol.objective != objective:
+        raise ValueError(f"policy {policy!r} was trained for the {pol.objective} objective, not {objective!r}: "
+                         f"give --policy none or a policy of that objective"
+                         + (" ('runtime')" if objective == "runtime" else ""))
+    priors = pol.priors(g, devices, objective=objective)
     return priors, time.perf_counter() - t
 
 
@@ -498,10 +503,10 @@ class _PolicyJob:
     gives (priors, seconds) or raises the error the policy raised (a one-line ValueError for a bad
     policy file)."""
 
-    def __init__(self, policy: str, g: Graph, devices: int):
+    def __init__(self, policy: str, g: Graph, devices: int, objective: str = "memory"):
         self.pid = None
         if not self._can_fork():
-            self.value = _policy_priors(policy, g, devices)
+            self.value = _policy_priors(policy, g, devices, objective)
             return
         import pickle
         read, write = os.pipe()
@@ -509,7 +514,7 @@ class _PolicyJob:
         if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
             os.close(read)
             try:
-                out = ("ok", _policy_priors(policy, g, devices))
+                out = ("ok", _policy_priors(policy, g, devices, objective))
             except BaseException as e:  # noqa: BLE001  (sent to the parent, which raises it)
                 import traceback
                 kind = ("value" if isinstance(e, (ValueError, TypeError)) else "os" if isinstance(e, OSError)
@@ -569,12 +574,15 @@ class _PolicyJob:
         raise RuntimeError(f"the policy's process failed:\n{value}")
 
 
-def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool):
+def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool, objective: str = "memory"):
     """(priors, seconds) of a trained `policy` for `g` (None, None for 'none' or a teacher's name),
     with everything the search loads (kernels, the priors' quantile tables) loaded, so that the
     search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`)."""
     from regal.search import TEACHER_POLICIES, warmup
-    job = None if policy == "none" or policy in TEACHER_POLICIES else _PolicyJob(policy, g, devices)
+    if objective == "runtime" and policy in TEACHER_POLICIES:
+        raise ValueError(f"policy {policy!r} predicts the memory objective's chromosome: give --policy none or a "
+                         "policy of the runtime objective ('runtime')")
+    job = None if policy == "none" or policy in TEACHER_POLICIES else _PolicyJob(policy, g, devices, objective)
     try:
         warmup(devices, seeding=seeding, polish=polish)
         if job is None:
@@ -677,7 +685,8 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
 _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples": "--samples", "budget": "--budget",
                    "learning_rate": "--lr", "entropy_coef": "--entropy", "imitation_steps": "--imitate",
                    "seed": "--seed", "kind": "--kind", "features": "--features", "placement": "--heads", "scheduling": "--heads",
-                   "elite": "--heads", "train_graphs": "--manifest, --split, --synthetic or --max-nodes",
+                   "elite": "--heads", "objective": "--objective", "transfer_priority": "--objective",
+                   "train_graphs": "--manifest, --split, --synthetic or --max-nodes",
                    "valid_graphs": "--manifest, --valid-split, --max-valid or --max-nodes"}
 
 
@@ -704,6 +713,9 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("--imitate", "imitation_steps", default=400, show_default=True, type=click.IntRange(0),
               help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
+@click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
+              help="the reward: peak memory, or makespan (BRKGA on the timed chromosome, no memory limit, the "
+                   "default device model; the policy gets REGAL's transfer-priority head)")
 @click.option("--heads", default="placement,scheduling", show_default=True,
               help="active heads: any of placement, scheduling, elite")
 @click.option("--features", type=click.Choice(["v1", "v2"]), default="v2", show_default=True,
@@ -715,8 +727,8 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @_friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
-              budget, learning_rate, entropy_coef, imitation_steps, kind, heads, features, workers, scheduler,
-              seed, fresh, out_dir):
+              budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
+              scheduler, seed, fresh, out_dir):
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
@@ -732,10 +744,11 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     if not train_paths:
         raise click.ClickException(f"no training graphs in split {split!r}")
     pc = PolicyConfig(kind=kind, placement="placement" in active, scheduling="scheduling" in active,
-                      elite="elite" in active, max_devices=max(4, max(devices)), features=features)
+                      elite="elite" in active, max_devices=max(4, max(devices)), features=features,
+                      transfer_priority=objective == "runtime")
     tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
                      learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
-                     imitation_steps=imitation_steps)
+                     imitation_steps=imitation_steps, objective=objective)
     try:
         if not fresh:  # a checkpoint of another setting fails now, not once a cluster has started
             check_resume(out_dir, run_setup(tc, pc, train_paths, valid_paths))

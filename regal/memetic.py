@@ -170,17 +170,15 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     objective: "memory" (SPEC.md section 3, this function) or "runtime": the shortest makespan
         (section 4) with every device's peak <= memory_limit_bytes (None: no limit; an int, or
         one per device) on `device_model` (`regal.timed.DeviceModel`; None: its defaults), run
-        by `regal.runtime.optimize_runtime` with the same budget, seeding, polish and config
-        (no priors: the policies predict the memory chromosome).
+        by `regal.runtime.optimize_runtime` with the same budget, seeding, polish, config and
+        priors (of the timed chromosome: a policy trained for this objective, e.g. "runtime").
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
     """
     if objective == "runtime":
-        if priors is not None or policy not in (None, "none"):
-            raise ValueError("objective 'runtime' takes no policy or priors (they predict the memory "
-                             "objective's chromosome); use policy='none'")
         from regal.runtime import optimize_runtime
         return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
                                 device_model=device_model, seeding=seeding, polish=polish, config=config,
+                                policy=policy, priors=priors,
                                 time_limit_s=time_limit_s, callback=callback, num_threads=num_threads,
                                 initial=initial, method=method)
     if objective != "memory":

@@ -28,6 +28,7 @@ Budget, time limit, callback and thread-count invariance as in `regal.memetic.op
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, NamedTuple
 
@@ -265,27 +266,37 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
                      memory_limit_bytes=None, device_model=None, seeding: bool = True, polish: bool = True,
                      config: BrkgaConfig | None = None, time_limit_s: float | None = None,
                      callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
-                     initial: list[np.ndarray] | None = None, method: str | None = None) -> Solution:
+                     initial: list[np.ndarray] | None = None, method: str | None = None, policy=None,
+                     priors=None) -> Solution:
     """Search placements, priorities and transfer orders of `graph` on `devices` devices for the
     shortest makespan with every device's peak memory <= memory_limit_bytes (module docstring).
 
     memory_limit_bytes: None (no limit), an int for every device, or one int per device.
     device_model: a `regal.timed.DeviceModel`, a dict of its fields, or None for the defaults.
     initial: extra timed chromosomes (float64[n (2d + 1)] each) for the initial population.
+    policy / priors: per-gene Beta priors of the timed chromosome for the mutants, from a policy
+        trained for this objective ("runtime", a path or a Policy; `regal.search.resolve_priors`)
+        or given; with seeding or polish on, FLAGSHIP_PRIOR_SHARE of the mutants are drawn from
+        them (config.prior_share), else all; None / "none": uniform.
     The other arguments as in `regal.optimize`. The Solution's order is the dispatch order of
     the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
     and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
     """
-    from regal.memetic import _check_arguments, polish_share
+    from regal.memetic import FLAGSHIP_PRIOR_SHARE, _check_arguments, polish_share
+    from regal.search import resolve_priors
     t0 = time.perf_counter()
     _check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
     model = check_device_model(device_model, devices)
     limits = memory_limits(memory_limit_bytes, devices)
-    config = (config or BrkgaConfig()).validate()
+    config = config or BrkgaConfig()
+    if config.prior_share is None:
+        config = config._replace(prior_share=FLAGSHIP_PRIOR_SHARE if seeding or polish else 1.0)
+    config = config.validate()
     check_search_size(graph, devices, config.population_size,
                       timed_chromosome_length(graph.num_nodes, devices), "timed chromosomes")
     problem = _Problem(graph, devices, model, memory_limit_bytes, limits)
+    priors = resolve_priors(graph, devices, priors, policy, objective="runtime")
     deadline = None if time_limit_s is None else t0 + time_limit_s
     L = timed_chromosome_length(graph.num_nodes, devices)
     for keys in initial or []:
@@ -301,7 +312,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     stopped, polished = "budget", 0
     with numba_threads(num_threads):
         while state.evaluations + polished < budget:
-            candidates, state = brkga.ask(state, config, None)
+            candidates, state = brkga.ask(state, config, priors)
             if state.generation == 0:
                 for i, keys in enumerate(starts[:candidates.shape[0]]):
                     candidates[i] = keys
@@ -330,6 +341,9 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     placement, sim = decode_timed(graph, state.best_keys, devices, model)
     assert problem.fitness(sim) == state.best_fitness, "decoder and timed simulator disagree"
     info = {"objective": "runtime", "seed": seed, "budget": budget, "generations": state.generation,
+            "priors": priors is not None,
+            "policy": (os.fspath(policy) if isinstance(policy, (str, os.PathLike))
+                       else None if policy is None else type(policy).__name__),
             "stopped": stopped, "seeding": [name for name, _ in seeds], "polish_share": share,
             "polish_evaluations": polished, "config": config._asdict(), "history": history}
     return timed_solution(graph, placement, sim, devices, model, method=method or "regal",

@@ -90,26 +90,40 @@ def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors
     return to_priors(acts if placement else acts._replace(placement=None), graph.num_nodes, devices)
 
 
-def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy) -> Priors | None:
+def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy,
+                   objective: str = "memory") -> Priors | None:
     """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), the
-    teacher's ("teacher", "teacher-schedule"), or none."""
+    teacher's ("teacher", "teacher-schedule"), or none; for the chromosome of `objective`
+    ("memory", or "runtime": the timed one of SPEC.md section 5, which only a policy trained for
+    it, with a transfer-priority head such as "runtime", predicts)."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
     if priors is not None and not isinstance(priors, Priors):
         raise TypeError(f"priors must be a regal.Priors, got {type(priors).__name__}")
     if priors is not None:
-        _check_priors(priors, chromosome_length(graph.num_nodes, devices), devices)
+        if objective == "runtime":
+            from regal.timed import timed_chromosome_length
+            _check_priors(priors, timed_chromosome_length(graph.num_nodes, devices), devices)
+        else:
+            _check_priors(priors, chromosome_length(graph.num_nodes, devices), devices)
         return priors
     if policy is None or policy == "none":
         return None
     if isinstance(policy, str) and policy in TEACHER_POLICIES:
+        if objective == "runtime":
+            raise ValueError(f"policy {policy!r} predicts the memory objective's chromosome; the runtime "
+                             "objective takes a policy trained for it (e.g. 'runtime') or 'none'")
         return teacher_priors(graph, devices, placement=policy == "teacher")
     if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
-        raise TypeError(f"policy must be 'default', 'transfer', 'teacher', 'none', a policy file or a loaded "
-                        f"Policy, got {policy!r}")
+        raise TypeError(f"policy must be 'default', 'transfer', 'runtime', 'teacher', 'none', a policy file or a "
+                        f"loaded Policy, got {policy!r}")
     from regal.policy import load_policy  # JAX is paid for only here
     pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
-    return pol.priors(graph, devices)
+    if pol.objective != objective:
+        name = getattr(pol, "source", None) or "this policy"
+        raise ValueError(f"{name} was trained for the {pol.objective} objective, not {objective!r}; give a policy "
+                         f"of the {objective} objective or 'none'")
+    return pol.priors(graph, devices, objective=objective)
 
 
 def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 0,
@@ -189,13 +203,21 @@ def solve_teacher(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: fl
                         method="teacher", t0=t0, **options)
 
 
-def brkga_peak(path: str, devices: int, seed: int, budget: int, priors_arrays=None) -> int:
+def brkga_peak(path: str, devices: int, seed: int, budget: int, priors_arrays=None, objective: str = "memory"):
     """Peak of one BRKGA run on one thread, on the graph file `path` (loaded once per process):
     plain (registry method "brkga"), or with priors given as (alpha, beta, inherit) arrays
-    ("regal-paper", REGAL's setting). A Dask task of training."""
+    ("regal-paper", REGAL's setting). A Dask task of training. With objective "runtime": the
+    makespan (seconds) of BRKGA on the timed chromosome ("brkga-runtime", no memory limit, the
+    default device model), plain or with priors of that chromosome."""
     import regal.methods
     from regal.parallel import cached_graph
     graph = cached_graph(path)
+    if objective == "runtime":
+        from regal.runtime import optimize_runtime
+        priors = None if priors_arrays is None else Priors(*priors_arrays)
+        sol = optimize_runtime(graph, devices, budget, seed, seeding=False, polish=False, priors=priors,
+                               num_threads=1, method="brkga-runtime")
+        return float(sol.info["timed"]["makespan_s"])
     if priors_arrays is None:
         return regal.methods.solve("brkga", graph, devices, seed=seed, budget=budget, num_threads=1).peak_bytes
     return regal.methods.solve("regal-paper", graph, devices, seed=seed, budget=budget, policy="none",

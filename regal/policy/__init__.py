@@ -24,6 +24,7 @@ from regal.policy.features import GraphBatch, build
 from regal.priors import Priors
 
 __all__ = ["Policy", "PolicyConfig", "load_policy", "init_policy", "DEFAULT_POLICY", "GAS_POLICY", "TRANSFER_POLICY",
+           "RUNTIME_POLICY",
            "Actions", "BETA_ACTIONS", "ELITE_ACTIONS", "to_priors", "build"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,6 +33,9 @@ GAS_POLICY = os.path.join(_HERE, "gas.npz")
 #: The policy chosen by leave-one-source-out (issue 12): feature set v2, scheduling head only,
 #: imitation of the teacher on all six corpus sources (transfer.json: command and evidence).
 TRANSFER_POLICY = os.path.join(_HERE, "transfer.npz")
+#: The policy of the runtime objective (issue 16): REGAL's transfer-priority head with the
+#: placement and scheduling heads, trained by REINFORCE on makespan (runtime.json: command and evidence).
+RUNTIME_POLICY = os.path.join(_HERE, "runtime.npz")
 
 
 def __getattr__(name):
@@ -72,7 +76,8 @@ class Policy:
             raise ValueError(f"this policy serves 1..{self.config.max_devices} devices, not {devices}")
 
     def logits(self, graph: Graph, devices: int, batch: GraphBatch | None = None) -> dict[str, np.ndarray]:
-        """Unpadded logits: placement [n, devices, A], scheduling [n, A], elite [n, B]."""
+        """Unpadded logits: placement [n, devices, A], scheduling [n, A], elite [n, B],
+        transfer_priority [n, A] (zeros for a policy without that head)."""
         self._check_devices(devices)
         batch = batch if batch is not None else self.config.batch(graph, devices)
         try:
@@ -83,7 +88,8 @@ class Policy:
                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
         n = graph.num_nodes
         return {"placement": np.asarray(out.placement)[:n, :devices],
-                "scheduling": np.asarray(out.scheduling)[:n], "elite": np.asarray(out.elite)[:n]}
+                "scheduling": np.asarray(out.scheduling)[:n], "elite": np.asarray(out.elite)[:n],
+                "transfer_priority": np.asarray(out.transfer_priority)[:n]}
 
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:
         """The most likely action per node and head, or a sample (Gumbel-max, seeded)."""
@@ -98,11 +104,21 @@ class Policy:
         c = self.config
         return Actions(pick(lg["placement"]) if c.placement else None,
                        pick(lg["scheduling"]) if c.scheduling else None,
-                       pick(lg["elite"]) if c.elite else None)
+                       pick(lg["elite"]) if c.elite else None,
+                       pick(lg["transfer_priority"]) if c.transfer_priority else None)
 
-    def priors(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Priors:
-        """BRKGA priors for `graph` on `devices` devices (see `regal.policy.actions`)."""
-        return to_priors(self.actions(graph, devices, sample=sample, seed=seed), graph.num_nodes, devices)
+    def priors(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0,
+               objective: str | None = None) -> Priors:
+        """BRKGA priors for `graph` on `devices` devices (see `regal.policy.actions`), for the
+        chromosome of `objective` ("memory" or "runtime"; None: the one the policy was trained for)."""
+        objective = objective or self.objective
+        return to_priors(self.actions(graph, devices, sample=sample, seed=seed), graph.num_nodes, devices,
+                         objective)
+
+    @property
+    def objective(self) -> str:
+        """The objective the policy was trained for: "runtime" with a transfer-priority head."""
+        return "runtime" if self.config.transfer_priority else "memory"
 
     def save(self, path: str) -> None:
         """Parameters as an .npz, with the config and metadata as JSON inside it."""
@@ -116,10 +132,11 @@ class Policy:
 
 def load_policy(path: str | os.PathLike = "default") -> Policy:
     """Load a policy file; "default" is REGAL's shipped policy, "transfer" the one chosen by
-    leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's."""
+    leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's, "runtime"
+    the one trained for the runtime objective (with a transfer-priority head)."""
     from regal.policy.network import PolicyConfig
     p = os.fspath(path)
-    p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY, "transfer": TRANSFER_POLICY}.get(p, p)
+    p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY, "transfer": TRANSFER_POLICY, "runtime": RUNTIME_POLICY}.get(p, p)
     if not os.path.exists(p):
         raise ValueError(f"{p}: no such policy file")
     try:

@@ -37,6 +37,7 @@ class PolicyConfig(NamedTuple):
     placement: bool = True       # which heads act (REGAL Table 3); an inactive head is plain BRKGA
     scheduling: bool = True
     elite: bool = False
+    transfer_priority: bool = False  # REGAL's transfer-priority head (the runtime objective's chromosome)
     default_bias: float = 2.0    # initial logit bonus of action 0
     structure_features: bool = True  # DFS position and METIS part as node features
     features: str = "v2"         # feature set (regal.policy.features): "v2" source-invariant, "v1" REGAL's
@@ -52,6 +53,7 @@ class Logits(NamedTuple):
     placement: jnp.ndarray   # float32[N, max_devices, len(BETA_ACTIONS)]
     scheduling: jnp.ndarray  # float32[N, len(BETA_ACTIONS)]
     elite: jnp.ndarray       # float32[N, len(ELITE_ACTIONS)]
+    transfer_priority: jnp.ndarray  # float32[N, len(BETA_ACTIONS)]; zeros without the head
 
 
 def _mlp(hidden: int, name: str) -> hk.Module:
@@ -123,7 +125,12 @@ def make_network(cfg: PolicyConfig) -> hk.Transformed:
                           name="head_scheduling")(h)
         elite = hk.Linear(B, w_init=zeros, b_init=hk.initializers.Constant(prefer_b),
                           name="head_elite")(h)
-        return Logits(place, sched, elite)
+        if cfg.transfer_priority:  # built only when on, so policies without it keep their parameters
+            transfer = hk.Linear(A, w_init=zeros, b_init=hk.initializers.Constant(prefer_a),
+                                 name="head_transfer_priority")(h)
+        else:
+            transfer = jnp.zeros((h.shape[0], A))
+        return Logits(place, sched, elite, transfer)
 
     if cfg.kind not in ("gnn", "gas"):
         raise ValueError(f"unknown policy kind {cfg.kind!r}")

@@ -3,7 +3,9 @@
 One step = one graph and one device count: the policy reads the graph once, `samples` action
 vectors are drawn, each becomes BRKGA priors and one BRKGA run (budget evaluations, a seed from a
 small per-graph pool), and its reward is the relative peak reduction over plain BRKGA run on the
-same seed (common random numbers; plain runs are cached). The baseline of each sample is the
+same seed (common random numbers; plain runs are cached). With `objective="runtime"` the runs are
+BRKGA on the timed chromosome (SPEC.md section 5; no memory limit, the default device model), the
+policy has a transfer-priority head, and the reward is the relative makespan reduction. The baseline of each sample is the
 mean reward of the others (leave-one-out). The loss per graph is
 
     -mean_j (r_j - b_j) * log pi(a_j | G) / n  -  entropy_coef * mean-node entropy,
@@ -73,6 +75,7 @@ class TrainConfig(NamedTuple):
     imitation_steps: int = 0     # warm start: cross-entropy steps toward the structural teacher
     imitation_smoothing: float = 0.3
     imitation_lr: float = 1e-3
+    objective: str = "memory"    # "memory" (peak, SPEC.md section 3) or "runtime" (makespan, section 4)
 
 
 class _TrainState(NamedTuple):
@@ -110,6 +113,9 @@ def _log_probs(net, params, batch, acts, num_devices, cfg):
     if cfg.elite:
         lp, h = head(lg.elite, acts["elite"], mask)
         logp, ent = logp + lp, ent + h
+    if cfg.transfer_priority:
+        lp, h = head(lg.transfer_priority, acts["transfer_priority"], mask)
+        logp, ent = logp + lp, ent + h
     return logp, ent / jnp.maximum(mask.sum(), 1.0)
 
 
@@ -128,9 +134,13 @@ class _Learner:
         def sample(params, batch, key):
             lg = net.apply(params, None, batch)
             ks = jax.random.split(key, 3)
-            return {"placement": jax.random.categorical(ks[0], lg.placement, shape=(S,) + lg.placement.shape[:-1]),
+            acts = {"placement": jax.random.categorical(ks[0], lg.placement, shape=(S,) + lg.placement.shape[:-1]),
                     "scheduling": jax.random.categorical(ks[1], lg.scheduling, shape=(S,) + lg.scheduling.shape[:-1]),
                     "elite": jax.random.categorical(ks[2], lg.elite, shape=(S,) + lg.elite.shape[:-1])}
+            if cfg.transfer_priority:  # its own key, so the other heads draw as without it
+                acts["transfer_priority"] = jax.random.categorical(
+                    jax.random.fold_in(key, 3), lg.transfer_priority, shape=(S,) + lg.transfer_priority.shape[:-1])
+            return acts
 
         def loss(params, batch, acts, adv, num_devices):
             logp, ent = _log_probs(net, params, batch, acts, num_devices, cfg)
@@ -150,7 +160,8 @@ class _Learner:
 def _actions_of(acts: dict, j: int, n: int, d: int, cfg) -> Actions:
     return Actions(np.asarray(acts["placement"][j])[:n, :d] if cfg.placement else None,
                    np.asarray(acts["scheduling"][j])[:n] if cfg.scheduling else None,
-                   np.asarray(acts["elite"][j])[:n] if cfg.elite else None)
+                   np.asarray(acts["elite"][j])[:n] if cfg.elite else None,
+                   np.asarray(acts["transfer_priority"][j])[:n] if cfg.transfer_priority else None)
 
 
 def imitate(policy: Policy, paths, devices, steps: int, lr: float, smoothing: float, seed: int = 0,
@@ -213,10 +224,12 @@ def imitate(policy: Policy, paths, devices, steps: int, lr: float, smoothing: fl
 
 
 class _References:
-    """Plain-BRKGA peaks per (graph, devices, seed, budget), cached in a JSON file."""
+    """Plain-BRKGA peaks (or makespans, objective "runtime") per (graph, devices, seed, budget),
+    cached in a JSON file."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, objective: str = "memory"):
         self.path = path
+        self.objective = objective
         self.data = {}
         if os.path.exists(path):
             try:
@@ -225,19 +238,20 @@ class _References:
             except (OSError, ValueError, RecursionError) as e:
                 raise ValueError(f"{path}: not a readable reference cache ({type(e).__name__}); "
                                  "remove it to run the plain BRKGA references again") from None
-            if not isinstance(self.data, dict) or not all(isinstance(v, int) for v in self.data.values()):
-                raise ValueError(f"{path}: not a reference cache (an object of integer peaks); "
+            if not isinstance(self.data, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.data.values()):
+                raise ValueError(f"{path}: not a reference cache (an object of peaks or makespans); "
                                  "remove it to run the plain BRKGA references again")
 
-    @staticmethod
-    def key(gpath, d, seed, budget):
-        return f"{os.path.basename(gpath)}|{d}|{seed}|{budget}"
+    def key(self, gpath, d, seed, budget):
+        tail = "|runtime" if self.objective == "runtime" else ""  # the two never share an entry
+        return f"{os.path.basename(gpath)}|{d}|{seed}|{budget}{tail}"
 
     def missing(self, items):
         return [it for it in items if self.key(*it) not in self.data]
 
-    def add(self, item, peak):
-        self.data[self.key(*item)] = int(peak)
+    def add(self, item, score):
+        self.data[self.key(*item)] = float(score) if self.objective == "runtime" else int(score)
 
     def get(self, item):
         return self.data[self.key(*item)]
@@ -247,32 +261,34 @@ class _References:
             json.dump(self.data, f)
 
 
-def _run_many(client, jobs):
-    """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks, on Dask or in-process."""
+def _run_many(client, jobs, objective: str = "memory"):
+    """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks (objective "memory") or
+    makespans ("runtime"), on Dask or in-process."""
     from regal.search import brkga_peak as run_brkga
+    jobs = [tuple(j) + (objective,) for j in jobs]
     if client is None:
         return [run_brkga(*j) for j in jobs]
     futures = [client.submit(run_brkga, *j, pure=False) for j in jobs]
     return client.gather(futures)
 
 
-def _priors_arrays(actions: Actions, n: int, d: int):
-    p = to_priors(actions, n, d)
+def _priors_arrays(actions: Actions, n: int, d: int, objective: str = "memory"):
+    p = to_priors(actions, n, d, objective)
     return (p.alpha, p.beta, p.elite_inheritance)
 
 
 def evaluate_policy(policy: Policy, paths, devices, seeds, budget, client, refs: _References) -> list[dict]:
-    """Per (graph, devices, seed): plain and policy peaks (most likely actions)."""
+    """Per (graph, devices, seed): plain and policy peaks (or makespans) with the most likely actions."""
     items, jobs = [], []
     for path in paths:
         g = load(path)
         for d in devices:
-            pa = _priors_arrays(policy.actions(g, d), g.num_nodes, d)
+            pa = _priors_arrays(policy.actions(g, d), g.num_nodes, d, refs.objective)
             for s in seeds:
                 items.append((path, d, s, budget))
                 jobs.append((path, d, s, budget, pa))
     need = refs.missing(items)
-    peaks = _run_many(client, jobs + [it + (None,) for it in need])
+    peaks = _run_many(client, jobs + [it + (None,) for it in need], refs.objective)
     for it, pk in zip(need, peaks[len(jobs):]):
         refs.add(it, pk)
     refs.save()
@@ -297,7 +313,15 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
           client=None, resume: bool = True, log=print) -> Policy:
     """Train a policy on `train_paths` (graph files); returns the best policy on `valid_paths`."""
     os.makedirs(out_dir, exist_ok=True)
-    refs = _References(os.path.join(out_dir, "reference.json"))
+    if tc.objective not in ("memory", "runtime"):
+        raise ValueError(f"objective must be 'memory' or 'runtime', got {tc.objective!r}")
+    refs = _References(os.path.join(out_dir, "reference.json"), tc.objective)
+    from regal.policy.network import PolicyConfig
+    policy_config = policy_config or PolicyConfig()
+    if policy_config.transfer_priority != (tc.objective == "runtime"):
+        raise ValueError("a policy for the runtime objective has the transfer-priority head, one for the memory "
+                         f"objective does not (objective {tc.objective!r}, transfer_priority "
+                         f"{policy_config.transfer_priority})")
     policy = init_policy(policy_config, seed=tc.seed)
     learner = _Learner(policy, tc)
     rng = np.random.default_rng(tc.seed)
@@ -357,6 +381,11 @@ def _show(value) -> str:
     return json.dumps(value) if not isinstance(value, str) else repr(value)
 
 
+def _policy_config_defaults():
+    from regal.policy.network import PolicyConfig
+    return PolicyConfig()
+
+
 def _check_setup(path: str, saved, now: dict) -> None:
     """`ResumeError` naming the first field where the checkpoint's setup `saved` differs from `now`."""
     if not isinstance(saved, dict):
@@ -365,7 +394,10 @@ def _check_setup(path: str, saved, now: dict) -> None:
         old = saved.get(group)
         if not isinstance(old, dict):
             raise CheckpointError(f"{path}: no '{group}' object in the checkpoint")
+        defaults = (TrainConfig() if group == "train_config" else _policy_config_defaults())._asdict()
         for field, value in now[group].items():
+            if field not in old and field in defaults and json.loads(json.dumps(defaults[field])) == value:
+                continue  # a field added since, at its default: the run it asks for is the checkpoint's
             if field not in old:
                 raise ResumeError(f"{path}: the checkpoint has no {field} (a {group.replace('_', ' ')} field of "
                                   "another version); start the run over", field)
@@ -424,10 +456,10 @@ def _train_step(run: _Run, learner: _Learner, state: _TrainState, path: str, d: 
     acts = learner.sample(state.params, batch, sub)
     seeds = rng.choice(tc.seed_pool, size=tc.samples, replace=tc.samples > tc.seed_pool)
     items = [(path, d, int(s), tc.budget) for s in seeds]
-    jobs = [it + (_priors_arrays(_actions_of(acts, j, g.num_nodes, d, cfg), g.num_nodes, d),)
+    jobs = [it + (_priors_arrays(_actions_of(acts, j, g.num_nodes, d, cfg), g.num_nodes, d, tc.objective),)
             for j, it in enumerate(items)]
     need = list(dict.fromkeys(refs.missing(items)))
-    peaks = _run_many(run.client, jobs + [it + (None,) for it in need])
+    peaks = _run_many(run.client, jobs + [it + (None,) for it in need], tc.objective)
     for it, pk in zip(need, peaks[len(jobs):]):
         refs.add(it, pk)
     plain = np.array([refs.get(it) for it in items], dtype=np.float64)
