@@ -98,11 +98,48 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
                                      "timed_peak_bytes": timed["peak_bytes"], "feasible": timed["feasible"],
                                      "seconds": sol.seconds, "evaluations": sol.evaluations})
     summary = _summary(rows, [m["name"] for m in cfg["methods"]], cfg.get("reference", "brkga-runtime"))
+    pairs = _pairs(rows, cfg.get("pairs", []))
     _write_csv(os.path.join(results_dir, "cells.csv"), rows)
     _write_csv(os.path.join(results_dir, "summary.csv"), summary)
+    if pairs:
+        _write_csv(os.path.join(results_dir, "pairs.csv"), pairs)
     with atomic_text(os.path.join(results_dir, "README.md")) as f:
-        f.write(_readme(cfg, config_path, rows, summary, time.time() - t0, len(paths)))
-    return {"rows": rows, "summary": summary}
+        f.write(_readme(cfg, config_path, rows, summary, time.time() - t0, len(paths), pairs))
+    return {"rows": rows, "summary": summary, "pairs": pairs}
+
+
+def _pairs(rows: list[dict], pairs: list) -> list[dict]:
+    """Per dataset, limit and d, each configured pair (a, b): mean % makespan reduction of a over b
+    on the same graph and seed where both are feasible, with the graphs-and-seeds counts where a
+    is shorter / longer, and where only one of them is feasible (an ablation: b is a without one part)."""
+    cell = {(r["dataset"], r["graph"], r["devices"], r["limit"], r["seed"], r["method"]): r for r in rows}
+    out = []
+    labels = dict.fromkeys(r["dataset"] for r in rows)
+    limits = dict.fromkeys(r["limit"] for r in rows)
+    devices = sorted({r["devices"] for r in rows})
+    for a, b in pairs:
+        for label, limit, d in ((x, y, z) for x in labels for y in limits for z in devices):
+            red, better, worse, only_a, only_b = [], 0, 0, 0, 0
+            for (ds, graph, dd, lim, seed, m), ra in cell.items():
+                if m != a or ds != label or dd != d or lim != limit:
+                    continue
+                rb = cell.get((ds, graph, dd, lim, seed, b))
+                if rb is None:
+                    continue
+                if ra["feasible"] and rb["feasible"]:
+                    x = (rb["makespan_s"] - ra["makespan_s"]) / rb["makespan_s"] * 100
+                    red.append(x)
+                    better += x > 1e-9
+                    worse += x < -1e-9
+                else:
+                    only_a += ra["feasible"] and not rb["feasible"]
+                    only_b += rb["feasible"] and not ra["feasible"]
+            if red or only_a or only_b:
+                out.append({"dataset": label, "limit": limit, "devices": d, "method": a, "versus": b,
+                            "runs": len(red), "reduction_pct": float(np.mean(red)) if red else None,
+                            "better": better, "worse": worse, "feasible_only_method": only_a,
+                            "feasible_only_versus": only_b})
+    return out
 
 
 def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]:
@@ -165,7 +202,8 @@ def _fmt(x, spec=".2f", none="-"):
     return none if x is None else format(x, spec)
 
 
-def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: float, num_graphs: int) -> str:
+def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: float, num_graphs: int,
+            pairs: list | None = None) -> str:
     from regal.timed import check_device_model
     model = check_device_model(cfg.get("device_model"), 1)
     ref = cfg.get("reference", "brkga-runtime")
@@ -192,6 +230,16 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
                      f"{_fmt(s['feasible_share'] * 100 if s['feasible_share'] is not None else None, '.0f')} % "
                      f"of {s['runs']} | {s['infeasible_where_another_fits']} | {_fmt(s['reduction_over_reference_pct'])} ({s['reduction_runs']}) | "
                      f"{_fmt(s['gap_from_best_pct'])} | {_fmt(s['makespan_over_heft'], '.3f')} ({s['heft_runs']}) |")
+    if pairs:
+        lines += ["", "Pairs (ablations): mean % makespan reduction of the method over the one it is compared "
+                  "with, same graph and seed, where both are feasible; runs where it is shorter / longer; runs "
+                  "where only one of the two is feasible.", "",
+                  "| dataset | limit | d | method | versus | runs | reduction % | shorter / longer | only method "
+                  "feasible / only versus |", "|---|---|---:|---|---|---:|---:|---:|---:|"]
+        for p in pairs:
+            lines.append(f"| {p['dataset']} | {p['limit']} | {p['devices']} | {p['method']} | {p['versus']} | "
+                         f"{p['runs']} | {_fmt(p['reduction_pct'])} | {p['better']} / {p['worse']} | "
+                         f"{p['feasible_only_method']} / {p['feasible_only_versus']} |")
     secs = {}
     for r in rows:
         secs.setdefault(r["method"], []).append(r["seconds"])

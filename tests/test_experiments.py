@@ -207,3 +207,18 @@ def test_runtime_summary_is_per_dataset():
     assert out["b", "m"]["reduction_over_reference_pct"] == -100.0 and out["b", "m"]["feasible_share"] == 0.5
     assert out["b", "m"]["infeasible_where_another_fits"] == 1
     assert out["a", "heft"]["runs"] == 2 and out["b", "heft"]["gap_from_best_pct"] == 100.0
+
+
+def test_runtime_pairs_compare_a_method_with_its_ablation_run_by_run():
+    """experiments.runtime._pairs: reduction over the same graph and seed where both are feasible,
+    shorter/longer counts, and the runs where only one of the two is feasible."""
+    from experiments.runtime import _pairs
+
+    def row(graph, method, seed, makespan, feasible=True):
+        return {"dataset": "a", "graph": graph, "devices": 2, "limit": "1x", "method": method, "seed": seed,
+                "makespan_s": makespan, "feasible": feasible}
+    rows = [row("g", "p", 0, 9.0), row("g", "q", 0, 10.0), row("g", "p", 1, 11.0), row("g", "q", 1, 10.0),
+            row("h", "p", 0, 5.0), row("h", "q", 0, 5.0, feasible=False)]
+    (p,) = _pairs(rows, [["p", "q"]])
+    assert p["runs"] == 2 and abs(p["reduction_pct"] - 0.0) < 1e-9 and (p["better"], p["worse"]) == (1, 1)
+    assert (p["feasible_only_method"], p["feasible_only_versus"]) == (1, 0)
