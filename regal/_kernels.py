@@ -361,6 +361,68 @@ def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, outpu
 
 
 @numba.njit(**_JIT)
+def steps_at_peak(trace, order, resident, peak):
+    """How many (step, device) entries of trace (int64[n, d]) equal peak, over the steps that
+    run a non-resident node (a resident node's step repeats the one before it). The local
+    search's third score component."""
+    m = 0
+    for t in range(trace.shape[0]):
+        if resident[order[t]]:
+            continue
+        for k in range(trace.shape[1]):
+            if trace[t, k] == peak:
+                m += 1
+    return m
+
+
+@numba.njit(**_JIT)
+def peak_hits(trace, peak, hits):
+    """The (step, device) entries of trace (int64[n, d]) equal to peak, in row-major order (as
+    numpy.argwhere lists them), written to hits (int64[n * d, 2]); returns how many."""
+    m = 0
+    for t in range(trace.shape[0]):
+        for k in range(trace.shape[1]):
+            if trace[t, k] == peak:
+                hits[m, 0] = t
+                hits[m, 1] = k
+                m += 1
+    return m
+
+
+@numba.njit(**_JIT)
+def feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, v, n):
+    """(lo, hi): the positions node v may take in an order with positions pos (int64[n]), after
+    its last predecessor and before its first successor (data and control edges, CSR)."""
+    lo = 0
+    for e in range(pred_ptr[v], pred_ptr[v + 1]):
+        q = pos[pred_idx[e]] + 1
+        if q > lo:
+            lo = q
+    hi = n - 1
+    for e in range(succ_ptr[v], succ_ptr[v + 1]):
+        q = pos[succ_idx[e]] - 1
+        if q < hi:
+            hi = q
+    return lo, hi
+
+
+@numba.njit(**_JIT)
+def shift_node(order, pos, p, q):
+    """Move the node at position p of order (int32[n]) to position q; the nodes between slide by
+    one; pos (int64[n], pos[order[i]] = i) follows."""
+    v = order[p]
+    if q < p:
+        for i in range(p, q, -1):
+            order[i] = order[i - 1]
+    else:
+        for i in range(p, q):
+            order[i] = order[i + 1]
+    order[q] = v
+    for i in range(min(p, q), max(p, q) + 1):
+        pos[order[i]] = i
+
+
+@numba.njit(**_JIT)
 def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident,
                     out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order,
                     device_peak, no_trace):

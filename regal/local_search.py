@@ -29,9 +29,13 @@ memetic search applies to its elites (`improve`). The method:
   tie-breakers turn the peak's wide plateaus into slopes: lowering another device's peak, or
   removing one of several steps that reach the peak, is progress toward lowering the peak
   itself. A better score is always accepted; an equal score with probability `p_equal` (0.9),
-  a random walk across the plateaus that remain; a worse one never. In a sweep on six XLA
-  graphs (d = 1, 2; 2,000 evaluations; 2-3 seeds) the mean final/start peak ratio was 0.962 for
-  p_equal = 0, 0.963 for 0.5, 0.958 for 0.8, 0.956 for 0.95 and 1.0: walking plateaus pays.
+  a random walk across the plateaus that remain; a worse one never, unless the climb anneals
+  (`temperature` T > 0, the flagship's climb; off in the baseline): then a move that raises the
+  peak by a fraction x of it is accepted with probability exp(-x / T'), T' falling linearly
+  from T to 0 over `horizon` evaluations (simulated annealing, Kirkpatrick et al. 1983). In a
+  sweep on six XLA graphs (d = 1, 2; 2,000 evaluations; 2-3 seeds) the mean final/start peak
+  ratio was 0.962 for p_equal = 0, 0.963 for 0.5, 0.958 for 0.8, 0.956 for 0.95 and 1.0:
+  walking plateaus pays.
 - Perturbation: after `patience` evaluations without a new best, restart from the best solution
   with `kick_moves` random moves applied blindly (iterated local search, Lourenco et al. 2003).
 - Budget: `budget` evaluations in all, the start(s) included (`Evaluator.count` is exact); a
@@ -74,14 +78,17 @@ class LocalSearchConfig(NamedTuple):
     shift: int = SHIFT            # half of the order moves go at most this far
     informed: bool = False        # focused moves aim at the peak (below); off in the baseline
     directed: float = 0.0         # share of focused moves aimed at a tensor held across the peak
+    temperature: float = 0.0      # annealing: start temperature (a relative peak increase); 0: off
+    horizon: int = 0              # annealing: evaluations over which the temperature falls to 0
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
-                directed: float = 0.0, **options) -> LocalSearchConfig:
+                directed: float = 0.0, temperature: float = 0.0, **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
-        focus_width max(8, n // 100). TypeError on an unknown option."""
+        focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
+        unknown option."""
         if options:
             raise TypeError(f"local-search: unknown options {sorted(options)}")
         n = num_nodes
@@ -90,7 +97,8 @@ class LocalSearchConfig(NamedTuple):
                    kick_moves=int(np.clip(n // 100, 3, 50)) if kick_moves is None else int(kick_moves),
                    focus_fraction=focus_fraction,
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
-                   shift=int(shift), informed=bool(informed), directed=float(directed))
+                   shift=int(shift), informed=bool(informed), directed=float(directed),
+                   temperature=float(temperature), horizon=int(budget))
 
 
 class Score(NamedTuple):
@@ -118,9 +126,8 @@ class Evaluator:
         """The score of one valid schedule (int32[n] each); its step trace is written to `trace`."""
         peak = peak_of(self.kg, placement, order, self.num_devices, self.device_peak, trace)
         self.count += 1
-        at_peak = trace == peak
-        at_peak = int(np.count_nonzero(at_peak[~self.resident[order]]))  # resident steps repeat
-        return Score(peak, int(self.device_peak.sum()), at_peak)
+        at_peak = _kernels.steps_at_peak(trace, order, self.resident, peak)  # resident steps repeat
+        return Score(peak, int(self.device_peak.sum()), int(at_peak))
 
 
 class LocalSearchResult(NamedTuple):
@@ -152,6 +159,7 @@ class _Moves(NamedTuple):
     nbytes: np.ndarray      # int64[n]
     cand: np.ndarray        # int64[n], scratch: the tensors held across the peak
     last: np.ndarray        # int64[n], scratch: their last consumer's position
+    hits: np.ndarray        # int64[n * d, 2], scratch: the (step, device) entries at the peak
 
 
 class _Move(NamedTuple):
@@ -186,7 +194,7 @@ def _moves(graph: Graph, devices: int) -> _Moves:
                   graph.output, np.flatnonzero(~graph.resident), np.ascontiguousarray(graph.out_ptr, dtype=np.int64),
                   np.ascontiguousarray(graph.out_idx, dtype=np.int32),
                   np.ascontiguousarray(graph.bytes, dtype=np.int64), np.empty(n, dtype=np.int64),
-                  np.empty(n, dtype=np.int64))
+                  np.empty(n, dtype=np.int64), np.empty((n * devices, 2), dtype=np.int64))
 
 
 def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> ClimbState:
@@ -200,31 +208,21 @@ def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> 
 # ---------------------------------------------------------------------------- moves
 def _window(moves: _Moves, pos: np.ndarray, v: int) -> tuple[int, int]:
     """The positions v may take, after its last predecessor and before its first successor."""
-    p = moves.pred_idx[moves.pred_ptr[v]:moves.pred_ptr[v + 1]]
-    s = moves.succ_idx[moves.succ_ptr[v]:moves.succ_ptr[v + 1]]
-    lo = int(pos[p].max()) + 1 if p.size else 0
-    hi = int(pos[s].min()) - 1 if s.size else moves.num_nodes - 1
-    return lo, hi
+    lo, hi = _kernels.feasible_window(moves.pred_ptr, moves.pred_idx, moves.succ_ptr, moves.succ_idx, pos, v,
+                                      moves.num_nodes)
+    return int(lo), int(hi)
 
 
 def _shift(state: ClimbState, p: int, q: int) -> None:
     """Move the node at position p to position q; the nodes between slide by one."""
-    order = state.order
-    v = order[p]
-    if q < p:
-        order[q + 1:p + 1] = order[q:p].copy()
-    else:
-        order[p:q] = order[p + 1:q + 1].copy()
-    order[q] = v
-    lo, hi = min(p, q), max(p, q)
-    state.pos[order[lo:hi + 1]] = np.arange(lo, hi + 1)
+    _kernels.shift_node(state.order, state.pos, p, q)
 
 
 def _focus(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng) -> tuple[np.ndarray, int, int]:
     """Nodes in a window around a random step at the peak (int32[<= 2 w + 1]), the peak device
     and the step."""
-    hits = np.argwhere(state.trace == state.score.peak_bytes)
-    t, k = hits[rng.integers(len(hits))] if len(hits) else (rng.integers(moves.num_nodes), 0)
+    m = _kernels.peak_hits(state.trace, state.score.peak_bytes, moves.hits)
+    t, k = moves.hits[rng.integers(m)] if m else (rng.integers(moves.num_nodes), 0)
     a, b = max(0, int(t) - cfg.focus_width), min(moves.num_nodes, int(t) + cfg.focus_width + 1)
     return state.order[a:b], int(k), int(t)
 
@@ -274,10 +272,10 @@ def _directed(moves: _Moves, state: ClimbState, rng) -> _Move | None:
     before t, so it is freed before t. Each removes u's bytes from step t; what the move costs
     elsewhere (u's inputs held longer, the consumer's output made earlier) the evaluation says.
     """
-    hits = np.argwhere(state.trace == state.score.peak_bytes)
-    if not len(hits):
+    m = _kernels.peak_hits(state.trace, state.score.peak_bytes, moves.hits)
+    if not m:
         return None
-    t, k = (int(x) for x in hits[rng.integers(len(hits))])
+    t, k = (int(x) for x in moves.hits[rng.integers(m)])
     m = _kernels.live_across(state.order, state.pos, state.placement, moves.out_ptr, moves.out_idx,
                              moves.nbytes, moves.resident, moves.output, t, k, moves.cand, moves.last)
     if m == 0:
@@ -361,11 +359,23 @@ def _keep_if_best(state: ClimbState, evaluations: int) -> None:
             state.history.append([evaluations, state.score.peak_bytes, time.perf_counter()])
 
 
+def _hot(state: ClimbState, score: Score, count: int, cfg: LocalSearchConfig, rng) -> bool:
+    """Annealing: accept a worse score with probability exp(-relative increase / temperature)."""
+    if cfg.temperature <= 0.0 or score.peak_bytes <= state.score.peak_bytes:
+        return False
+    temperature = cfg.temperature * max(0.0, 1.0 - count / max(cfg.horizon, 1))
+    if temperature <= 0.0:
+        return False
+    rise = (score.peak_bytes - state.score.peak_bytes) / max(state.score.peak_bytes, 1)
+    return rng.random() < np.exp(-rise / temperature)
+
+
 def _accept_or_undo(state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng, move: _Move) -> None:
     """Evaluate the moved schedule; keep it if better (or equal, with probability p_equal)."""
     score = evaluate(state.placement, state.order, state.scratch)
     state.since_best += 1
-    if score < state.score or (score == state.score and rng.random() < cfg.p_equal):
+    if score < state.score or (score == state.score and rng.random() < cfg.p_equal) or _hot(
+            state, score, evaluate.count, cfg, rng):
         state.accepted += 1
         state.sideways += score == state.score
         state.score = score

@@ -159,3 +159,63 @@ def test_directed_climb_is_valid_scored_like_the_naive_twin_and_deterministic():
         assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
         gains.append(start - res.peak_bytes)
     assert max(gains) > 0
+
+
+def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_deterministic():
+    """With a temperature (the flagship's climb) some accepted moves raise the peak, yet the
+    result is a valid schedule scored like the naive twin, never worse than the start, and
+    the same rng gives the same search; at temperature 0 no accepted move raises the peak
+    (only kicks do)."""
+    uphill = {0.0: 0, 0.05: 0}
+    for seed in range(8):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 500, 24 + 4 * seed, d)
+        start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
+        for temperature in uphill:
+            cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0,
+                                            temperature=temperature)
+            climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
+            climb.start([(placement, order)], 1)
+            for _ in range(199):  # one evaluation at a time; a kick's blind moves do not count
+                before, kicks = climb.state.score.peak_bytes, climb.state.kicks
+                climb.run(1)
+                uphill[temperature] += climb.state.kicks == kicks and climb.state.score.peak_bytes > before
+            placement_best, order_best = climb.best
+            check_schedule(g, placement_best, order_best, d)
+            assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0] <= start
+            res = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
+            again = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
+            assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+    assert uphill[0.0] == 0 and uphill[0.05] > 0
+
+
+def test_climb_helper_kernels_match_their_numpy_twins():
+    """The climb's helpers (steps at the peak, peak entries, feasible window, shifting a node)
+    agree with the plain NumPy expressions they replace, on random DAGs and schedules."""
+    from regal import _kernels
+    rng = np.random.default_rng(7)
+    for seed in range(10):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 300, 12 + 5 * seed, d)
+        n = g.num_nodes
+        trace = rng.integers(0, 4, size=(n, d)).astype(np.int64)
+        peak = int(trace.max())
+        want = int(np.count_nonzero((trace == peak)[~g.resident[order]]))
+        assert _kernels.steps_at_peak(trace, order, g.resident, peak) == want
+        hits = np.empty((n * d, 2), dtype=np.int64)
+        m = _kernels.peak_hits(trace, peak, hits)
+        assert hits[:m].tolist() == np.argwhere(trace == peak).tolist()
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        for v in range(n):
+            p = g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]]
+            s = g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]]
+            want = (int(pos[p].max()) + 1 if p.size else 0, int(pos[s].min()) - 1 if s.size else n - 1)
+            assert _kernels.feasible_window(g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, pos, v, n) == want
+        for _ in range(20):
+            p, q = (int(x) for x in rng.integers(n, size=2))
+            expect = order.tolist()
+            expect.insert(q, expect.pop(p))
+            _kernels.shift_node(order, pos, p, q)
+            assert order.tolist() == expect
+            assert (pos[order] == np.arange(n)).all()
