@@ -22,6 +22,7 @@ import csv
 import glob
 import json
 import os
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -75,6 +76,9 @@ def _paths() -> dict:
                 out[os.path.basename(p)[:-len(".json.gz")]] = p
     for p in split_paths("test", manifest=os.path.join("data", "manifest_importers.json")):
         out[os.path.basename(p)[:-len(".json.gz")]] = p
+    for split in ("train", "valid", "test"):  # the corpus sources (flagship_all's datasets)
+        for p in split_paths(split, manifest=os.path.join("data", "manifest_corpus.json")):
+            out.setdefault(os.path.basename(p)[:-len(".json.gz")], p)
     return out
 
 
@@ -125,8 +129,9 @@ def main(argv=None) -> None:
     lines = table(args.results, args.cache)
     print("\n".join(lines))
     out = os.path.join(args.results, "targets.md")
+    command = " ".join(["python -m experiments.flagship_targets", *(sys.argv[1:] if argv is None else argv)])
     with atomic_text(out) as f:
-        f.write("# Issue 10's targets\n\nCommand: `python -m experiments.flagship_targets`\n\n" + "\n".join(lines) + "\n")
+        f.write(f"# Issue 10's targets\n\nCommand: `{command}`\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""Choose one of the flagship's settings on valid splits, and check it on sources it was not chosen on.
+
+    python -m experiments.tune_flagship --name anneal-tuning \\
+        --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
+        --devices 1 2 4 --seeds 0 1 --set ANNEAL_TEMPERATURE 0 0.01 0.02 0.04 0.08
+
+For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`), the flagship
+(`regal.optimize`, 5,000 evaluations) runs on every graph, device count and seed, beside the
+local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
+and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
+seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's split is
+`SOURCE:SPLIT`; LIMIT graphs evenly spaced over the split, 0 for all). Runs on a process pool
+(`--workers`); writes `experiments/results/flagship-tuning/<name>.md` and the raw peaks beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from multiprocessing import Pool
+
+import numpy as np
+
+from regal._io import atomic_text
+
+RESULTS = os.path.join("experiments", "results", "flagship-tuning")
+
+
+def graph_paths(spec: str) -> list[str]:
+    """The graph files of MANIFEST:SPLIT:LIMIT (LIMIT evenly spaced, 0: all)."""
+    from regal.dataset import split_paths
+    manifest, *split, limit = spec.split(":")
+    paths = split_paths(":".join(split), manifest)
+    if int(limit) and len(paths) > int(limit):
+        paths = [paths[i] for i in np.linspace(0, len(paths) - 1, int(limit)).round().astype(int)]
+    return paths
+
+
+def _run(job: tuple) -> tuple:
+    """One cell: (path, d, seed, setting value or None for local search) -> peak bytes."""
+    path, devices, seed, name, value, budget = job
+    import regal
+    import regal.memetic
+    import regal.methods
+    graph = regal.load(path)
+    if value is None:
+        return job[:5], regal.methods.solve("local-search", graph, devices, seed=seed, budget=budget).peak_bytes
+    setattr(regal.memetic, name, type(getattr(regal.memetic, name))(value))
+    return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed).peak_bytes
+
+
+def table(paths, devices, seeds, name, values, peaks) -> list[str]:
+    sources = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
+    lines = [f"| d | {name} | " + " | ".join(f"{s}: % vs local search (graphs no worse)" for s in sources)
+             + " | all |", "|---:|---:|" + "---:|" * (len(sources) + 1)]
+    for d in devices:
+        for value in values:
+            per: dict = {s: [] for s in sources}
+            for p in paths:
+                ls = statistics.mean(peaks[(p, d, s, name, None)] for s in seeds)
+                fl = statistics.mean(peaks[(p, d, s, name, value)] for s in seeds)
+                per[os.path.basename(os.path.dirname(p))].append(100 * (ls - fl) / ls)
+            cells = [f"{statistics.mean(x):+.2f} ({sum(y >= -1e-9 for y in x)}/{len(x)})" for x in per.values()]
+            everything = [y for x in per.values() for y in x]
+            lines.append(f"| {d} | {value} | " + " | ".join(cells) + f" | {statistics.mean(everything):+.2f} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", required=True, help="the results file's name")
+    ap.add_argument("--graphs", nargs="+", required=True, help="MANIFEST:SPLIT:LIMIT ...")
+    ap.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--set", nargs="+", required=True, metavar=("NAME", "VALUE"),
+                    help="a module constant of regal.memetic and the values to try")
+    ap.add_argument("--budget", type=int, default=5000)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    name, values = args.set[0], [float(v) for v in args.set[1:]]
+    import regal.memetic
+    if not hasattr(regal.memetic, name):
+        ap.error(f"regal.memetic has no setting {name}")
+    paths = [p for spec in args.graphs for p in graph_paths(spec)]
+    jobs = [(p, d, s, name, v, args.budget) for p in paths for d in args.devices for s in args.seeds
+            for v in [None, *values]]
+    with Pool(args.workers) as pool:
+        peaks = dict(pool.imap_unordered(_run, jobs, chunksize=1))
+    lines = table(paths, args.devices, args.seeds, name, values, peaks)
+    print("\n".join(lines))
+    os.makedirs(RESULTS, exist_ok=True)
+    command = "python -m experiments.tune_flagship " + " ".join(sys.argv[1:] if argv is None else argv)
+    with atomic_text(os.path.join(RESULTS, f"{args.name}.md")) as f:
+        f.write(f"# {args.name}\n\nCommand: `{command}`\n\n{len(paths)} graphs, {args.budget:,} evaluations, "
+                f"seeds {', '.join(map(str, args.seeds))}.\n\n" + "\n".join(lines) + "\n")
+    with atomic_text(os.path.join(RESULTS, f"{args.name}.json")) as f:
+        json.dump({"|".join(map(str, k)): v for k, v in sorted(peaks.items(), key=str)}, f, indent=0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
