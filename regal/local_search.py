@@ -371,7 +371,8 @@ def _hot(state: ClimbState, score: Score, count: int, cfg: LocalSearchConfig, rn
 
 
 def _accept_or_undo(state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng, move: _Move) -> None:
-    """Evaluate the moved schedule; keep it if better (or equal, with probability p_equal)."""
+    """Evaluate the moved schedule; keep it if better (or equal, with probability p_equal; or
+    worse, with the annealing probability of `_hot`)."""
     score = evaluate(state.placement, state.order, state.scratch)
     state.since_best += 1
     if score < state.score or (score == state.score and rng.random() < cfg.p_equal) or _hot(

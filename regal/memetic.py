@@ -82,7 +82,10 @@ DIRECTED_SHARE = 1.0
 #: graphs, 5K evaluations, seeds 0-1), the flagship against the local-search baseline, d = 1 / 2
 #: / 4: T = 0 +1.21 / +1.40 / +0.12 %, 0.01 +1.39 / +1.69 / +0.60, 0.02 +1.44 / +1.81 / +0.89,
 #: 0.04 +1.39 / +1.69 / +0.29, 0.08 +1.25 / +1.62 / +0.59; then checked on the valid splits of
-#: four sources it was not chosen on (experiments/results/flagship-tuning).
+#: four sources it was not chosen on (Flax, PyTorch, layer graphs, layered synthetic; 30 graphs):
+#: T = 0 +0.46 / +0.27 / +0.56 %, 0.02 +0.50 / +0.76 / +0.68 (experiments/results/flagship-tuning).
+#: On the 80K-node graph (d = 2) it did not pay: 77.58 MiB median against 77.48 without, within
+#: the seeds' spread there (benchmarks/results/flagship_80k.md).
 ANNEAL_TEMPERATURE = 0.02
 
 
