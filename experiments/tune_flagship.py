@@ -97,7 +97,8 @@ def main(argv=None) -> int:
         f.write(f"# {args.name}\n\nCommand: `{command}`\n\n{len(paths)} graphs, {args.budget:,} evaluations, "
                 f"seeds {', '.join(map(str, args.seeds))}.\n\n" + "\n".join(lines) + "\n")
     with atomic_text(os.path.join(RESULTS, f"{args.name}.json")) as f:
-        json.dump({"|".join(map(str, k)): v for k, v in sorted(peaks.items(), key=str)}, f, indent=0)
+        rel = {(os.path.relpath(os.path.normpath(k[0])), *k[1:]): v for k, v in peaks.items()}
+        json.dump({"|".join(map(str, k)): v for k, v in sorted(rel.items(), key=str)}, f, indent=0)
     return 0
 
 
