@@ -4,7 +4,7 @@
         --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
         --devices 1 2 4 --seeds 0 1 --set ANNEAL_TEMPERATURE 0 0.01 0.02 0.04 0.08
 
-For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`), the flagship
+For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`; `--fix NAME V` holds another at V), the flagship
 (`regal.optimize`, 5,000 evaluations) runs on every graph, device count and seed, beside the
 local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
 and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
@@ -41,11 +41,13 @@ def graph_paths(spec: str) -> list[str]:
 
 def _run(job: tuple) -> tuple:
     """One cell: (path, d, seed, setting value or None for local search) -> peak bytes."""
-    path, devices, seed, name, value, budget = job
+    path, devices, seed, name, value, budget, fixed = job
     import regal
     import regal.memetic
     import regal.methods
     graph = regal.load(path)
+    for other, v in fixed:
+        setattr(regal.memetic, other, type(getattr(regal.memetic, other))(v))
     if value is None:
         return job[:5], regal.methods.solve("local-search", graph, devices, seed=seed, budget=budget).peak_bytes
     setattr(regal.memetic, name, type(getattr(regal.memetic, name))(value))
@@ -77,15 +79,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--set", nargs="+", required=True, metavar=("NAME", "VALUE"),
                     help="a module constant of regal.memetic and the values to try")
+    ap.add_argument("--fix", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="another constant of regal.memetic held at VALUE in every flagship run")
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     name, values = args.set[0], [float(v) for v in args.set[1:]]
     import regal.memetic
-    if not hasattr(regal.memetic, name):
-        ap.error(f"regal.memetic has no setting {name}")
+    fixed = tuple((other, float(v)) for other, v in args.fix)
+    for other in [name, *(other for other, _ in fixed)]:
+        if not hasattr(regal.memetic, other):
+            ap.error(f"regal.memetic has no setting {other}")
     paths = [p for spec in args.graphs for p in graph_paths(spec)]
-    jobs = [(p, d, s, name, v, args.budget) for p in paths for d in args.devices for s in args.seeds
+    jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
             for v in [None, *values]]
     with Pool(args.workers) as pool:
         peaks = dict(pool.imap_unordered(_run, jobs, chunksize=1))

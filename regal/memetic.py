@@ -22,7 +22,9 @@ switched off (everything off is plain BRKGA, bit for bit):
   graph at d = 2: a climb from METIS + DFS ended 20 % lower than one from a better random
   start). A share of the evaluations (`polish_share`) goes to the climb. The climb anneals
   (Kirkpatrick et al. 1983): early on it sometimes accepts a move that raises the peak a
-  little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in.
+  little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in. It picks
+  each move's kind (uniform, peak-focused, informed, directed) by how often that kind has
+  improved the score lately (`ADAPTIVE_MOVES`), so it leans on whatever pays on the graph.
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
@@ -87,6 +89,20 @@ DIRECTED_SHARE = 1.0
 #: On the 80K-node graph (d = 2) it did not pay: 77.58 MiB median against 77.48 without, within
 #: the seeds' spread there (benchmarks/results/flagship_80k.md).
 ANNEAL_TEMPERATURE = 0.02
+
+
+#: Whether the climb picks its move kinds (uniform, focused, informed, directed) by their recent
+#: success (`LocalSearchConfig.adaptive`) rather than in fixed shares (half uniform, half
+#: directed). Why: which moves pay differs by graph (on a T5 layer graph, d = 2, directed moves
+#: and the annealing left the flagship 6 % behind local search). Measured with
+#: `python -m experiments.tune_flagship` (5K evaluations, seeds 0-2), the flagship against the
+#: local-search baseline, d = 1 / 2 / 4, fixed shares -> adaptive: on the valid splits of two
+#: sources (synthetic, Haiku/XLA; 28 graphs) +1.30 / +1.56 / +0.70 % -> +1.26 / +2.30 / +0.79 %
+#: (no worse on 27 / 20 / 18 -> 27 / 25 / 16 graphs); on the valid splits of four sources it was
+#: not chosen on (Flax, PyTorch, layers, layered synthetic; 30 graphs) +0.49 / +0.55 / +0.57 ->
+#: +0.44 / +1.01 / +0.61 % (experiments/results/flagship-tuning/adaptive-*). Without annealing it
+#: paid less (+1.19 % at d = 2 on the first 28).
+ADAPTIVE_MOVES = True
 
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:
@@ -230,7 +246,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
             if share > 0.0 and climber is None and used < run.budget:
                 climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(
                     graph.num_nodes, run.budget, informed=True, directed=DIRECTED_SHARE,
-                    temperature=ANNEAL_TEMPERATURE))
+                    temperature=ANNEAL_TEMPERATURE, adaptive=bool(ADAPTIVE_MOVES)))
                 climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
                               run.budget - used)
                 polished = climber.evaluations

@@ -189,6 +189,29 @@ def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_determ
     assert uphill[0.0] == 0 and uphill[0.05] > 0
 
 
+def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_deterministic():
+    """With adaptive move kinds the result is valid, scored like the naive twin, never worse than
+    the start and the same per rng; a kind is picked in proportion to its success estimate,
+    never below the floor probability."""
+    for seed in range(6):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 600, 24 + 4 * seed, d)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=0.02,
+                                        adaptive=True)
+        res = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
+        again = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
+        check_schedule(g, res.placement, res.order, d)
+        start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
+        assert res.peak_bytes == naive.simulate(g, res.placement.tolist(), res.order.tolist(), d)[0] <= start
+        assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+    state = local_search.ClimbState.__new__(local_search.ClimbState)
+    state.quality = [0.0, 0.0, 0.0, 0.3]
+    rng = np.random.default_rng(0)
+    picks = np.bincount([local_search._pick_kind(state, rng) for _ in range(4000)], minlength=4) / 4000
+    floor = local_search._FLOOR
+    assert np.all(picks[:3] > floor * 0.6) and np.all(picks[:3] < floor * 1.6) and picks[3] > 0.75
+
+
 def test_climb_helper_kernels_match_their_numpy_twins():
     """The climb's helpers (steps at the peak, peak entries, feasible window, shifting a node)
     agree with the plain NumPy expressions they replace, on random DAGs and schedules."""
