@@ -47,15 +47,18 @@ memetic search applies to its elites (`improve`). The method:
 - Budget: `budget` evaluations in all, the start(s) included (`Evaluator.count` is exact); a
   deadline stops earlier. The best solution seen is returned, never worse than the start.
 
-Cost: per evaluation an O(n d + e) simulation (the Numba kernel, with its step trace), an
-O(window) move and an O(n d) scan of the trace: O(budget * (n d + e)) in all, about what BRKGA
-spends on as many decodes. Deterministic for a given seed (`solve`) or rng state (`improve`).
+Cost: per evaluation an O(n d + e) simulation (with its step trace), an O(window) move and an
+O(n d) scan of the trace: O(budget * (n d + e)) in all, about what BRKGA spends on as many
+decodes. The whole climb (moves, acceptance, kicks) is one Numba kernel,
+`regal._kernels.climb`, that draws from the caller's numpy Generator exactly as the Python loop
+it replaced did (same moves, same schedules, bit for bit); it is called in chunks of
+evaluations so that a deadline is checked every few milliseconds. Deterministic for a given
+seed (`solve`) or rng state (`improve`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -71,7 +74,6 @@ __all__ = ["solve", "improve", "Climb", "Evaluator", "Score", "LocalSearchConfig
 
 #: Half of the order moves go at most this many positions away (inside the feasible window).
 SHIFT = 8
-_TRIES = 20  # attempts at finding a node with room to move, per proposal
 
 
 class LocalSearchConfig(NamedTuple):
@@ -152,319 +154,130 @@ class LocalSearchResult(NamedTuple):
 
 
 class _Moves(NamedTuple):
-    """The static arrays the moves read (n nodes, d devices)."""
+    """The static arrays the climb kernel reads (n nodes, d devices), and its scratch."""
     num_nodes: int
     num_devices: int
     pred_ptr: np.ndarray    # int64[n+1], pred_idx: predecessors (data and control), CSR
     pred_idx: np.ndarray
     succ_ptr: np.ndarray    # int64[n+1], succ_idx: successors (data and control), CSR
     succ_idx: np.ndarray
-    resident: np.ndarray    # bool[n]
     output: np.ndarray      # bool[n], graph outputs (never freed: directed moves cannot free them early)
     movable: np.ndarray     # int64[*], the non-resident nodes: those whose position matters
-    out_ptr: np.ndarray     # int64[n+1], out_idx: data consumers, CSR (directed moves)
-    out_idx: np.ndarray
-    nbytes: np.ndarray      # int64[n]
+    hits: np.ndarray        # int64[n * d, 2], scratch: the (step, device) entries at the peak
     cand: np.ndarray        # int64[n], scratch: the tensors held across the peak
     last: np.ndarray        # int64[n], scratch: their last consumer's position
-    hits: np.ndarray        # int64[n * d, 2], scratch: the (step, device) entries at the peak
+    pool: np.ndarray        # int64[n], scratch: the nodes a focused move picks from
 
 
-class _Move(NamedTuple):
-    """A move applied to the state: ("device", node, old device) or ("order", from, to position)."""
-    kind: str
-    a: int
-    b: int
+#: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
+#: uniform, focused (the baseline's), informed, directed. The kernel reads them unpacked
+#: (`regal._kernels._KIND_*`).
+KINDS = ((False, False, 0.0), (True, False, 0.0), (True, True, 0.0), (True, True, 1.0))
+_FLOOR = 0.05   # adaptive: each kind's least probability
+_RATE = 0.02    # adaptive: the step of a kind's success estimate, per move of that kind
+assert KINDS == tuple(zip(_kernels._KIND_FOCUSED, _kernels._KIND_INFORMED, _kernels._KIND_DIRECTED))
 
 
-@dataclass
 class ClimbState:
-    """The climb's mutable state: the current schedule, its score and step trace, the best."""
-    placement: np.ndarray       # int32[n], current
-    order: np.ndarray           # int32[n], current
-    pos: np.ndarray             # int64[n], position of each node in order
-    score: Score
-    trace: np.ndarray           # int64[n, d], the current schedule's step trace
-    scratch: np.ndarray         # int64[n, d], the trace of a proposed schedule
-    best_score: Score
-    best_placement: np.ndarray
-    best_order: np.ndarray
-    history: list
-    since_best: int = 0
-    quality: list | None = None  # adaptive: each move kind's recent success (floats, one per KINDS)
-    accepted: int = 0
-    sideways: int = 0
-    kicks: int = 0
+    """The climb's state, in the arrays the kernel (`regal._kernels.climb`) updates in place:
+    the current schedule (placement, order and positions), its step trace, the best schedule,
+    the counters (`st`), the move kinds' success estimates and the history of best peaks."""
+
+    def __init__(self, placement, order, score: Score, trace: np.ndarray, count: int):
+        n, d = trace.shape
+        self.placement = np.ascontiguousarray(placement, dtype=np.int32).copy()
+        self.order = np.ascontiguousarray(order, dtype=np.int32).copy()
+        self.pos = np.empty(n, dtype=np.int64)
+        self.pos[self.order] = np.arange(n)
+        self.traces = np.zeros((2, n, d), dtype=np.int64)
+        self.traces[0] = trace
+        self.best_placement = self.placement.copy()
+        self.best_order = self.order.copy()
+        self.st = np.zeros(_kernels._ST, dtype=np.int64)
+        self.st[[_kernels._PEAK, _kernels._SUM, _kernels._ATP]] = score
+        self.st[[_kernels._BPEAK, _kernels._BSUM, _kernels._BATP]] = score
+        self.st[_kernels._COUNT] = count
+        self.st[_kernels._NHIST] = 1
+        self.quality = np.full(len(KINDS), 0.1)
+        self.hist = np.zeros((64, 2), dtype=np.int64)
+        self.hist[0] = count, score.peak_bytes
+        self.hist_times = [time.perf_counter()]
+
+    def _get(self, *fields) -> int | Score:
+        values = [int(self.st[f]) for f in fields]
+        return values[0] if len(values) == 1 else Score(*values)
+
+    score = property(lambda self: self._get(_kernels._PEAK, _kernels._SUM, _kernels._ATP))
+    best_score = property(lambda self: self._get(_kernels._BPEAK, _kernels._BSUM, _kernels._BATP))
+    since_best = property(lambda self: self._get(_kernels._SINCE))
+    accepted = property(lambda self: self._get(_kernels._ACC))
+    sideways = property(lambda self: self._get(_kernels._SIDE))
+    kicks = property(lambda self: self._get(_kernels._KICKS))
+    trace = property(lambda self: self.traces[self.st[_kernels._CUR]], doc="int64[n, d], the current step trace")
+
+    @property
+    def history(self) -> list:
+        """[evaluations, best peak_bytes, time.perf_counter()] at the start and each time it fell
+        (the time is the end of the kernel call that found it)."""
+        return [[int(e), int(p), t] for (e, p), t in zip(self.hist[:len(self.hist_times)], self.hist_times)]
 
 
 def _moves(graph: Graph, devices: int) -> _Moves:
     n = graph.num_nodes
-    return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.resident,
-                  graph.output, np.flatnonzero(~graph.resident), np.ascontiguousarray(graph.out_ptr, dtype=np.int64),
-                  np.ascontiguousarray(graph.out_idx, dtype=np.int32),
-                  np.ascontiguousarray(graph.bytes, dtype=np.int64), np.empty(n, dtype=np.int64),
-                  np.empty(n, dtype=np.int64), np.empty((n * devices, 2), dtype=np.int64))
+    return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.output,
+                  np.flatnonzero(~graph.resident).astype(np.int64), np.empty((n * devices, 2), dtype=np.int64),
+                  np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
 
 
 def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> ClimbState:
-    """The state at a scored schedule; placement and order are copied, trace is taken over."""
-    pos = np.empty(order.shape[0], dtype=np.int64)
-    pos[order] = np.arange(order.shape[0])
-    return ClimbState(placement.copy(), order.copy(), pos, score, trace, evaluate.new_trace(),
-                      score, placement.copy(), order.copy(), [[evaluate.count, score.peak_bytes, time.perf_counter()]])
-
-
-# ---------------------------------------------------------------------------- moves
-def _window(moves: _Moves, pos: np.ndarray, v: int) -> tuple[int, int]:
-    """The positions v may take, after its last predecessor and before its first successor."""
-    lo, hi = _kernels.feasible_window(moves.pred_ptr, moves.pred_idx, moves.succ_ptr, moves.succ_idx, pos, v,
-                                      moves.num_nodes)
-    return int(lo), int(hi)
-
-
-def _shift(state: ClimbState, p: int, q: int) -> None:
-    """Move the node at position p to position q; the nodes between slide by one."""
-    _kernels.shift_node(state.order, state.pos, p, q)
-
-
-def _focus(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng) -> tuple[np.ndarray, int, int]:
-    """Nodes in a window around a random step at the peak (int32[<= 2 w + 1]), the peak device
-    and the step."""
-    m = _kernels.peak_hits(state.trace, state.score.peak_bytes, moves.hits)
-    t, k = moves.hits[rng.integers(m)] if m else (rng.integers(moves.num_nodes), 0)
-    a, b = max(0, int(t) - cfg.focus_width), min(moves.num_nodes, int(t) + cfg.focus_width + 1)
-    return state.order[a:b], int(k), int(t)
-
-
-def _device_move(moves: _Moves, state: ClimbState, rng, focus, k_peak: int, to_least: int | None = None) -> _Move:
-    """Put one node (from `focus` if given, on the peak device if one is) on another device: a
-    uniform one, or with `to_least` (a step) the one holding the least memory at that step."""
-    if focus is not None:
-        on_peak = focus[state.placement[focus] == k_peak]
-        pool = on_peak if on_peak.size else focus
-        v = int(pool[rng.integers(pool.size)])
-    else:
-        v = int(rng.integers(moves.num_nodes))
-    old = int(state.placement[v])
-    if to_least is not None:
-        memory = state.trace[to_least].copy()
-        memory[old] = np.iinfo(np.int64).max
-        state.placement[v] = int(np.argmin(memory))
-        return _Move("device", v, old)
-    new = int(rng.integers(moves.num_devices - 1))
-    state.placement[v] = new + (new >= old)
-    return _Move("device", v, old)
-
-
-def _order_move(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, v: int) -> _Move | None:
-    """Move v elsewhere in its window (half the time within `shift`); None if it has no room."""
-    lo, hi = _window(moves, state.pos, v)
-    p = int(state.pos[v])
-    if rng.random() < 0.5:
-        lo, hi = max(lo, p - cfg.shift), min(hi, p + cfg.shift)
-    if hi <= lo:
-        return None
-    q = int(rng.integers(lo, hi))  # hi - lo other positions
-    q += q >= p
-    _shift(state, p, q)
-    return _Move("order", p, q)
-
-
-def _directed(moves: _Moves, state: ClimbState, rng) -> _Move | None:
-    """A move aimed at one tensor held across a peak step; None if there is none or it cannot move.
-
-    Take a step t where device k is at the peak and the tensors held on k across it (made
-    before t, last read after t; `_kernels.live_across`); pick one, u, with probability
-    proportional to its bytes, and do one of (thirds; with one device the first is the second):
-    move u to the device with the least memory at t; *delay* u to a position after t (within
-    its window), so it is not yet made at t; *advance* its last consumer to a position at or
-    before t, so it is freed before t. Each removes u's bytes from step t; what the move costs
-    elsewhere (u's inputs held longer, the consumer's output made earlier) the evaluation says.
-    """
-    m = _kernels.peak_hits(state.trace, state.score.peak_bytes, moves.hits)
-    if not m:
-        return None
-    t, k = (int(x) for x in moves.hits[rng.integers(m)])
-    m = _kernels.live_across(state.order, state.pos, state.placement, moves.out_ptr, moves.out_idx,
-                             moves.nbytes, moves.resident, moves.output, t, k, moves.cand, moves.last)
-    if m == 0:
-        return None
-    weight = np.cumsum(moves.nbytes[moves.cand[:m]], dtype=np.float64)
-    i = min(int(np.searchsorted(weight, rng.random() * weight[-1], side="right")), m - 1)
-    u, last = int(moves.cand[i]), int(moves.last[i])
-    r = rng.random()
-    if moves.num_devices > 1 and r < 1 / 3:
-        memory = state.trace[t].copy()
-        memory[k] = np.iinfo(np.int64).max
-        state.placement[u] = int(np.argmin(memory))
-        return _Move("device", u, k)
-    if r < 2 / 3:  # delay u past t
-        lo, hi = _window(moves, state.pos, u)
-        if hi > t:
-            p, q = int(state.pos[u]), int(rng.integers(t, hi + 1))
-            _shift(state, p, q)
-            return _Move("order", p, q)
-    if last >= moves.num_nodes:  # a graph output: no consumer frees it
-        return None
-    c = int(state.order[last])  # advance u's last consumer to t or before
-    lo, hi = _window(moves, state.pos, c)
-    if lo <= t and not moves.resident[c]:
-        q = int(rng.integers(lo, t + 1))
-        _shift(state, last, q)
-        return _Move("order", last, q)
-    return None
-
-
-def _propose(moves: _Moves, state: ClimbState, cfg: LocalSearchConfig, rng, focused: bool) -> _Move | None:
-    """Apply one random move (near the peak if `focused`); None if no node could move.
-
-    Informed (`cfg.informed`), a focused move aims at the peak: a device move goes to the device
-    with the least memory at the peak step, an order move takes a node of the peak device.
-    Directed (`cfg.directed`), that share of the focused moves is `_directed`'s (a plain focused
-    move where it finds none)."""
-    if focused and cfg.directed > 0.0 and rng.random() < cfg.directed:
-        move = _directed(moves, state, rng)
-        if move is not None:
-            return move
-    focus, k_peak, t_peak = _focus(moves, state, cfg, rng) if focused else (None, 0, None)
-    informed = cfg.informed and focus is not None
-    if moves.num_devices > 1 and rng.random() < 0.5:
-        return _device_move(moves, state, rng, focus, k_peak, t_peak if informed else None)
-    if informed and moves.num_devices > 1:
-        on_peak = focus[state.placement[focus] == k_peak]
-        focus = on_peak if on_peak.size else focus
-    for _ in range(_TRIES):
-        if focus is not None:
-            pool = focus[~moves.resident[focus]]
-            if not pool.size:
-                focus = None
-                continue
-            v = int(pool[rng.integers(pool.size)])
-        elif moves.movable.size:
-            v = int(moves.movable[rng.integers(moves.movable.size)])
-        else:
-            return None
-        move = _order_move(moves, state, cfg, rng, v)
-        if move is not None:
-            return move
-    return None
-
-
-def _undo(state: ClimbState, move: _Move) -> None:
-    if move.kind == "device":
-        state.placement[move.a] = move.b
-    else:
-        _shift(state, move.b, move.a)
+    """The state at a scored schedule; placement, order and trace are copied."""
+    return ClimbState(placement, order, score, trace, evaluate.count)
 
 
 # ---------------------------------------------------------------------------- climb
-def _keep_if_best(state: ClimbState, evaluations: int) -> None:
-    if state.score < state.best_score:
-        state.best_score = state.score
-        state.best_placement = state.placement.copy()
-        state.best_order = state.order.copy()
-        state.since_best = 0
-        if state.score.peak_bytes < state.history[-1][1]:
-            state.history.append([evaluations, state.score.peak_bytes, time.perf_counter()])
-
-
-def _hot(state: ClimbState, score: Score, count: int, cfg: LocalSearchConfig, rng) -> bool:
-    """Annealing: accept a worse score with probability exp(-relative increase / temperature)."""
-    if cfg.temperature <= 0.0 or score.peak_bytes <= state.score.peak_bytes:
-        return False
-    temperature = cfg.temperature * max(0.0, 1.0 - count / max(cfg.horizon, 1))
-    if temperature <= 0.0:
-        return False
-    rise = (score.peak_bytes - state.score.peak_bytes) / max(state.score.peak_bytes, 1)
-    return rng.random() < np.exp(-rise / temperature)
-
-
-def _accept_or_undo(state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng, move: _Move) -> bool:
-    """Evaluate the moved schedule; keep it if better (or equal, with probability p_equal; or
-    worse, with the annealing probability of `_hot`). Returns whether it was better."""
-    score = evaluate(state.placement, state.order, state.scratch)
-    state.since_best += 1
-    better = score < state.score
-    if better or (score == state.score and rng.random() < cfg.p_equal) or _hot(
-            state, score, evaluate.count, cfg, rng):
-        state.accepted += 1
-        state.sideways += score == state.score
-        state.score = score
-        state.trace, state.scratch = state.scratch, state.trace
-        _keep_if_best(state, evaluate.count)
-    else:
-        _undo(state, move)
-    return better
-
-
-def _kick(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng) -> bool:
-    """Back to the best, `kick_moves` blind random moves, one evaluation; False if none could move."""
-    state.placement[:] = state.best_placement
-    state.order[:] = state.best_order
-    state.pos[state.order] = np.arange(moves.num_nodes)
-    moved = sum(_propose(moves, state, cfg, rng, False) is not None for _ in range(cfg.kick_moves))
-    state.score = evaluate(state.placement, state.order, state.trace)
-    state.kicks += 1
-    state.since_best = 0
-    if moved == 0:  # nothing can move (e.g. a chain on one device)
-        return False
-    _keep_if_best(state, evaluate.count)
-    return True
-
-
-#: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
-#: uniform, focused (the baseline's), informed, directed (`_propose`).
-KINDS = ((False, False, 0.0), (True, False, 0.0), (True, True, 0.0), (True, True, 1.0))
-_FLOOR = 0.05   # adaptive: each kind's least probability
-_RATE = 0.02    # adaptive: the step of a kind's success estimate, per move of that kind
-
-
-def _pick_kind(state: ClimbState, rng) -> int:
-    """A move kind with probability matching its recent success (Thierens 2005), each at least _FLOOR."""
-    if state.quality is None:
-        state.quality = [0.1] * len(KINDS)
-    quality = state.quality
-    x = rng.random() * sum(quality)  # kind k: _FLOOR + (1 - K _FLOOR) * quality[k] / sum(quality)
-    u = rng.random()
-    if u < len(KINDS) * _FLOOR:
-        return int(u / _FLOOR)
-    for kind, q in enumerate(quality):
-        x -= q
-        if x < 0.0:
-            return kind
-    return len(KINDS) - 1
+def _chunk(moves: _Moves, nnz: int) -> int:
+    """Evaluations per kernel call between deadline checks: about 10^6 array entries simulated."""
+    return int(np.clip(1_000_000 // max(moves.num_nodes * moves.num_devices + nnz, 1), 1, 4096))
 
 
 def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSearchConfig, rng,
            budget: int, deadline: float | None) -> str:
     """Moves until evaluate.count reaches budget or the deadline passes; returns why it stopped.
 
-    Adaptive (`cfg.adaptive`): each move is of one of `KINDS`, picked by `_pick_kind`; a kind's
-    success estimate moves by _RATE toward 1 when its move improved the score, toward 0 when
-    not (adaptive operator selection, as in adaptive large neighbourhood search, Ropke and
-    Pisinger 2006): the climb leans on the moves that pay on this graph at this stage."""
-    kinds = [cfg._replace(informed=i, directed=dr) for _, i, dr in KINDS] if cfg.adaptive else None
+    The loop is one Numba kernel (`regal._kernels.climb`), called in chunks so that the deadline
+    is checked every few milliseconds. Adaptive (`cfg.adaptive`): each move is of one of `KINDS`,
+    with probability `_FLOOR` + (1 - 4 `_FLOOR`) q_k / sum(q) (probability matching, Thierens
+    2005); a kind's success estimate q_k moves by `_RATE` toward 1 when its move improved the
+    score, toward 0 when not (adaptive operator selection, as in adaptive large neighbourhood
+    search, Ropke and Pisinger 2006): the climb leans on the moves that pay on this graph at
+    this stage."""
+    kg, st = evaluate.kg, state.st
+    st[_kernels._COUNT] = evaluate.count
+    chunk = _chunk(moves, kg.in_idx.shape[0])
+    stopped = "budget"
     while evaluate.count < budget:
         if deadline is not None and time.perf_counter() >= deadline:
-            return "time_limit"
-        if state.since_best >= cfg.patience:
-            if not _kick(moves, state, evaluate, cfg, rng):
-                return "no_moves"
-            continue
-        if kinds is None:
-            move = _propose(moves, state, cfg, rng, rng.random() < cfg.focus_fraction)
-        else:
-            kind = _pick_kind(state, rng)
-            move = _propose(moves, state, kinds[kind], rng, KINDS[kind][0])
-        if move is None:
-            state.since_best += 1
-            if moves.movable.size == 0 and moves.num_devices == 1:
-                return "no_moves"
-            continue
-        better = _accept_or_undo(state, evaluate, cfg, rng, move)
-        if kinds is not None:
-            state.quality[kind] += _RATE * (better - state.quality[kind])
-    return "budget"
+            stopped = "time_limit"
+            break
+        stop = min(budget, evaluate.count + chunk)
+        need = int(st[_kernels._NHIST]) + stop - evaluate.count + 1
+        if need > state.hist.shape[0]:
+            state.hist = np.concatenate([state.hist, np.zeros((need, 2), dtype=np.int64)])
+        found = int(st[_kernels._NHIST])
+        code = _kernels.climb(
+            state.order, state.pos, state.placement, state.best_placement, state.best_order, state.traces, st,
+            state.quality, state.hist, stop, moves.num_nodes, moves.num_devices, moves.pred_ptr, moves.pred_idx,
+            moves.succ_ptr, moves.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
+            kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, moves.output, moves.movable,
+            moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
+            cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
+            cfg.temperature, cfg.horizon, cfg.adaptive, _FLOOR, _RATE)
+        evaluate.count = int(st[_kernels._COUNT])
+        state.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
+        if code == 1:
+            stopped = "no_moves"
+            break
+    return stopped
 
 
 def _relative(history: list, t0: float) -> list:

@@ -1,1 +1,25 @@
-"""Shared fixtures live in the test modules; tests/ is on sys.path through pyproject's `pythonpath`."""
+"""Fixtures shared by several test modules; tests/ is on sys.path through pyproject's `pythonpath`."""
+
+import pytest
+
+
+@pytest.fixture
+def local_search_simulations(monkeypatch):
+    """A list that grows by one per simulation the local search runs: its starts' (Python,
+    `regal.local_search.peak_of`) and its climb kernel's, which the kernel counts in
+    `regal._kernels._score`, its only call of the simulator (read from the counter's rise over
+    each kernel call)."""
+    from regal import _kernels, local_search
+    calls = []
+    real_peak, real_climb = local_search.peak_of, _kernels.climb
+
+    def climb(*args):
+        st = args[6]
+        before = int(st[_kernels._COUNT])
+        code = real_climb(*args)
+        calls.extend([1] * (int(st[_kernels._COUNT]) - before))
+        return code
+
+    monkeypatch.setattr(local_search, "peak_of", lambda *a, **k: calls.append(1) or real_peak(*a, **k))
+    monkeypatch.setattr(_kernels, "climb", climb)
+    return calls
