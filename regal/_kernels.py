@@ -1062,7 +1062,7 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
           pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
           nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
           rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
-          temperature, horizon, adaptive, floor, rate):
+          temperature, calibrated, rises, horizon, adaptive, floor, rate):
     """Climb until st[_COUNT] reaches stop (regal.local_search._climb, its Python loop's moves and
     draws); returns 0 at stop, 1 when nothing can move."""
     mv = np.zeros(3, dtype=np.int64)
@@ -1127,10 +1127,14 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
         accept = better
         if not accept and equal:
             accept = rng.random() < p_equal
-        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing (_hot)
-            hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
+        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
+            rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
+            scale = 1.0
+            if calibrated:  # in units of the uphill moves' mean relative rise so far
+                rises[0] = rise if rises[0] == 0.0 else rises[0] + 0.05 * (rise - rises[0])
+                scale = rises[0]
+            hot = temperature * scale * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
             if hot > 0.0:
-                rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
                 accept = rng.random() < np.exp(-rise / hot)
         if accept:
             st[_ACC] += 1

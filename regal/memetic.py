@@ -90,6 +90,18 @@ DIRECTED_SHARE = 1.0
 #: the seeds' spread there (benchmarks/results/flagship_80k.md).
 ANNEAL_TEMPERATURE = 0.02
 
+#: Whether ANNEAL_TEMPERATURE is in units of the uphill moves' mean relative rise so far
+#: (`LocalSearchConfig.calibrated`) rather than of the peak: a scale-free temperature, tried
+#: because at 80K nodes a move changes the peak by a tiny fraction of it. Not adopted. Against
+#: local search, d = 1 / 2 / 4, seeds 0-2, this setting (T = 0.02 of the peak) -> calibrated
+#: T = 0.5: on the 28 valid graphs of the two tuning sources +1.21 / +2.13 / +0.57 % -> +1.29 /
+#: +2.54 / +0.83 % (T = 0.25: +1.26 / +2.32 / +0.46; T = 1: +1.32 / +1.97 / +0.73), but on the
+#: 30 valid graphs of four other sources +0.46 / +0.82 / +1.24 -> +0.52 / +0.95 / +0.81 % (graphs
+#: no worse at d = 4: 16 -> 12 of 30); on the 80K-node graph (d = 2, seeds 0-2) median
+#: 81,319,533 B against 81,324,032 (local search 81,309,013). Results:
+#: experiments/results/flagship-tuning/{calibrated,current}-{valid,heldout}.
+ANNEAL_CALIBRATED = False
+
 
 #: Whether the climb picks its move kinds (uniform, focused, informed, directed) by their recent
 #: success (`LocalSearchConfig.adaptive`) rather than in fixed shares (half uniform, half
@@ -246,7 +258,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
             if share > 0.0 and climber is None and used < run.budget:
                 climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(
                     graph.num_nodes, run.budget, informed=True, directed=DIRECTED_SHARE,
-                    temperature=ANNEAL_TEMPERATURE, adaptive=bool(ADAPTIVE_MOVES)))
+                    temperature=ANNEAL_TEMPERATURE, calibrated=bool(ANNEAL_CALIBRATED),
+                    adaptive=bool(ADAPTIVE_MOVES)))
                 climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
                               run.budget - used)
                 polished = climber.evaluations

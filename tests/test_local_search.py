@@ -163,28 +163,29 @@ def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_determ
     """With a temperature (the flagship's climb) some accepted moves raise the peak, yet the
     result is a valid schedule scored like the naive twin, never worse than the start, and
     the same rng gives the same search; at temperature 0 no accepted move raises the peak
-    (only kicks do)."""
-    uphill = {0.0: 0, 0.05: 0}
+    (only kicks do). Calibrated (the temperature in units of the uphill moves' mean rise) too."""
+    uphill = {(0.0, False): 0, (0.05, False): 0, (0.5, True): 0}  # (temperature, calibrated)
     for seed in range(8):
         d = 1 + seed % 3
         g, placement, order = _start(seed + 500, 24 + 4 * seed, d)
         start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
-        for temperature in uphill:
+        for temperature, calibrated in uphill:
             cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0,
-                                            temperature=temperature)
+                                            temperature=temperature, calibrated=calibrated)
             climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
             climb.start([(placement, order)], 1)
             for _ in range(199):  # one evaluation at a time; a kick's blind moves do not count
                 before, kicks = climb.state.score.peak_bytes, climb.state.kicks
                 climb.run(1)
-                uphill[temperature] += climb.state.kicks == kicks and climb.state.score.peak_bytes > before
+                uphill[temperature, calibrated] += (climb.state.kicks == kicks
+                                                    and climb.state.score.peak_bytes > before)
             placement_best, order_best = climb.best
             check_schedule(g, placement_best, order_best, d)
             assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0] <= start
             res = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
             again = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
             assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
-    assert uphill[0.0] == 0 and uphill[0.05] > 0
+    assert uphill[0.0, False] == 0 and uphill[0.05, False] > 0 and uphill[0.5, True] > 0
 
 
 def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_deterministic():
