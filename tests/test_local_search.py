@@ -140,6 +140,18 @@ def test_live_across_kernel_matches_the_naive_twin():
                 assert got == naive.live_across(g, placement.tolist(), order.tolist(), t, k)
 
 
+def _valid_twin_scored_deterministic(g, d, placement, order, budget, seed, cfg):
+    """improve() twice with the same rng: a valid schedule, scored like the naive twin, never
+    worse than the start, the same both times. Returns (result, start peak)."""
+    res = improve(g, d, placement, order, budget=budget, rng=np.random.default_rng(seed), config=cfg)
+    again = improve(g, d, placement, order, budget=budget, rng=np.random.default_rng(seed), config=cfg)
+    check_schedule(g, res.placement, res.order, d)
+    start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
+    assert res.peak_bytes == naive.simulate(g, res.placement.tolist(), res.order.tolist(), d)[0] <= start
+    assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+    return res, start
+
+
 def test_directed_climb_is_valid_scored_like_the_naive_twin_and_deterministic():
     """With every focused move directed (the flagship's climb), the result is a valid schedule,
     its peak is the naive twin's, never worse than the start, and the same rng gives the same
@@ -149,12 +161,7 @@ def test_directed_climb_is_valid_scored_like_the_naive_twin_and_deterministic():
         d = 1 + seed % 3
         g, placement, order = _start(seed + 400, 20 + 4 * seed, d)
         cfg = LocalSearchConfig.resolve(g.num_nodes, 150, informed=True, directed=1.0)
-        res = improve(g, d, placement, order, budget=150, rng=np.random.default_rng(seed), config=cfg)
-        again = improve(g, d, placement, order, budget=150, rng=np.random.default_rng(seed), config=cfg)
-        check_schedule(g, res.placement, res.order, d)
-        start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
-        assert res.peak_bytes == naive.simulate(g, res.placement.tolist(), res.order.tolist(), d)[0] <= start
-        assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+        res, start = _valid_twin_scored_deterministic(g, d, placement, order, 150, seed, cfg)
         gains.append(start - res.peak_bytes)
     assert max(gains) > 0
 
@@ -196,12 +203,7 @@ def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_determin
         g, placement, order = _start(seed + 600, 24 + 4 * seed, d)
         cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=0.02,
                                         adaptive=True)
-        res = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
-        again = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
-        check_schedule(g, res.placement, res.order, d)
-        start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
-        assert res.peak_bytes == naive.simulate(g, res.placement.tolist(), res.order.tolist(), d)[0] <= start
-        assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+        _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, cfg)
     g, placement, order = _start(700, 60, 2)
     cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, adaptive=True)
     climb = local_search.Climb(g, 2, np.random.default_rng(0), cfg)
