@@ -4,7 +4,8 @@
         --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
         --devices 1 2 4 --seeds 0 1 --set ANNEAL_TEMPERATURE 0 0.01 0.02 0.04 0.08
 
-For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`; `--fix NAME V` holds another at V), the flagship
+For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`; `--fix NAME V`
+holds another at V; `MODULE.NAME` names one of `regal.MODULE`, e.g. `local_search._RATE`), the flagship
 (`regal.optimize`, 5,000 evaluations) runs on every graph, device count and seed, beside the
 local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
 and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
@@ -39,6 +40,18 @@ def graph_paths(spec: str) -> list[str]:
     return paths
 
 
+def _where(name: str) -> tuple:
+    """(module, attribute) of a setting: NAME is regal.memetic's, MODULE.NAME regal.MODULE's."""
+    import importlib
+    module, _, attr = name.rpartition(".")
+    return importlib.import_module(f"regal.{module or 'memetic'}"), attr
+
+
+def _set(name: str, value) -> None:
+    module, attr = _where(name)
+    setattr(module, attr, type(getattr(module, attr))(value))
+
+
 def _run(job: tuple) -> tuple:
     """One cell: (path, d, seed, setting value or None for local search) -> peak bytes."""
     path, devices, seed, name, value, budget, fixed = job
@@ -47,10 +60,10 @@ def _run(job: tuple) -> tuple:
     import regal.methods
     graph = regal.load(path)
     for other, v in fixed:
-        setattr(regal.memetic, other, type(getattr(regal.memetic, other))(v))
+        _set(other, v)
     if value is None:
         return job[:5], regal.methods.solve("local-search", graph, devices, seed=seed, budget=budget).peak_bytes
-    setattr(regal.memetic, name, type(getattr(regal.memetic, name))(value))
+    _set(name, value)
     return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed).peak_bytes
 
 
@@ -88,8 +101,8 @@ def main(argv=None) -> int:
     import regal.memetic
     fixed = tuple((other, float(v)) for other, v in args.fix)
     for other in [name, *(other for other, _ in fixed)]:
-        if not hasattr(regal.memetic, other):
-            ap.error(f"regal.memetic has no setting {other}")
+        if not hasattr(*_where(other)):
+            ap.error(f"no setting {other} (NAME of regal.memetic or MODULE.NAME of regal.MODULE)")
     paths = [p for spec in args.graphs for p in graph_paths(spec)]
     jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
             for v in [None, *values]]
