@@ -894,7 +894,8 @@ def _argmin_but(row, skip):
 
 @numba.njit(**_JIT)
 def _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift, rng, mv):
-    """regal.local_search._order_move: mv = (1, p, q) and True, or False if v has no room."""
+    """Order move: v to another position in its feasible window (half the time within `shift`);
+    mv = (1, from, to) and True, or False if v has no room."""
     lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, v, n)
     p = pos[v]
     if rng.random() < 0.5:
@@ -912,7 +913,10 @@ def _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift,
 @numba.njit(**_JIT)
 def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
               out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
-    """regal.local_search._directed: a move aimed at a tensor held across a peak step."""
+    """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
+    a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
+    delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
+    if there is no such tensor or it cannot move."""
     m = peak_hits(trace, peak, hits)
     if m == 0:
         return False
@@ -978,7 +982,10 @@ def _focus_pool(order, placement, a, b, k, on_k, pool):
 def _propose(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx, out_ptr,
              out_idx, nbytes, resident, output, movable, cand, last, pool, rng, focused, informed, directed,
              focus_width, shift, mv):
-    """regal.local_search._propose: apply one random move, written to mv; False if none could."""
+    """Apply one random move (near the peak if `focused`: a window of `focus_width` positions
+    around a random step at the peak; `informed`: aimed at the peak device; `directed`: that
+    share of focused moves is `_directed`'s), written to mv (kind 0 device / 1 order, a, b);
+    False if no node could move."""
     if focused and directed > 0.0 and rng.random() < directed:
         if _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
                      out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
@@ -1063,8 +1070,10 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
           nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
           rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
           temperature, calibrated, rises, horizon, adaptive, floor, rate):
-    """Climb until st[_COUNT] reaches stop (regal.local_search._climb, its Python loop's moves and
-    draws); returns 0 at stop, 1 when nothing can move."""
+    """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
+    p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
+    without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
+    move."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     nk = quality.shape[0]
@@ -1091,7 +1100,7 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
             continue
         kind = -1
-        if adaptive:  # regal.local_search._pick_kind
+        if adaptive:  # a kind with probability floor + (1 - nk floor) quality[k] / sum(quality)
             total = 0.0
             for j in range(nk):
                 total += quality[j]

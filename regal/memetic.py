@@ -68,7 +68,7 @@ DEFAULT_POLICY = "none"
 FLAGSHIP_PRIOR_SHARE = 0.5
 
 
-#: Share of the climb's peak-focused moves that are directed (`regal.local_search._directed`: a
+#: Share of the climb's peak-focused moves that are directed (`regal._kernels._directed`: a
 #: tensor held across the peak is delayed past it, freed before it by advancing its last reader,
 #: or moved to the least loaded device). Measured on the 56 valid graphs, 5K evaluations, 2
 #: seeds, the local search with informed moves and this share against the local-search baseline:
