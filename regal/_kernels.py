@@ -4,8 +4,9 @@ local search's climb (`climb`, the loop of `regal.local_search`).
 
 Arrays and scalars in, arrays out. No Python objects (but the climb's numpy Generator), no
 formatted errors: the public wrappers in `regal.decode`, `regal.simulate`, `regal.structure`,
-`regal.heuristics` and `regal.local_search` validate first. One set of JIT options, `_JIT`, for every kernel but the two parallel ones. The reference
-twins of these kernels, written for clarity instead of speed, are in `tests/naive.py`.
+`regal.heuristics` and `regal.local_search` validate first. One set of JIT options, `_JIT`, for
+every kernel but the two parallel ones. The reference twins of these kernels, written for
+clarity instead of speed, are in `tests/naive.py`.
 
 Graph arrays used below (n nodes, d devices):
     pred_cnt:  int32[n]    number of distinct predecessors (data and control)

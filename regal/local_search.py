@@ -175,12 +175,11 @@ class _Moves(NamedTuple):
 
 
 #: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
-#: uniform, focused (the baseline's), informed, directed. The kernel reads them unpacked
-#: (`regal._kernels._KIND_*`).
-KINDS = ((False, False, 0.0), (True, False, 0.0), (True, True, 0.0), (True, True, 1.0))
+#: uniform, focused (the baseline's), informed, directed; defined unpacked where the kernel
+#: reads them (`regal._kernels._KIND_*`).
+KINDS = tuple(zip(_kernels._KIND_FOCUSED, _kernels._KIND_INFORMED, _kernels._KIND_DIRECTED))
 _FLOOR = 0.05   # adaptive: each kind's least probability
 _RATE = 0.02    # adaptive: the step of a kind's success estimate, per move of that kind
-assert KINDS == tuple(zip(_kernels._KIND_FOCUSED, _kernels._KIND_INFORMED, _kernels._KIND_DIRECTED))
 
 
 class ClimbState:
@@ -209,17 +208,11 @@ class ClimbState:
         self.hist[0] = count, score.peak_bytes
         self.hist_times = [time.perf_counter()]
 
-    def _get(self, *fields) -> int | Score:
-        values = [int(self.st[f]) for f in fields]
-        return values[0] if len(values) == 1 else Score(*values)
-
-    score = property(lambda self: self._get(_kernels._PEAK, _kernels._SUM, _kernels._ATP))
-    best_score = property(lambda self: self._get(_kernels._BPEAK, _kernels._BSUM, _kernels._BATP))
-    since_best = property(lambda self: self._get(_kernels._SINCE))
-    accepted = property(lambda self: self._get(_kernels._ACC))
-    sideways = property(lambda self: self._get(_kernels._SIDE))
-    kicks = property(lambda self: self._get(_kernels._KICKS))
-    trace = property(lambda self: self.traces[self.st[_kernels._CUR]], doc="int64[n, d], the current step trace")
+    score = property(lambda self: Score(*map(int, self.st[_kernels._PEAK:_kernels._ATP + 1])))
+    best_score = property(lambda self: Score(*map(int, self.st[_kernels._BPEAK:_kernels._BATP + 1])))
+    accepted = property(lambda self: int(self.st[_kernels._ACC]))
+    sideways = property(lambda self: int(self.st[_kernels._SIDE]))
+    kicks = property(lambda self: int(self.st[_kernels._KICKS]))
 
     @property
     def history(self) -> list:
@@ -233,11 +226,6 @@ def _moves(graph: Graph, devices: int) -> _Moves:
     return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.output,
                   np.flatnonzero(~graph.resident).astype(np.int64), np.empty((n * devices, 2), dtype=np.int64),
                   np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
-
-
-def _start_state(placement, order, score: Score, trace, evaluate: Evaluator) -> ClimbState:
-    """The state at a scored schedule; placement, order and trace are copied."""
-    return ClimbState(placement, order, score, trace, evaluate.count)
 
 
 # ---------------------------------------------------------------------------- climb
@@ -359,7 +347,7 @@ class Climb:
             if best is None or score < best[0]:
                 best = (score, placement, order, trace)
         score, placement, order, trace = best
-        self.state = _start_state(placement, order, score, trace, self.evaluate)
+        self.state = ClimbState(placement, order, score, trace, self.evaluate.count)
 
     def run(self, evaluations: int, deadline: float | None = None) -> str:
         """Climb for up to `evaluations` more evaluations; returns why it stopped."""
@@ -382,7 +370,7 @@ def _best_start(graph: Graph, devices: int, names, seed: int, evaluate: Evaluato
         if evaluate.count >= budget or (deadline is not None and time.perf_counter() >= deadline):
             break
     score, placement, order, trace, name = best
-    return _start_state(placement, order, score, trace, evaluate), name, peaks
+    return ClimbState(placement, order, score, trace, evaluate.count), name, peaks
 
 
 def solve(graph: Graph, devices: int, *, seed: int = 0, budget: int = 5000,
