@@ -362,6 +362,143 @@ def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, outpu
     return m
 
 
+
+@numba.njit(**_JIT)
+def _block_max(val, lazy, bmax, blk, k, lo, hi):
+    """max of device k's bytes over steps [lo, hi] (-1 when empty) in the blocked trace of
+    `pack_residents` (val + the block's lazy add; bmax: each block's max of val)."""
+    m = np.int64(-1)
+    t = lo
+    while t <= hi:
+        j = t // blk
+        if t % blk == 0 and t + blk - 1 <= hi:
+            if bmax[k, j] + lazy[k, j] > m:
+                m = bmax[k, j] + lazy[k, j]
+            t += blk
+        else:
+            if val[k, t] + lazy[k, j] > m:
+                m = val[k, t] + lazy[k, j]
+            t += 1
+    return m
+
+
+@numba.njit(**_JIT)
+def _block_add(val, lazy, bmax, blk, k, lo, hi, delta):
+    """Add delta to device k's bytes over steps [lo, hi] in the blocked trace."""
+    n = val.shape[1]
+    t = lo
+    while t <= hi:
+        j = t // blk
+        if t % blk == 0 and t + blk - 1 <= hi:
+            lazy[k, j] += delta
+            t += blk
+        else:
+            end = min(hi, (j + 1) * blk - 1)
+            for u in range(t, end + 1):
+                val[k, u] += delta
+            m = np.int64(-1)
+            for u in range(j * blk, min(n, (j + 1) * blk)):
+                if val[k, u] > m:
+                    m = val[k, u]
+            bmax[k, j] = m
+            t = end + 1
+
+
+@numba.njit(**_JIT)
+def _peak_without(val, lazy, bmax, blk, k, lo, hi, delta):
+    """Device k's peak if its bytes change by delta at every step outside [lo, hi] (lo > hi: at
+    every step)."""
+    n = val.shape[1]
+    out = max(_block_max(val, lazy, bmax, blk, k, 0, min(lo, n) - 1),
+              _block_max(val, lazy, bmax, blk, k, max(hi + 1, 0), n - 1))
+    inside = _block_max(val, lazy, bmax, blk, k, lo, hi)
+    if out >= 0 and out + delta > inside:
+        return out + delta
+    return inside
+
+
+@numba.njit(**_JIT)
+def pack_residents(trace, pos, placement, out_ptr, out_idx, nbytes, candidates, span):
+    """Re-home resident tensors, in the order of `candidates`, each to the device where the
+    schedule's (max device peak, sum of device peaks) falls most, if it falls; returns how many
+    moved. The order is fixed. trace: int64[n, d], the schedule's step trace (`simulate_peak`'s),
+    kept as blocks of about sqrt(n) steps with a lazy add each, so a move is priced and made in
+    O(d sqrt(n)), computed, not simulated: a resident tensor's home holds it at every step,
+    another device a copy from its first consumer there to its last (SPEC.md section 3).
+    pos: int64[n], each node's step; placement: int32[n], updated; span: int64[d, 2], scratch."""
+    n, d = trace.shape
+    blk = max(1, int(np.sqrt(n)))
+    nb = (n + blk - 1) // blk
+    val = np.ascontiguousarray(trace.T)
+    lazy = np.zeros((d, nb), dtype=np.int64)
+    bmax = np.full((d, nb), -1, dtype=np.int64)
+    peaks = np.zeros(d, dtype=np.int64)
+    for k in range(d):
+        for t in range(n):
+            if val[k, t] > bmax[k, t // blk]:
+                bmax[k, t // blk] = val[k, t]
+            if val[k, t] > peaks[k]:
+                peaks[k] = val[k, t]
+    moved = 0
+    for i in range(candidates.shape[0]):
+        r = candidates[i]
+        b = nbytes[r]
+        a = placement[r]
+        if b == 0:
+            continue
+        for k in range(d):
+            span[k, 0] = n
+            span[k, 1] = -1
+        for e in range(out_ptr[r], out_ptr[r + 1]):
+            c = out_idx[e]
+            k = placement[c]
+            q = pos[c]
+            if q < span[k, 0]:
+                span[k, 0] = q
+            if q > span[k, 1]:
+                span[k, 1] = q
+        cur_max = np.int64(0)
+        cur_sum = np.int64(0)
+        for k in range(d):
+            cur_max = max(cur_max, peaks[k])
+            cur_sum += peaks[k]
+        new_a = _peak_without(val, lazy, bmax, blk, a, span[a, 0], span[a, 1], -b)
+        best_k = -1
+        best_max = cur_max
+        best_sum = cur_sum
+        best_peak = np.int64(0)
+        for k in range(d):
+            if k == a:
+                continue
+            new_k = _peak_without(val, lazy, bmax, blk, k, span[k, 0], span[k, 1], b)
+            m = max(new_a, new_k)
+            s = cur_sum - peaks[a] - peaks[k] + new_a + new_k
+            for j in range(d):
+                if j != a and j != k and peaks[j] > m:
+                    m = peaks[j]
+            if m < best_max or (m == best_max and s < best_sum):
+                best_k, best_max, best_sum, best_peak = k, m, s, new_k
+        if best_k < 0:
+            continue
+        for side in range(2):
+            k = a if side == 0 else best_k
+            delta = -b if side == 0 else b
+            lo = min(span[k, 0], n)
+            hi = max(span[k, 1], -1)
+            if lo > hi:
+                _block_add(val, lazy, bmax, blk, k, 0, n - 1, delta)
+            else:
+                _block_add(val, lazy, bmax, blk, k, 0, lo - 1, delta)
+                _block_add(val, lazy, bmax, blk, k, hi + 1, n - 1, delta)
+        peaks[a] = new_a
+        peaks[best_k] = best_peak
+        placement[r] = best_k
+        moved += 1
+    for k in range(d):
+        for t in range(n):
+            trace[t, k] = val[k, t] + lazy[k, t // blk]
+    return moved
+
 @numba.njit(**_JIT)
 def steps_at_peak(trace, order, resident, peak):
     """How many (step, device) entries of trace (int64[n, d]) equal peak, over the steps that

@@ -36,7 +36,7 @@ from regal.simulate import kernel_graph
 from regal.structure import concat_csr, dfs_order, dfs_postorder, metis_placement
 
 __all__ = ["xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order", "inductor_bfs_order",
-           "inductor_dfs_order", "greedy_schedule", "random_solution", "heuristic_solutions",
+           "inductor_dfs_order", "greedy_schedule", "random_solution", "pack_residents", "heuristic_solutions",
            "START_NAMES", "SCALAR_BYTES"]
 
 #: The heuristic starts, in the order they are evaluated (the first wins ties): gp-dfs, greedy,
@@ -225,6 +225,47 @@ def random_solution(graph: Graph, devices: int, seed: int) -> tuple[np.ndarray, 
     placement = rng.integers(0, devices, size=n).astype(np.int32)
     order = order_by_priority(graph, rng.random(n))
     return placement, order
+
+
+def pack_residents(graph: Graph, devices: int, placement, order) -> np.ndarray:
+    """placement int32[n]: `placement` with resident tensors re-homed to lower the peak; the order
+    stays. Largest first, each resident tensor moves to the device where (max device peak, sum of
+    device peaks) falls most, if it falls: its home holds it at every step, any other device a
+    copy from its first consumer there to its last (SPEC.md section 3), so a parameter homed on a
+    device with room costs the device that reads it only its reader's steps. Computed on the
+    schedule's step trace, not by search: one simulation, then O(d sqrt(n)) per resident tensor
+    (`regal._kernels.pack_residents`). The inputs are not modified.
+    """
+    devices = check_devices(devices)
+    kg = kernel_graph(graph)
+    placement = np.ascontiguousarray(placement, dtype=np.int32).copy()
+    order = np.ascontiguousarray(order, dtype=np.int32)
+    candidates = pack_candidates(graph)
+    if devices == 1 or candidates.size == 0:
+        return placement
+    trace = np.zeros((graph.num_nodes, devices), dtype=np.int64)
+    _kernels.simulate_peak(order, placement, kg.num_nodes, devices, kg.in_ptr, kg.in_idx, kg.in_bytes,
+                           kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
+                           kg.reuse_ptr, kg.reuse_idx, np.zeros(devices, dtype=np.int64), trace)
+    pack_on_trace(kg, candidates, placement, order, trace)
+    return placement
+
+
+def pack_candidates(graph: Graph) -> np.ndarray:
+    """int64[*]: the resident nodes with bytes, largest first (ties by id): what
+    `pack_residents` re-homes, in its order."""
+    candidates = np.flatnonzero(graph.resident & (graph.bytes > 0))
+    return candidates[np.argsort(-graph.bytes[candidates], kind="stable")].astype(np.int64)
+
+
+def pack_on_trace(kg, candidates: np.ndarray, placement: np.ndarray, order: np.ndarray, trace: np.ndarray) -> int:
+    """`pack_residents` on a schedule whose step trace (int64[n, d], `simulate_peak`'s) is given:
+    re-homes `candidates` in `placement` (int32[n], in place) and brings `trace` up to date;
+    returns how many moved. No simulation."""
+    pos = np.empty(kg.num_nodes, dtype=np.int64)
+    pos[order] = np.arange(kg.num_nodes)
+    return int(_kernels.pack_residents(trace, pos, placement, kg.out_ptr, kg.out_idx, kg.nbytes, candidates,
+                                       np.empty((trace.shape[1], 2), dtype=np.int64)))
 
 
 # ---------------------------------------------------------------------------- starts

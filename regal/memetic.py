@@ -25,6 +25,9 @@ switched off (everything off is plain BRKGA, bit for bit):
   little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in. It picks
   each move's kind (uniform, peak-focused, informed, directed) by how often that kind has
   improved the score lately (`ADAPTIVE_MOVES`), so it leans on whatever pays on the graph.
+  Each new best of the climb has its resident tensors (parameters) re-homed to the devices
+  where they cost least (`PACK_RESIDENTS`), and so does the final one, with the last two
+  evaluations.
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
@@ -46,7 +49,7 @@ from regal import brkga
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.decode import chromosome_length, decode, encode, evaluate_population
 from regal.graph import Graph, check_devices
-from regal.local_search import Climb, LocalSearchConfig
+from regal.local_search import Climb, LocalSearchConfig, Race
 from regal.priors import Priors
 from regal.search import Progress, check_search_size, numba_threads, resolve_priors
 from regal.solution import Solution, make_solution
@@ -116,6 +119,25 @@ ANNEAL_CALIBRATED = False
 #: paid less (+1.19 % at d = 2 on the first 28).
 ADAPTIVE_MOVES = True
 
+#: Re-homing the resident tensors (`regal.local_search.Climb.pack`, `regal.heuristics.
+#: pack_residents`: each parameter, largest first, to the device where (max device peak, sum of
+#: device peaks) falls most, priced on the step trace, not searched): 0 off; 1 the climb's best
+#: once, with the last two evaluations; 2 also each time the climb has a new best, the climb
+#: going on from the packed schedule when it scores better. Why: a device move of the climb
+#: moves one node near the peak, and rarely one parameter that another device could hold for the
+#: whole step at less cost (its reader's device then holds a copy only while it is read).
+#: Measured with `python -m experiments.tune_flagship --set PACK_RESIDENTS 0 1 2` (5K
+#: evaluations, seeds 0-2), the flagship against the local-search baseline, d = 2 / 4, off -> 1
+#: -> 2: on the valid splits of the two tuning sources (28 graphs) +2.13 / +0.57 % -> +2.22 /
+#: +1.18 -> +2.49 / +1.39 %; on the valid splits of four sources no setting was chosen on (30
+#: graphs) +0.82 / +1.24 -> +1.02 / +1.87 -> +1.23 / +2.55 % (graphs no worse 21 / 16 -> 27 / 23
+#: -> 28 / 27 of 30). experiments/results/flagship-tuning/pack-{valid,heldout}.
+PACK_RESIDENTS = 2
+
+#: How many climbs race (`regal.local_search.Race`: successive halving, a power of two); 1: one
+#: climb.
+RACE = 1
+
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:
     """Share of the evaluations after the initial population that goes to the local-search climb.
@@ -170,10 +192,21 @@ def _write_back(run: _Run, state: BrkgaState, climber: Climb) -> BrkgaState:
     return state._replace(population=population[keep], fitness=fitness[keep])
 
 
-def _polish(run: _Run, state: BrkgaState, climber: Climb, evaluations: int) -> BrkgaState:
-    """Climb on for `evaluations` local-search evaluations; write a better result back."""
+def _polish(run: _Run, state: BrkgaState, climber: Climb, evaluations: int, packed: list) -> BrkgaState:
+    """Climb on for `evaluations` local-search evaluations, re-home the resident tensors of a
+    new best (`PACK_RESIDENTS`; `packed` holds the best score last packed); write a better result
+    back."""
     climber.run(evaluations, run.deadline)
+    _pack(run, climber, packed, state.evaluations)
     return _write_back(run, state, climber) if climber.best_peak < state.best_fitness else state
+
+
+def _pack(run: _Run, climber: Climb, packed: list, decoded: int) -> None:
+    """Re-home the climb's best schedule's resident tensors if it is new since the last time."""
+    best = climber.state.best_score
+    if PACK_RESIDENTS >= 2 and best != packed[0]:
+        climber.pack(run.budget - decoded - climber.evaluations)
+        packed[0] = climber.state.best_score
 
 
 def _check_arguments(graph, budget, config, time_limit_s) -> None:
@@ -239,14 +272,17 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     check_search_size(graph, devices, config.population_size)
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None else t0 + time_limit_s
-    run = _Run(graph, devices, int(budget), config, priors, deadline)
+    # the last evaluations re-home the resident tensors of the climb's best (PACK_RESIDENTS)
+    reserve = 2 if (PACK_RESIDENTS and polish and devices > 1 and budget > config.population_size + 2
+               and graph.resident.any()) else 0
+    run = _Run(graph, devices, int(budget) - reserve, config, priors, deadline)
     starts = _seed_solutions(graph, devices, seed) if seeding else []
     if seeding and priors is not None:  # the priors' most likely schedule is one more start
         starts.append(("priors-mean", *decode(graph, priors.alpha / (priors.alpha + priors.beta), devices)))
     seeds = [encode(placement, order, devices) for _, placement, order in starts]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
-    climber = None
+    climber, packed = None, [None]
     state = brkga.init(chromosome_length(graph.num_nodes, devices), config, seed)
     history: list[list[float]] = []
     stopped, polished = "budget", 0
@@ -256,32 +292,43 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                                 seeds + list(initial or []) if state.generation == 0 else ())
             used = state.evaluations + polished
             if share > 0.0 and climber is None and used < run.budget:
-                climber = Climb(graph, devices, rng, LocalSearchConfig.resolve(
-                    graph.num_nodes, run.budget, informed=True, directed=DIRECTED_SHARE,
+                cfg = LocalSearchConfig.resolve(
+                    graph.num_nodes, int(budget), informed=True, directed=DIRECTED_SHARE,
                     temperature=ANNEAL_TEMPERATURE, calibrated=bool(ANNEAL_CALIBRATED),
-                    adaptive=bool(ADAPTIVE_MOVES)))
+                    adaptive=bool(ADAPTIVE_MOVES))
+                if RACE > 1:
+                    rngs = [rng] + [np.random.default_rng([seed, 0x5EED, i]) for i in range(1, RACE)]
+                    climber = Race(graph, devices, rngs, cfg, int(share * (run.budget - used)))
+                else:
+                    climber = Climb(graph, devices, rng, cfg)
                 climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
                               run.budget - used)
+                _pack(run, climber, packed, state.evaluations)
                 polished = climber.evaluations
                 used = state.evaluations + polished
             if share > 0.0 and used < run.budget:
                 chunk = int(round((config.population_size - config.num_elites) * share / (1.0 - share)))
-                state = _polish(run, state, climber, min(max(chunk, 2), run.budget - used))
+                state = _polish(run, state, climber, min(max(chunk, 2), run.budget - used), packed)
                 polished = climber.evaluations
             used = state.evaluations + polished
             seconds = time.perf_counter() - t0
             if not history or state.best_fitness < history[-1][1]:
                 history.append([used, state.best_fitness, round(seconds, 6)])
-            if callback is not None and callback(Progress(used, run.budget, state.generation,
+            if callback is not None and callback(Progress(used, int(budget), state.generation,
                                                           state.best_fitness, seconds)):
                 stopped = "callback"
                 break
             if deadline is not None and time.perf_counter() >= deadline:
                 stopped = "time_limit"
                 break
+    if reserve and stopped == "budget" and climber is not None:
+        climber.pack(int(budget) - state.evaluations - polished)
+        climber.run(int(budget) - state.evaluations - climber.evaluations, deadline)  # what pack left
+        polished = climber.evaluations
+        state = _write_back(run, state, climber) if climber.best_peak < state.best_fitness else state
     used = state.evaluations + polished
     placement, order = decode(graph, state.best_keys, devices)
-    info = {"seed": seed, "budget": run.budget, "generations": state.generation, "stopped": stopped,
+    info = {"seed": seed, "budget": int(budget), "generations": state.generation, "stopped": stopped,
             "seeding": [name for name, _, _ in starts], "priors": priors is not None,
             "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
             "polish_share": share,

@@ -243,3 +243,53 @@ def test_climb_helper_kernels_match_their_numpy_twins():
             _kernels.shift_node(order, pos, p, q)
             assert order.tolist() == expect
             assert (pos[order] == np.arange(n)).all()
+
+
+def test_climb_pack_rehomes_the_best_counts_its_evaluations_and_never_loses_it(local_search_simulations):
+    """`Climb.pack` re-homes the best schedule's resident tensors: the best never gets worse, its
+    peak is the naive twin's, every simulation is counted, and it pays on some graph."""
+    gains = []
+    for seed in range(12):
+        d = 2 + seed % 2
+        g, placement, order = _start(seed + 700, 30 + 3 * seed, d)
+        climb = local_search.Climb(g, d, np.random.default_rng(seed),
+                                   LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0))
+        climb.start([(placement, order)], 1)
+        climb.run(20 * (seed % 3))   # the current schedule is the best, or is not
+        local_search_simulations.clear()
+        before = climb.state.best_score
+        improved = climb.pack(2)
+        after = climb.state.best_score
+        assert climb.evaluations == 1 + 20 * (seed % 3) + len(local_search_simulations)
+        assert len(local_search_simulations) <= 2 and after <= before and improved == (after < before)
+        best_placement, best_order = climb.best
+        check_schedule(g, best_placement, best_order, d)
+        assert after.peak_bytes == naive.simulate(g, best_placement.tolist(), best_order.tolist(), d)[0]
+        assert climb.state.score == after or not improved   # the climb goes on from the packed schedule
+        gains.append(before.peak_bytes - after.peak_bytes)
+    assert max(gains) > 0
+
+
+def test_race_spends_its_evaluations_exactly_keeps_one_winner_and_is_deterministic():
+    """Successive halving over four climbs: `run` spends what it is given, the rounds end with
+    one climb in the race, the best is valid, twin-scored and never worse than the start, and
+    the same streams give the same search."""
+    for seed in range(4):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 800, 40 + 5 * seed, d)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, temperature=0.02)
+        results = []
+        for _ in range(2):
+            race = local_search.Race(g, d, [np.random.default_rng([seed, i]) for i in range(4)], cfg, 360)
+            race.start([(placement, order)], 1)
+            for chunk in (7, 100, 1, 252):
+                before = race.evaluations
+                race.run(chunk)
+                assert race.evaluations == before + chunk
+            results.append((race.best_peak, race.best[0].tolist(), race.best[1].tolist(), len(race.alive)))
+        assert results[0] == results[1] and results[0][3] == 1
+        check_schedule(g, np.array(results[0][1]), np.array(results[0][2]), d)
+        assert results[0][0] == naive.simulate(g, results[0][1], results[0][2], d)[0] <= \
+            naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
+    with pytest.raises(ValueError, match="power of two"):
+        local_search.Race(g, d, [np.random.default_rng(0)] * 3, cfg, 100)
