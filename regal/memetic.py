@@ -135,7 +135,13 @@ ADAPTIVE_MOVES = True
 PACK_RESIDENTS = 2
 
 #: How many climbs race (`regal.local_search.Race`: successive halving, a power of two); 1: one
-#: climb.
+#: climb. Tried because one climb's end varies by up to ~10 % with its random stream; not
+#: adopted. `python -m experiments.tune_flagship --set RACE 1 2 4` (seeds 0-2, against local
+#: search, d = 1 / 2 / 4): on the valid splits of the two tuning sources 1: +1.21 / +2.49 /
+#: +1.39 %, 2: +1.19 / +2.68 / +1.53, 4: +1.25 / +2.17 / +1.55; on the valid splits of four
+#: other sources 1: +0.46 / +1.23 / +2.55 %, 2: +0.47 / +1.28 / +1.36, 4: +0.41 / +1.33 / +2.02
+#: (experiments/results/flagship-tuning/race-{valid,heldout}): the winner's shorter climb costs
+#: what the choice gains, and more at d = 4.
 RACE = 1
 
 
