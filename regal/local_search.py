@@ -44,6 +44,11 @@ memetic search applies to its elites (`improve`). The method:
   sweep on six XLA graphs (d = 1, 2; 2,000 evaluations; 2-3 seeds) the mean final/start peak
   ratio was 0.962 for p_equal = 0, 0.963 for 0.5, 0.958 for 0.8, 0.956 for 0.95 and 1.0:
   walking plateaus pays.
+- Re-homing resident tensors (`Climb.pack`, the flagship's climb; not in the baseline): the
+  best schedule's parameters, largest first, each go to the device where (max device peak, sum
+  of device peaks) falls most (`regal.heuristics.pack_residents`), priced on the step trace
+  rather than searched; the climb goes on from the result when it scores better. One or two
+  evaluations a call.
 - Perturbation: after `patience` evaluations without a new best, restart from the best solution
   with `kick_moves` random moves applied blindly (iterated local search, Lourenco et al. 2003).
 - Budget: `budget` evaluations in all, the start(s) included (`Evaluator.count` is exact); a
@@ -380,10 +385,10 @@ class Climb:
 
     def pack(self, evaluations: int) -> bool:
         """Re-home the best schedule's resident tensors (`regal.heuristics.pack_residents`) and
-        go on from there if that scores better. Costs one evaluation, or two when the best is
-        not the current schedule (its trace is simulated first), and nothing when there is no
-        resident tensor to move or fewer than that many `evaluations` are left. Returns whether
-        the best improved."""
+        go on from there if that scores better. Costs one evaluation to score the packed
+        schedule when anything moved, plus one first when the best is not the current schedule
+        (its step trace is simulated); nothing on one device, without resident tensors, or with
+        fewer `evaluations` left than it may need. Returns whether the best improved."""
         state = self.state
         if self.moves.num_devices == 1 or self.candidates.size == 0:
             return False
