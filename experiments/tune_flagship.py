@@ -10,7 +10,8 @@ holds another at V; `MODULE.NAME` names one of `regal.MODULE`, e.g. `local_searc
 local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
 and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
 seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's split is
-`SOURCE:SPLIT`; LIMIT graphs evenly spaced over the split, 0 for all). Runs on a process pool
+`SOURCE:SPLIT`; LIMIT graphs evenly spaced over the split, 0 for all); `--min-nodes` keeps the
+large ones. Runs on a process pool
 (`--workers`); writes `experiments/results/flagship-tuning/<name>.md` and the raw peaks beside it.
 """
 
@@ -94,6 +95,7 @@ def main(argv=None) -> int:
                     help="a module constant of regal.memetic and the values to try")
     ap.add_argument("--fix", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="another constant of regal.memetic held at VALUE in every flagship run")
+    ap.add_argument("--min-nodes", type=int, default=0, help="only the graphs with at least this many nodes")
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
@@ -104,6 +106,9 @@ def main(argv=None) -> int:
         if not hasattr(*_where(other)):
             ap.error(f"no setting {other} (NAME of regal.memetic or MODULE.NAME of regal.MODULE)")
     paths = [p for spec in args.graphs for p in graph_paths(spec)]
+    if args.min_nodes:
+        import regal
+        paths = [p for p in paths if regal.load(p).num_nodes >= args.min_nodes]
     jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
             for v in [None, *values]]
     with Pool(args.workers) as pool:

@@ -22,7 +22,8 @@ switched off (everything off is plain BRKGA, bit for bit):
   graph at d = 2: a climb from METIS + DFS ended 20 % lower than one from a better random
   start). A share of the evaluations (`polish_share`) goes to the climb. The climb anneals
   (Kirkpatrick et al. 1983): early on it sometimes accepts a move that raises the peak a
-  little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in. It picks
+  little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in; less on a
+  graph of more nodes than the budget has evaluations (`ANNEAL_EVALS_PER_NODE`). It picks
   each move's kind (uniform, peak-focused, informed, directed) by how often that kind has
   improved the score lately (`ADAPTIVE_MOVES`), so it leans on whatever pays on the graph.
   Each new best of the climb has its resident tensors (parameters) re-homed to the devices
@@ -93,6 +94,22 @@ DIRECTED_SHARE = 1.0
 #: the seeds' spread there (benchmarks/results/flagship_80k.md).
 ANNEAL_TEMPERATURE = 0.02
 
+#: Evaluations per node below which the climb anneals less (`anneal_temperature`): the start
+#: temperature is ANNEAL_TEMPERATURE * min(1, budget / (this * nodes)); 0: off. Why: an uphill
+#: move pays only if the climb has the evaluations to come back down past it, and with fewer
+#: evaluations than nodes it cannot revisit most of the graph (on the 80K-node graph, d = 2,
+#: annealing at T = 0.02 ended 0.1 % above local search; without it, below). At 5K evaluations
+#: this changes only graphs of more than 5,000 nodes. `python -m experiments.tune_flagship
+#: --set ANNEAL_EVALS_PER_NODE 0 1 4` (seeds 0-2, against local search, d = 2 / 4): on the four
+#: graphs of 10K+ nodes of the train and valid splits (`--min-nodes 10000`; ResNet-101/152,
+#: DenseNet-121, a Transformer decoder, training steps) 0: +0.43 / +1.95 %, 1: +0.81 / +2.49,
+#: 4: +0.88 / +3.20; on the valid splits of the two tuning sources 0: +2.49 / +1.39, 1: +2.50 /
+#: +1.41, 4: +2.50 / +1.49; on those of four other sources 0 and 1: +1.23 / +2.55, 4: +1.22 /
+#: +2.49 (experiments/results/flagship-tuning/scale-*). 1 is the setting that leaves every graph
+#: the climb can visit node by node as it was; 4 paid more on the large graphs and was not
+#: checked on the test sets.
+ANNEAL_EVALS_PER_NODE = 1.0
+
 #: Whether ANNEAL_TEMPERATURE is in units of the uphill moves' mean relative rise so far
 #: (`LocalSearchConfig.calibrated`) rather than of the peak: a scale-free temperature, tried
 #: because at 80K nodes a move changes the peak by a tiny fraction of it. Not adopted. Against
@@ -143,6 +160,14 @@ PACK_RESIDENTS = 2
 #: (experiments/results/flagship-tuning/race-{valid,heldout}): the winner's shorter climb costs
 #: what the choice gains, and more at d = 4.
 RACE = 1
+
+
+def anneal_temperature(num_nodes: int, budget: int) -> float:
+    """The climb's start temperature: ANNEAL_TEMPERATURE, scaled by min(1, budget /
+    (ANNEAL_EVALS_PER_NODE * num_nodes)) (no scaling when that is 0)."""
+    if ANNEAL_EVALS_PER_NODE <= 0:
+        return float(ANNEAL_TEMPERATURE)
+    return float(ANNEAL_TEMPERATURE) * min(1.0, budget / (ANNEAL_EVALS_PER_NODE * max(num_nodes, 1)))
 
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:
@@ -300,7 +325,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
             if share > 0.0 and climber is None and used < run.budget:
                 cfg = LocalSearchConfig.resolve(
                     graph.num_nodes, int(budget), informed=True, directed=DIRECTED_SHARE,
-                    temperature=ANNEAL_TEMPERATURE, calibrated=bool(ANNEAL_CALIBRATED),
+                    temperature=anneal_temperature(graph.num_nodes, int(budget)),
+                    calibrated=bool(ANNEAL_CALIBRATED),
                     adaptive=bool(ADAPTIVE_MOVES))
                 if RACE > 1:
                     rngs = [rng] + [np.random.default_rng([seed, 0x5EED, i]) for i in range(1, RACE)]
