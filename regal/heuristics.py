@@ -32,7 +32,7 @@ from regal import _kernels
 from regal._kernels import SCALAR_BYTES
 from regal.decode import order_by_priority
 from regal.graph import Graph, check_devices
-from regal.simulate import kernel_graph
+from regal.simulate import kernel_graph, memory_trace
 from regal.structure import concat_csr, dfs_order, dfs_postorder, metis_placement
 
 __all__ = ["xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order", "inductor_bfs_order",
@@ -237,17 +237,12 @@ def pack_residents(graph: Graph, devices: int, placement, order) -> np.ndarray:
     (`regal._kernels.pack_residents`). The inputs are not modified.
     """
     devices = check_devices(devices)
-    kg = kernel_graph(graph)
     placement = np.ascontiguousarray(placement, dtype=np.int32).copy()
-    order = np.ascontiguousarray(order, dtype=np.int32)
     candidates = pack_candidates(graph)
     if devices == 1 or candidates.size == 0:
         return placement
-    trace = np.zeros((graph.num_nodes, devices), dtype=np.int64)
-    _kernels.simulate_peak(order, placement, kg.num_nodes, devices, kg.in_ptr, kg.in_idx, kg.in_bytes,
-                           kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
-                           kg.reuse_ptr, kg.reuse_idx, np.zeros(devices, dtype=np.int64), trace)
-    pack_on_trace(kg, candidates, placement, order, trace)
+    _, trace = memory_trace(graph, placement, order, devices)
+    pack_on_trace(kernel_graph(graph), candidates, placement, np.ascontiguousarray(order, dtype=np.int32), trace)
     return placement
 
 

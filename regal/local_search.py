@@ -224,17 +224,11 @@ class ClimbState:
         self.traces[st[_kernels._CUR]] = trace
         st[[_kernels._PEAK, _kernels._SUM, _kernels._ATP]] = score
         st[_kernels._COUNT] = count
-        if score < self.best_score:
-            st[[_kernels._BPEAK, _kernels._BSUM, _kernels._BATP]] = score
-            self.best_placement[:] = placement
-            self.best_order[:] = order
-            st[_kernels._SINCE] = 0
-            if score.peak_bytes < self.hist[st[_kernels._NHIST] - 1, 1]:
-                if st[_kernels._NHIST] >= self.hist.shape[0]:
-                    self.hist = np.concatenate([self.hist, np.zeros_like(self.hist)])
-                self.hist[st[_kernels._NHIST]] = count, score.peak_bytes
-                st[_kernels._NHIST] += 1
-                self.hist_times.append(time.perf_counter())
+        if st[_kernels._NHIST] >= self.hist.shape[0]:
+            self.hist = np.concatenate([self.hist, np.zeros_like(self.hist)])
+        found = int(st[_kernels._NHIST])
+        _kernels._keep_if_best(st, self.placement, self.order, self.best_placement, self.best_order, self.hist)
+        self.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
 
     score = property(lambda self: Score(*map(int, self.st[_kernels._PEAK:_kernels._ATP + 1])))
     best_score = property(lambda self: Score(*map(int, self.st[_kernels._BPEAK:_kernels._BATP + 1])))
@@ -403,10 +397,8 @@ class Climb:
             trace = self.evaluate.new_trace()
             self.evaluate(placement, order, trace)
         if pack_on_trace(self.evaluate.kg, self.candidates, placement, order, trace) == 0:
-            state.st[_kernels._COUNT] = self.evaluate.count
             return False
         score = self.evaluate(placement, order, trace)
-        state.st[_kernels._COUNT] = self.evaluate.count
         if not score < state.best_score:
             return False
         state.adopt(placement, order, score, trace, self.evaluate.count)
@@ -439,7 +431,6 @@ class Race:
         self.climbs = [Climb(graph, devices, rng, cfg) for rng in rngs]
         self.alive = list(self.climbs)
         self.base = [0] * k   # each climb still in the race: its evaluations when the round began
-        self.round = 0
 
     evaluations = property(lambda self: sum(c.evaluations for c in self.climbs))
     leader = property(lambda self: min(self.alive, key=lambda c: c.state.best_score))
@@ -485,7 +476,6 @@ class Race:
         ranked = sorted(self.alive, key=lambda c: c.state.best_score)[:len(self.alive) // 2]
         self.alive = [c for c in self.alive if c in ranked]
         self.base = [c.evaluations for c in self.alive]
-        self.round += 1
 
 
 def _best_start(graph: Graph, devices: int, names, seed: int, evaluate: Evaluator, budget: int,
