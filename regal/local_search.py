@@ -224,11 +224,17 @@ class ClimbState:
         self.traces[st[_kernels._CUR]] = trace
         st[[_kernels._PEAK, _kernels._SUM, _kernels._ATP]] = score
         st[_kernels._COUNT] = count
-        if st[_kernels._NHIST] >= self.hist.shape[0]:
-            self.hist = np.concatenate([self.hist, np.zeros_like(self.hist)])
-        found = int(st[_kernels._NHIST])
-        _kernels._keep_if_best(st, self.placement, self.order, self.best_placement, self.best_order, self.hist)
-        self.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
+        if score < self.best_score:  # as the kernel's _keep_if_best (not called from Python: a
+            st[[_kernels._BPEAK, _kernels._BSUM, _kernels._BATP]] = score   # compile warmup skips)
+            self.best_placement[:] = placement
+            self.best_order[:] = order
+            st[_kernels._SINCE] = 0
+            if score.peak_bytes < self.hist[st[_kernels._NHIST] - 1, 1]:
+                if st[_kernels._NHIST] >= self.hist.shape[0]:
+                    self.hist = np.concatenate([self.hist, np.zeros_like(self.hist)])
+                self.hist[st[_kernels._NHIST]] = count, score.peak_bytes
+                st[_kernels._NHIST] += 1
+                self.hist_times.append(time.perf_counter())
 
     score = property(lambda self: Score(*map(int, self.st[_kernels._PEAK:_kernels._ATP + 1])))
     best_score = property(lambda self: Score(*map(int, self.st[_kernels._BPEAK:_kernels._BATP + 1])))
