@@ -97,7 +97,8 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
                                      "method": m["name"], "seed": seed, "makespan_s": timed["makespan_s"],
                                      "timed_peak_bytes": timed["peak_bytes"], "feasible": timed["feasible"],
                                      "seconds": sol.seconds, "evaluations": sol.evaluations})
-    summary = _summary(rows, [m["name"] for m in cfg["methods"]], cfg.get("reference", "brkga-runtime"))
+    summary = _summary(rows, [m["name"] for m in cfg["methods"]], cfg.get("reference", "brkga-runtime"),
+                       _ratio_methods(cfg))
     pairs = _pairs(rows, cfg.get("pairs", []))
     _write_csv(os.path.join(results_dir, "cells.csv"), rows)
     _write_csv(os.path.join(results_dir, "summary.csv"), summary)
@@ -142,7 +143,12 @@ def _pairs(rows: list[dict], pairs: list) -> list[dict]:
     return out
 
 
-def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]:
+def _ratio_methods(cfg: dict) -> list[str]:
+    """The list schedulers each method's makespan is divided by (HEFT, and memory-aware HEFT when run)."""
+    return [m for m in ("heft", "heft-mem") if any(x["name"] == m for x in cfg["methods"])] or ["heft"]
+
+
+def _summary(rows: list[dict], methods: list[str], reference: str, ratio_to=("heft",)) -> list[dict]:
     by_cell: dict[tuple, dict[str, dict]] = {}
     for r in rows:
         by_cell.setdefault((r["graph"], r["devices"], r["limit"], r["seed"], r["dataset"]), {})[r["method"]] = r
@@ -165,7 +171,8 @@ def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]
     for label, limit in ((lab, lim) for lab in labels for lim in limits):
         for d in sorted({r["devices"] for r in rows}):
             for m in methods:
-                red, gap, vs_heft, feas, n, missed = [], [], [], 0, 0, 0
+                red, gap, feas, n, missed = [], [], 0, 0, 0
+                vs = {x: [] for x in ratio_to}
                 for key, cell in by_cell.items():
                     if key[4] != label or key[1] != d or key[2] != limit or m not in cell:
                         continue
@@ -178,15 +185,17 @@ def _summary(rows: list[dict], methods: list[str], reference: str) -> list[dict]
                         red.append((ref["makespan_s"] - r["makespan_s"]) / ref["makespan_s"] * 100)
                     if r["feasible"] and best[key]:
                         gap.append((r["makespan_s"] - best[key]) / best[key] * 100)
-                    heft = cell.get("heft")
-                    if r["feasible"] and heft is not None and heft["feasible"]:
-                        vs_heft.append(r["makespan_s"] / heft["makespan_s"])
+                    for x in ratio_to:
+                        other = cell.get(x)
+                        if r["feasible"] and other is not None and other["feasible"]:
+                            vs[x].append(r["makespan_s"] / other["makespan_s"])
                 out.append({"dataset": label, "limit": limit, "devices": d, "method": m, "runs": n,
                             "feasible_share": feas / n if n else None, "infeasible_where_another_fits": missed,
                             "reduction_over_reference_pct": float(np.mean(red)) if red else None,
                             "reduction_runs": len(red), "gap_from_best_pct": float(np.mean(gap)) if gap else None,
-                            "makespan_over_heft": float(np.mean(vs_heft)) if vs_heft else None,
-                            "heft_runs": len(vs_heft)})
+                            **{k: v for x in ratio_to for k, v in (
+                                (f"makespan_over_{x}", float(np.mean(vs[x])) if vs[x] else None),
+                                (f"{x}_runs", len(vs[x])))}})
     return out
 
 
@@ -207,6 +216,7 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
     from regal.timed import check_device_model
     model = check_device_model(cfg.get("device_model"), 1)
     ref = cfg.get("reference", "brkga-runtime")
+    ratios = _ratio_methods(cfg)
     lines = [f"# {cfg['name']}", "", cfg.get("description", ""), "",
              f"Command: `python -m experiments.runtime {os.path.relpath(config_path, ROOT)}`  ",
              f"Commit: {commit()}  ", f"Machine: {machine()}  ",
@@ -219,17 +229,20 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
              f"runs {sum(r['seconds'] for r in rows):,.0f} s (this run's wall time {wall_s:.0f} s; cells are cached).", "",
              f"Reduction: mean % makespan reduction over {ref} (same seed), over the runs where both are "
              "feasible (runs in brackets). Gap: mean % above the best feasible makespan of the cell, over the "
-             "runs where the method is feasible. HEFT ratio: mean makespan / HEFT's where both are feasible. "
+             "runs where the method is feasible. Ratio to a list scheduler: mean makespan / its makespan where "
+             "both are feasible (runs in brackets). "
              "Missed: runs where the method ends over the limit although another method met it.", "",
-             "| dataset | limit | d | method | feasible | missed | reduction over " + ref + " % | gap from best % "
-             "| makespan / HEFT |", "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+             "| dataset | limit | d | method | feasible | missed | reduction over " + ref + " % | gap from best % | "
+             + " | ".join(f"makespan / {x}" for x in ratios) + " |",
+             "|---|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(ratios)]
     for s in summary:
         if not s["runs"]:  # a method limited to small graphs, on a dataset without any
             continue
         lines.append(f"| {s['dataset']} | {s['limit']} | {s['devices']} | {s['method']} | "
                      f"{_fmt(s['feasible_share'] * 100 if s['feasible_share'] is not None else None, '.0f')} % "
                      f"of {s['runs']} | {s['infeasible_where_another_fits']} | {_fmt(s['reduction_over_reference_pct'])} ({s['reduction_runs']}) | "
-                     f"{_fmt(s['gap_from_best_pct'])} | {_fmt(s['makespan_over_heft'], '.3f')} ({s['heft_runs']}) |")
+                     f"{_fmt(s['gap_from_best_pct'])} | "
+                     + " | ".join(f"{_fmt(s['makespan_over_' + x], '.3f')} ({s[x + '_runs']})" for x in ratios) + " |")
     if pairs:
         lines += ["", "Pairs (ablations): mean % makespan reduction of the method over the one it is compared "
                   "with, same graph and seed, where both are feasible; runs where it is shorter / longer; runs "

@@ -456,7 +456,7 @@ def bottom_levels(topo, succ_ptr, succ_idx, out_ptr, out_idx, work, comm, placem
 
 @numba.njit(**_JIT)
 def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbytes, resident, cost,
-                  speed, bandwidth, latency, placement, ast):
+                  speed, bandwidth, latency, kept, cap, placement, ast):
     """HEFT's processor-selection phase with insertion: each node of `order` (int32[*], the
     non-resident nodes by decreasing upward rank) goes to the device where it finishes earliest,
     into the earliest idle gap of that device that fits it after its inputs can be there.
@@ -466,6 +466,13 @@ def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbyt
     yet placed is there at time 0 and is placed with its first consumer; resident nodes nobody
     reads go to the device with the fewest resident bytes. Writes placement: int32[n] and
     ast: float64[n] (start times; resident nodes 0). Ties go to the lower device.
+
+    Memory booking (`cap`: int64[d] bytes per device; a cap no booking reaches is plain HEFT):
+    in `order`, each device books the resident nodes placed on it for good, every output placed
+    on it and every copy of a data input sent to it, and releases an output and its copies when
+    the last of its consumers is placed, unless it is `kept` (bool[n]: resident, graph output or
+    never read). A device whose booking with `v` would exceed its cap is passed over for `v`;
+    when every device would, `v` goes where the excess is smallest (ties: earliest finish).
     """
     aft = np.zeros(n, dtype=np.float64)
     for v in range(n):
@@ -475,6 +482,11 @@ def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbyt
     s_end = np.empty((d, order.shape[0] + 1), dtype=np.float64)    # sorted by start
     cnt = np.zeros(d, dtype=np.int64)
     is_data = np.zeros(n, dtype=np.bool_)
+    booked = np.zeros(d, dtype=np.int64)
+    copied = np.zeros((n, d), dtype=np.bool_)
+    left = np.empty(n, dtype=np.int64)  # consumers not yet placed
+    for u in range(n):
+        left[u] = out_ptr[u + 1] - out_ptr[u]
     for t in range(order.shape[0]):
         v = order[t]
         for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -483,7 +495,16 @@ def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbyt
         best_s = 0.0
         best_f = np.inf
         best_pos = 0
+        best_over = np.int64(1) << 62
         for k in range(d):
+            need = booked[k] + (0 if resident[v] else nbytes[v])
+            for e in range(in_ptr[v], in_ptr[v + 1]):
+                u = in_idx[e]
+                if placement[u] < 0 or (placement[u] != k and not copied[u, k]):
+                    need += nbytes[u]  # repeated inputs count once more each: a bound, not exact
+            over = max(need - cap[k], np.int64(0))
+            if over > best_over:
+                continue
             ready = 0.0
             for e in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_idx[e]
@@ -513,14 +534,28 @@ def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbyt
                 prev_end = s_end[k, i]
             s = max(ready, prev_end)
             f = s + dur
-            if f < best_f:
-                best_f, best_s, best_k, best_pos = f, s, k, pos
+            if over < best_over or f < best_f:
+                best_f, best_s, best_k, best_pos, best_over = f, s, k, pos, over
+        k = best_k
+        if not resident[v]:
+            booked[k] += nbytes[v]
         for e in range(in_ptr[v], in_ptr[v + 1]):
             u = in_idx[e]
             is_data[u] = False
             if placement[u] < 0:  # an unplaced resident input goes with its first consumer
-                placement[u] = best_k
-        k = best_k
+                placement[u] = k
+                booked[k] += nbytes[u]
+            elif placement[u] != k and not copied[u, k]:
+                copied[u, k] = True
+                booked[k] += nbytes[u]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            left[u] -= 1
+            if left[u] == 0 and not kept[u]:
+                booked[placement[u]] -= nbytes[u]
+                for q in range(d):
+                    if copied[u, q]:
+                        booked[q] -= nbytes[u]
         for i in range(cnt[k], best_pos, -1):
             s_start[k, i] = s_start[k, i - 1]
             s_end[k, i] = s_end[k, i - 1]

@@ -9,10 +9,13 @@ with the bytes over the limits, so the search is pulled back to feasibility and 
 schedule never wins while a feasible one is known.
 
 - **Seeding.** The initial population holds the timed list schedulers (`regal.timed_heuristics`:
-  HEFT, critical path on METIS, one device), each encoded so that it decodes to exactly the
-  schedule it was scored with, and the peak-memory heuristics (`regal.heuristics`: METIS + DFS,
-  greedy, the compiler orders), whose low-memory schedules are the feasible starts when the
-  limit binds; one evaluation each.
+  HEFT, memory-aware HEFT under a limit when its schedule fits it, critical path on METIS, one
+  device), each encoded so that it decodes to exactly the schedule it was scored with, and the
+  peak-memory heuristics (`regal.heuristics`: METIS + DFS, greedy, the compiler orders), whose
+  low-memory schedules are the feasible starts when the limit binds; one evaluation each.
+  Memory-aware HEFT that does not fit is left out: the climb starts from the best seed, the
+  least over the limit when none fits, and from that HEFT schedule it was measured to stay over
+  the limit on a graph (a 1.5x limit, d = 2) that the other seeds' start repaired.
 - **Polish.** A climb over timed schedules runs between the generations (`TimedClimb`): device
   moves (a node to another device), priority moves (a node just before another one of its
   device, near it in the dispatch order) and transfer moves (a transfer just before another one
@@ -21,7 +24,8 @@ schedule never wins while a feasible one is known.
   off the device most over it. Each move is one evaluation, `batch` of them evaluated in
   parallel; the best of a batch is taken when it is no worse (plateaus are walked). Its best is
   written back into the population (Lamarckian), as in the peak-memory flagship.
-- **Priors.** None: the trained policies predict the peak-memory chromosome's genes.
+- **Priors.** From a policy trained for this objective (`regal train --objective runtime`:
+  placement, scheduling and transfer-priority heads), when one is given; none by default.
 
 Budget, time limit, callback and thread-count invariance as in `regal.memetic.optimize`.
 """
@@ -65,13 +69,22 @@ class _Problem(NamedTuple):
                                      self.limits))
 
 
-def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int) -> list[tuple[str, np.ndarray]]:
+def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,
+                memory_limit_bytes=None) -> list[tuple[str, np.ndarray]]:
     """(name, timed chromosome) of every seed: the timed list schedulers (encoded to decode to
-    their own schedule), then the peak-memory heuristics (their order as priorities)."""
+    their own schedule; memory-aware HEFT only when it fits the limit), then the peak-memory
+    heuristics (their order as priorities).
+
+    Memory-aware HEFT is there to give the search a fast schedule that fits; one that does not
+    fit would only take the climb's start (the least over the limit) from the seeds it used to
+    repair from, which measured worse (module docstring)."""
     from regal.heuristics import heuristic_solutions
     from regal.timed_heuristics import timed_starts
+    limits = memory_limits(memory_limit_bytes, devices)
     seeds = []
-    for name, placement, sim in timed_starts(graph, devices, model, seed):
+    for name, placement, sim in timed_starts(graph, devices, model, seed, memory_limit_bytes=memory_limit_bytes):
+        if name == "heft-mem" and excess_bytes(sim.device_peak_bytes, limits) > 0:
+            continue
         seeds.append((name, encode_timed(placement, sim.order, devices, (sim.transfer_node, sim.transfer_device))))
     for name, placement, order in heuristic_solutions(graph, devices, seed):
         seeds.append((name, encode_timed(placement, order, devices)))
@@ -302,7 +315,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     for keys in initial or []:
         if np.shape(keys) != (L,):
             raise ValueError(f"initial chromosomes must have {L} keys (the timed layout), got {np.shape(keys)}")
-    seeds = timed_seeds(graph, devices, model, seed) if seeding else []
+    seeds = timed_seeds(graph, devices, model, seed, memory_limit_bytes) if seeding else []
     starts = [keys for _, keys in seeds] + [np.asarray(k, dtype=np.float64) for k in initial or []]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     rng = np.random.default_rng([seed, 0x7173])  # the climb's own stream

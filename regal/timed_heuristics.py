@@ -7,6 +7,12 @@
   earliest, into the earliest idle gap that fits it (the insertion policy). HEFT's own model
   has no link contention; its placement, with the nodes prioritised by HEFT's start times, is
   then run through the timed model, which has.
+- `heft_mem_schedule`: memory-aware HEFT. HEFT's processor selection passes over a device
+  whose memory booking (in HEFT's order: resident nodes for good, outputs and copies of remote
+  inputs until their last consumer is placed) would exceed a cap; the cap runs down a ladder of
+  fractions of the limit (`HEFT_MEM_CAPS`), each result is run through the timed model, and the
+  best by the runtime objective is kept. HEFT itself ignores memory, and under a limit that
+  binds it is rarely feasible, so this is the list-scheduling baseline a limit needs.
 - `critical_path_schedule`: a critical-path list scheduler on the METIS placement
   (`regal.structure.metis_placement`, as gp-dfs places): every device runs its ready node with
   the longest path to the end (bottom level, with this placement's transfers), and every link
@@ -15,9 +21,9 @@
   in the lowest-peak order of the cheap heuristics (`regal.heuristics`), so it fits a memory
   limit when any of them does.
 
-None of them looks at memory; the timed model reports their peaks, and the runtime objective
+Except `heft_mem_schedule`, none of them looks at memory; the timed model reports their peaks, and the runtime objective
 (`regal.runtime`) ranks them against a limit. Each returns (placement, TimedSimulation); the
-`solve_*` functions are the registry's methods ("heft", "critical-path", "one-device").
+`solve_*` functions are the registry's methods ("heft", "heft-mem", "critical-path", "one-device").
 """
 
 from __future__ import annotations
@@ -32,11 +38,12 @@ from regal.solution import Solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, memory_limits, run_timed,
                          simulate_timed, timed_solution)
 
-__all__ = ["upward_ranks", "heft_schedule", "critical_path_schedule", "one_device_schedule", "timed_starts",
-           "TIMED_START_NAMES", "solve_heft", "solve_critical_path", "solve_one_device"]
+__all__ = ["upward_ranks", "heft_schedule", "heft_mem_schedule", "HEFT_MEM_CAPS", "critical_path_schedule",
+           "one_device_schedule", "timed_starts", "TIMED_START_NAMES", "solve_heft", "solve_heft_mem",
+           "solve_critical_path", "solve_one_device"]
 
 #: The timed heuristics, in the order the runtime flagship evaluates them as seeds.
-TIMED_START_NAMES = ("heft", "critical-path", "one-device")
+TIMED_START_NAMES = ("heft", "heft-mem", "critical-path", "one-device")
 
 
 def _topological(graph: Graph) -> np.ndarray:
@@ -66,9 +73,15 @@ def upward_ranks(graph: Graph, devices: int, model: DeviceModel) -> np.ndarray:
     return _levels(graph, work, comm, np.full(graph.num_nodes, -1, dtype=np.int32))
 
 
-def heft_schedule(graph: Graph, devices: int, device_model=None) -> tuple[np.ndarray, TimedSimulation]:
-    """HEFT's placement, nodes prioritised by HEFT's start times, run through the timed model."""
+def heft_schedule(graph: Graph, devices: int, device_model=None, cap=None) -> tuple[np.ndarray, TimedSimulation]:
+    """HEFT's placement, nodes prioritised by HEFT's start times, run through the timed model.
+
+    `cap` (bytes, one for every device or one per device; None: none) passes over, for each
+    node, the devices whose memory booking in HEFT's order would exceed it (`regal._timed.heft_schedule`).
+    """
     model = check_device_model(device_model, devices)
+    caps = np.full(devices, np.int64(1) << 62) if cap is None else np.broadcast_to(
+        np.asarray(cap, dtype=np.int64), (devices,)).copy()
     rank = upward_ranks(graph, devices, model)
     topo_pos = np.empty(graph.num_nodes, dtype=np.int64)
     topo_pos[_topological(graph)] = np.arange(graph.num_nodes)
@@ -80,9 +93,40 @@ def heft_schedule(graph: Graph, devices: int, device_model=None) -> tuple[np.nda
     _timed.heft_schedule(heft_order, graph.num_nodes, devices, graph.pred_ptr, graph.pred_idx.astype(np.int32),
                          graph.in_ptr, graph.in_idx.astype(np.int32), graph.out_ptr, graph.bytes.astype(np.int64),
                          graph.resident, graph.cost.astype(np.float64), model.speeds(devices),
-                         model.bandwidth_bytes_per_s, model.latency_s, placement, ast)
+                         model.bandwidth_bytes_per_s, model.latency_s, graph.kept, caps, placement, ast)
     order = np.lexsort((topo_pos, ast)).astype(np.int32)  # by HEFT's start time, ties topological
     return placement, simulate_timed(graph, placement, order, devices, model)
+
+
+#: Fractions of the memory limit that memory-aware HEFT tries as its booking cap (1 = the limit).
+HEFT_MEM_CAPS = (1.0, 0.85, 0.7, 0.55, 0.4, 0.25)
+
+
+def heft_mem_schedule(graph: Graph, devices: int, device_model=None, memory_limit_bytes=None
+                      ) -> tuple[np.ndarray, TimedSimulation]:
+    """Memory-aware HEFT: HEFT, then HEFT with its booking capped at each `HEFT_MEM_CAPS`
+    fraction of the limit (booking in HEFT's order only estimates the timed peak, so a lower cap
+    can be what fits); the best by the runtime objective (`regal.timed.runtime_fitness`: the
+    shortest feasible, else the least over the limit), the earlier on ties. Without a limit it is HEFT."""
+    from regal.timed import excess_bytes, makespan_bound, runtime_fitness
+    model = check_device_model(device_model, devices)
+    limits = memory_limits(memory_limit_bytes, devices)
+    best = heft_schedule(graph, devices, model)
+    if (limits < 0).all():
+        return best
+    bound = makespan_bound(graph, devices, model)
+
+    def score(sim):
+        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, limits), bound, limits))
+
+    best_score = score(best[1])
+    cap_base = np.where(limits < 0, np.int64(1) << 61, limits)
+    for frac in HEFT_MEM_CAPS:
+        cand = heft_schedule(graph, devices, model, cap=(cap_base * frac).astype(np.int64))
+        s = score(cand[1])
+        if s < best_score:
+            best, best_score = cand, s
+    return best
 
 
 def _critical_path_priorities(graph: Graph, placement: np.ndarray, devices: int,
@@ -126,9 +170,14 @@ def one_device_schedule(graph: Graph, devices: int, device_model=None, seed: int
     return placement, simulate_timed(graph, placement, best[1], devices, model)
 
 
-def timed_starts(graph: Graph, devices: int, device_model=None, seed: int = 0, names=TIMED_START_NAMES):
-    """(name, placement, TimedSimulation) of each timed heuristic in `names`, lazily, in order."""
+def timed_starts(graph: Graph, devices: int, device_model=None, seed: int = 0, names=TIMED_START_NAMES,
+                 memory_limit_bytes=None):
+    """(name, placement, TimedSimulation) of each timed heuristic in `names`, lazily, in order;
+    "heft-mem" only under a memory limit (without one it is HEFT)."""
+    if memory_limit_bytes is None:
+        names = [name for name in names if name != "heft-mem"]
     makers = {"heft": lambda: heft_schedule(graph, devices, device_model),
+              "heft-mem": lambda: heft_mem_schedule(graph, devices, device_model, memory_limit_bytes),
               "critical-path": lambda: critical_path_schedule(graph, devices, device_model, seed),
               "one-device": lambda: one_device_schedule(graph, devices, device_model, seed)}
     for name in names:
@@ -155,6 +204,13 @@ def solve_heft(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float
     """HEFT (Topcuoglu et al. 2002), scored by the timed model."""
     return _solve("heft", lambda m: heft_schedule(graph, devices, m), graph, devices, device_model,
                   memory_limit_bytes)
+
+
+def solve_heft_mem(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
+                   device_model=None, memory_limit_bytes=None) -> Solution:
+    """Memory-aware HEFT (HEFT with a memory booking capped under the limit), scored by the timed model."""
+    return _solve("heft-mem", lambda m: heft_mem_schedule(graph, devices, m, memory_limit_bytes), graph, devices,
+                  device_model, memory_limit_bytes)
 
 
 def solve_critical_path(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,

@@ -14,7 +14,8 @@ from regal.cli import main
 from regal.graph import Graph, save
 from regal.solution import SolutionError, load_solution, solution_from_json
 from regal.timed import DeviceModel, resimulate, simulate_timed
-from regal.timed_heuristics import heft_schedule, one_device_schedule, timed_starts
+from regal.timed import excess_bytes, makespan_bound, memory_limits, runtime_fitness
+from regal.timed_heuristics import heft_mem_schedule, heft_schedule, one_device_schedule, timed_starts
 
 MODEL = DeviceModel(bandwidth_bytes_per_s=1e7, latency_s=1e-6)  # transfers comparable to the costs
 
@@ -92,7 +93,7 @@ def test_the_peak_memory_objective_is_unchanged():
         regal.optimize(g, 2, budget=10, objective="runtime", memory_limit_bytes=-5)
 
 
-@pytest.mark.parametrize("name", ["heft", "critical-path", "one-device", "brkga-runtime"])
+@pytest.mark.parametrize("name", ["heft", "heft-mem", "critical-path", "one-device", "brkga-runtime"])
 def test_runtime_baselines_carry_their_timed_values(name):
     """Each runtime baseline's solution re-simulates to the timed values it carries."""
     g = _graph(5)
@@ -126,6 +127,54 @@ def test_heft_splits_a_fork_when_transfers_are_cheap_and_not_when_dear():
     dear = DeviceModel(bandwidth_bytes_per_s=1.0, latency_s=10.0)
     placement, sim = heft_schedule(g, 2, dear)
     assert len(set(placement.tolist())) == 1 and sim.makespan_s == 3.0
+
+
+def _two_weights():
+    """Two independent nodes, each reading its own 100-byte weight; device 0 is four times faster."""
+    g = Graph.from_records([
+        {"id": "w1", "bytes": 100, "resident": True},
+        {"id": "w2", "bytes": 100, "resident": True},
+        {"id": "a", "bytes": 1, "cost": 1.0, "inputs": ["w1"]},
+        {"id": "b", "bytes": 1, "cost": 1.0, "inputs": ["w2"]},
+    ], name="two-weights")
+    return g, DeviceModel(speed=(4.0, 1.0))
+
+
+def test_memory_aware_heft_splits_what_heft_puts_on_the_fast_device():
+    """HEFT runs both nodes on the fast device (0.5 s) with both weights (202 bytes); under a
+    150-byte limit memory-aware HEFT books the second weight elsewhere: 1 s, 101 bytes a device."""
+    g, model = _two_weights()
+    placement, sim = heft_schedule(g, 2, model)
+    assert set(placement.tolist()) == {0} and sim.peak_bytes == 202 and sim.makespan_s == 0.5
+    placement, sim = heft_mem_schedule(g, 2, model, 150)
+    assert placement[2] != placement[3] and placement[0] == placement[2] and placement[1] == placement[3]
+    assert sim.device_peak_bytes.tolist() == [101, 101] and sim.makespan_s == 1.0
+    # the runtime flagship takes it as a seed when it fits, and only then
+    sol = regal.optimize(g, 2, budget=100, objective="runtime", device_model=model, memory_limit_bytes=150)
+    assert "heft-mem" in sol.info["seeding"] and sol.info["timed"]["feasible"]
+    assert sol.info["timed"]["makespan_s"] == 1.0
+    sol = regal.optimize(g, 2, budget=100, objective="runtime", device_model=model, memory_limit_bytes=50)
+    assert "heft-mem" not in sol.info["seeding"] and not sol.info["timed"]["feasible"]
+    sol = regal.optimize(g, 2, budget=100, objective="runtime", device_model=model)
+    assert "heft-mem" not in sol.info["seeding"] and sol.info["timed"]["makespan_s"] == 0.5
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_memory_aware_heft_is_heft_without_a_limit_and_never_ranks_below_it(devices):
+    """No limit: HEFT's schedule exactly. Under limits from a quarter of HEFT's peak to above it,
+    its runtime fitness is at most HEFT's (HEFT is one of the schedules it picks from)."""
+    for seed in range(4):
+        g = _graph(seed, n=60)
+        p0, s0 = heft_schedule(g, devices, MODEL)
+        p1, s1 = heft_mem_schedule(g, devices, MODEL)
+        assert p0.tolist() == p1.tolist() and s0.makespan_s == s1.makespan_s
+        bound = makespan_bound(g, devices, MODEL)
+        for frac in (0.25, 0.5, 0.75, 1.0, 1.5):
+            limits = memory_limits(max(1, int(frac * s0.peak_bytes)), devices)
+            fit = lambda sim: runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, limits),  # noqa: E731
+                                              bound, limits)
+            _, sm = heft_mem_schedule(g, devices, MODEL, int(limits[0]))
+            assert fit(sm) <= fit(s0)
 
 
 def test_a_tampered_makespan_is_rejected_when_loading(tmp_path):
@@ -182,7 +231,7 @@ def test_cli_runtime_options_fail_in_one_line(tmp_path, args, message):
     assert "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("method", ["heft", "critical-path", "one-device", "brkga-runtime"])
+@pytest.mark.parametrize("method", ["heft", "heft-mem", "critical-path", "one-device", "brkga-runtime"])
 def test_cli_solve_runs_a_runtime_method_with_the_limit_and_device_model(tmp_path, method):
     """regal solve METHOD takes the runtime options for the runtime methods, passes them on, and
     reports the makespan and the timed peaks against the limit (what the solution file holds)."""
