@@ -335,7 +335,7 @@ def _print_solution(g: Graph, sol, output: str | None):
               help="evaluations (one decode or local move + one simulation each), seeds included")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
-              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (regal/policy/runtime.npz, trained for --objective runtime with a transfer-priority head: none is shipped, train one with regal train --objective runtime), 'none' (uniform) or a policy file")
+              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions")
 @click.option("--polish/--no-polish", default=True, show_default=True,

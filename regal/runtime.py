@@ -25,7 +25,8 @@ schedule never wins while a feasible one is known.
   parallel; the best of a batch is taken when it is no worse (plateaus are walked). Its best is
   written back into the population (Lamarckian), as in the peak-memory flagship.
 - **Priors.** From a policy trained for this objective (`regal train --objective runtime`:
-  placement, scheduling and transfer-priority heads), when one is given; none by default.
+  placement, scheduling and transfer-priority heads; the shipped one is `policy="runtime"`),
+  when one is given; none by default.
 
 Budget, time limit, callback and thread-count invariance as in `regal.memetic.optimize`.
 """

@@ -133,15 +133,11 @@ class Policy:
 def load_policy(path: str | os.PathLike = "default") -> Policy:
     """Load a policy file; "default" is REGAL's shipped policy, "transfer" the one chosen by
     leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's, "runtime"
-    the one trained for the runtime objective (with a transfer-priority head) where one has been
-    put at `RUNTIME_POLICY` (none is shipped)."""
+    the one trained for the runtime objective (with a transfer-priority head)."""
     from regal.policy.network import PolicyConfig
     p = os.fspath(path)
     p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY, "transfer": TRANSFER_POLICY, "runtime": RUNTIME_POLICY}.get(p, p)
     if not os.path.exists(p):
-        if os.fspath(path) == "runtime":
-            raise ValueError(f"{p}: no such policy file (no policy for the runtime objective is shipped; "
-                             "`regal train --objective runtime -o DIR` trains one, then pass DIR's policy file)")
         raise ValueError(f"{p}: no such policy file")
     try:
         with np.load(p, allow_pickle=False) as z:
