@@ -67,6 +67,25 @@ def test_policy_and_objective_must_match():
         regal.optimize(g, 2, budget=100, objective="runtime", priors=mem.priors(g, 2))
 
 
+def test_the_shipped_runtime_policy_loads_and_runs_from_the_command_line(tmp_path):
+    """`--policy runtime` names the shipped policy of the runtime objective: its provenance file
+    says how it was made, and `regal optimize --objective runtime --policy runtime` uses it."""
+    from click.testing import CliRunner
+    from regal.cli import main
+    from regal.policy import RUNTIME_POLICY, load_policy
+    pol = load_policy("runtime")
+    assert pol.objective == "runtime"
+    with open(os.path.splitext(RUNTIME_POLICY)[0] + ".json") as f:
+        meta = json.load(f)
+    assert meta["file"] == "runtime.npz" and "--objective runtime" in meta["command"]
+    p, out = tmp_path / "g.json.gz", tmp_path / "sol.json"
+    save(random_dag(24, num_nodes=40), p)
+    r = CliRunner().invoke(main, ["optimize", str(p), "-d", "2", "--budget", "200", "--objective", "runtime",
+                                  "--policy", "runtime", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["info"]["priors"] is True
+
+
 def test_cli_refuses_a_memory_policy_for_the_runtime_objective(tmp_path):
     """`regal optimize --objective runtime --policy default`: one line naming the mismatch, exit 2."""
     from click.testing import CliRunner
