@@ -21,8 +21,8 @@
   in the lowest-peak order of the cheap heuristics (`regal.heuristics`), so it fits a memory
   limit when any of them does.
 
-Except `heft_mem_schedule`, none of them looks at memory; the timed model reports their peaks, and the runtime objective
-(`regal.runtime`) ranks them against a limit. Each returns (placement, TimedSimulation); the
+Only `heft_mem_schedule` looks at memory; the timed model reports every one's peaks, and the
+runtime objective (`regal.runtime`) ranks them against a limit. Each returns (placement, TimedSimulation); the
 `solve_*` functions are the registry's methods ("heft", "heft-mem", "critical-path", "one-device").
 """
 
