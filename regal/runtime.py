@@ -23,7 +23,11 @@ schedule never wins while a feasible one is known.
   waited for each other back from the last finish), or, while the schedule is over its limit,
   off the device most over it. Each move is one evaluation, `batch` of them evaluated in
   parallel; the best of a batch is taken when it is no worse (plateaus are walked). Its best is
-  written back into the population (Lamarckian), as in the peak-memory flagship.
+  written back into the population (Lamarckian), as in the peak-memory flagship. While the best
+  schedule is still over the limit the climb gets at most `INFEASIBLE_SHARE` (half) of the
+  evaluations, the population's search the rest: on 16 real valid graphs (d = 2, 4, limits 1x
+  and 1.5x of the peak-memory flagship's peak, seeds 0-2) that took the runs ending within the
+  limit from 107 to 116 of 192 (12 gained, 3 lost), against the climb's usual share.
 - **Priors.** From a policy trained for this objective (`regal train --objective runtime`:
   placement, scheduling and transfer-priority heads; the shipped one is `policy="runtime"`),
   when one is given; none by default.
@@ -48,7 +52,12 @@ from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decod
                          evaluate_population_timed, excess_bytes, memory_limits, runtime_fitness,
                          timed_chromosome_length, timed_solution)
 
-__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
+__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime",
+           "INFEASIBLE_SHARE"]
+
+#: The climb's share of the evaluations while the best schedule is still over the limit (the
+#: population's search is what finds a fitting one where the climb's moves stall).
+INFEASIBLE_SHARE = 0.5
 
 
 class _Problem(NamedTuple):
@@ -62,11 +71,15 @@ class _Problem(NamedTuple):
         return evaluate_population_timed(self.graph, population, self.devices, self.model,
                                          self.memory_limit_bytes)[0]
 
-    def fitness(self, sim: TimedSimulation) -> float:
+    @property
+    def bound(self) -> float:
+        """The makespan bound: a fitness above it is a schedule over the limit (`runtime_fitness`)."""
         from regal.timed import makespan_bound
-        bound = self.graph.cached(("makespan_bound", self.devices, self.model),
-                                  lambda: makespan_bound(self.graph, self.devices, self.model))
-        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, self.limits), bound,
+        return self.graph.cached(("makespan_bound", self.devices, self.model),
+                                 lambda: makespan_bound(self.graph, self.devices, self.model))
+
+    def fitness(self, sim: TimedSimulation) -> float:
+        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, self.limits), self.bound,
                                      self.limits))
 
 
@@ -336,7 +349,8 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
             if climber is not None and used < budget:
                 if climber.best_keys is None:
                     climber.start(state.best_keys, state.best_fitness)
-                chunk = int(round((config.population_size - config.num_elites) * share / (1.0 - share)))
+                cur = share if state.best_fitness <= problem.bound else min(share, INFEASIBLE_SHARE)
+                chunk = int(round((config.population_size - config.num_elites) * cur / (1.0 - cur)))
                 climber.run(min(max(chunk, 2), budget - used), deadline)
                 polished = climber.evaluations
                 if climber.best_fitness < state.best_fitness:

@@ -69,6 +69,22 @@ def test_an_unmeetable_limit_gives_an_infeasible_solution_closest_to_it():
                for _, _, s in timed_starts(g, 2, MODEL))
 
 
+def test_while_over_the_limit_the_climb_takes_at_most_its_infeasible_share():
+    """A limit nothing meets: the climb gets at most INFEASIBLE_SHARE of the evaluations (the
+    population's search gets the rest); without a limit it gets its usual share."""
+    from regal.memetic import polish_share
+    from regal.runtime import INFEASIBLE_SHARE
+    g = _graph(1, n=80)
+    budget = 1000
+    sol = regal.optimize(g, 2, budget=budget, objective="runtime", device_model=MODEL,
+                         memory_limit_bytes=max(1, g.lower_bound(2) // 4))
+    assert not sol.info["timed"]["feasible"] and sol.evaluations == budget
+    assert sol.info["polish_evaluations"] <= INFEASIBLE_SHARE * budget + 64
+    free = regal.optimize(g, 2, budget=budget, objective="runtime", device_model=MODEL)
+    assert polish_share(80, 2) > INFEASIBLE_SHARE
+    assert free.info["polish_evaluations"] > INFEASIBLE_SHARE * budget + 64
+
+
 def test_runtime_search_is_deterministic_and_thread_invariant():
     """The same seed gives the same schedule on 1 or 2 Numba threads."""
     g = _graph(4)
