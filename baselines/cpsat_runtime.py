@@ -39,7 +39,7 @@ from ortools.sat.python import cp_model
 
 from regal.graph import Graph, check_devices
 from regal.solution import Solution
-from regal.timed import (check_device_model, excess_bytes, makespan_bound, memory_limits, runtime_fitness,
+from regal.timed import (check_device_model, excess_bytes, makespan_bound, memory_limits, simulation_fitness,
                          simulate_timed, timed_solution)
 
 __all__ = ["solve"]
@@ -225,8 +225,7 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | No
         info["cp_makespan_s"] = float(solver.objective_value * built.tick)
         lim = limits if limits is not None else np.full(d, -1, dtype=np.int64)
         bound = makespan_bound(graph, d, model)
-        fit = lambda s: runtime_fitness(s.makespan_s, excess_bytes(s.device_peak_bytes, lim), bound, lim)
-        if fit(sim) <= fit(hint_sim):
+        if simulation_fitness(sim, bound, lim) <= simulation_fitness(hint_sim, bound, lim):
             choice = (placement, sim, "cpsat")
     placement, sim, info["source"] = choice
     # optimal up to the model's rounding: each task's duration lost less than a tick

@@ -50,7 +50,7 @@ from regal.graph import Graph, check_devices
 from regal.search import Progress, check_search_size, numba_threads
 from regal.solution import Solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decode_timed, encode_timed,
-                         evaluate_population_timed, excess_bytes, memory_limits, runtime_fitness,
+                         evaluate_population_timed, excess_bytes, memory_limits, simulation_fitness,
                          timed_chromosome_length, timed_solution)
 
 __all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime",
@@ -80,8 +80,7 @@ class _Problem(NamedTuple):
                                  lambda: makespan_bound(self.graph, self.devices, self.model))
 
     def fitness(self, sim: TimedSimulation) -> float:
-        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, self.limits), self.bound,
-                                     self.limits))
+        return simulation_fitness(sim, self.bound, self.limits)
 
 
 def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,

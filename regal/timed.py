@@ -34,7 +34,7 @@ from regal.simulate import check_schedule, kernel_graph
 
 __all__ = ["DeviceModel", "TimedSimulation", "DEFAULT_BANDWIDTH_BYTES_PER_S", "DEFAULT_LATENCY_S",
            "simulate_timed", "run_timed", "timed_chromosome_length", "decode_timed", "encode_timed",
-           "evaluate_population_timed", "runtime_fitness", "makespan_bound", "memory_limits",
+           "evaluate_population_timed", "runtime_fitness", "simulation_fitness", "makespan_bound", "memory_limits",
            "timed_solution", "timed_info", "resimulate", "check_device_model", "excess_bytes", "parse_bytes",
            "parse_rate", "parse_seconds"]
 
@@ -319,6 +319,11 @@ def runtime_fitness(makespan, excess, bound: float, limits: np.ndarray):
     excess = np.asarray(excess, dtype=np.float64)
     total = float(limits[limits >= 0].sum()) or 1.0
     return np.where(excess > 0, (2.0 * bound + 1.0) * (1.0 + excess / total), makespan)
+
+
+def simulation_fitness(sim: TimedSimulation, bound: float, limits: np.ndarray) -> float:
+    """`runtime_fitness` of one simulated schedule against int64[d] `limits` (-1: none)."""
+    return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, limits), bound, limits))
 
 
 def evaluate_population_timed(graph: Graph, population, devices: int, device_model=None,

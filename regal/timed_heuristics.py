@@ -108,22 +108,18 @@ def heft_mem_schedule(graph: Graph, devices: int, device_model=None, memory_limi
     fraction of the limit (booking in HEFT's order only estimates the timed peak, so a lower cap
     can be what fits); the best by the runtime objective (`regal.timed.runtime_fitness`: the
     shortest feasible, else the least over the limit), the earlier on ties. Without a limit it is HEFT."""
-    from regal.timed import excess_bytes, makespan_bound, runtime_fitness
+    from regal.timed import makespan_bound, simulation_fitness
     model = check_device_model(device_model, devices)
     limits = memory_limits(memory_limit_bytes, devices)
     best = heft_schedule(graph, devices, model)
     if (limits < 0).all():
         return best
     bound = makespan_bound(graph, devices, model)
-
-    def score(sim):
-        return float(runtime_fitness(sim.makespan_s, excess_bytes(sim.device_peak_bytes, limits), bound, limits))
-
-    best_score = score(best[1])
+    best_score = simulation_fitness(best[1], bound, limits)
     cap_base = np.where(limits < 0, np.int64(1) << 61, limits)
     for frac in HEFT_MEM_CAPS:
         cand = heft_schedule(graph, devices, model, cap=(cap_base * frac).astype(np.int64))
-        s = score(cand[1])
+        s = simulation_fitness(cand[1], bound, limits)
         if s < best_score:
             best, best_score = cand, s
     return best
