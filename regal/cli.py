@@ -623,19 +623,27 @@ def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
 def evaluate_cmd(graph_path, solution_path, as_json):
     """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
     one. The two files may come in either order."""
+    from regal.allocation import allocation
     from regal.solution import load_solution
     graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
     g = load_graph(graph_path)
     sol = load_solution(solution_path, g)
+    alloc = allocation(g, sol.placement, sol.order, sol.num_devices)
     if as_json:
         click.echo(json.dumps({"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
                                "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
+                               "allocation_bytes": alloc.allocation_bytes,
+                               "device_allocation_bytes": alloc.device_allocation_bytes.tolist(),
                                "lower_bound_bytes": g.lower_bound(sol.num_devices), "valid": True}, indent=1))
         return
     click.echo(f"{os.path.basename(solution_path)}: valid {sol.num_devices}-device schedule of {g.name}")
-    click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
+    click.echo(f"peak        {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B; SPEC section 3)")
+    click.echo(f"allocation  {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B; SPEC section 3a, "
+               "what XLA's buffer assignment reserves: arguments + outputs + heap)")
     for k in range(sol.num_devices):
-        click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(sol.device_peak_bytes[k]):,} B)")
+        click.echo(f"  device {k}  peak {human_bytes(sol.device_peak_bytes[k])}, allocation "
+                   f"{human_bytes(alloc.device_allocation_bytes[k])} = {human_bytes(alloc.argument_bytes[k])} + "
+                   f"{human_bytes(alloc.output_bytes[k])} + {human_bytes(alloc.heap_bytes[k])}")
 
 
 @main.command("solve", short_help="run any method of the registry (baselines included) on a graph", help=(

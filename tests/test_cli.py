@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from randgraph import random_dag
+from regal.allocation import allocation
 from regal.cli import main
 from regal.graph import save
 from regal.solution import load_solution
@@ -53,6 +54,12 @@ def test_evaluate_accepts_a_valid_file(graph_file, tmp_path):
     _invoke("optimize", p, "-d", 3, "-n", 150, "--policy", "none", "-o", out)
     r = _invoke("evaluate", p, out, "--json")
     assert r.exit_code == 0 and json.loads(r.output)["peak_bytes"] == json.loads(out.read_text())["peak_bytes"]
+    doc = json.loads(r.output)  # and SPEC section 3a's allocation of the same schedule
+    sol = load_solution(out, g)
+    assert doc["allocation_bytes"] == allocation(g, sol.placement, sol.order, 3).allocation_bytes
+    assert len(doc["device_allocation_bytes"]) == 3
+    text = _invoke("evaluate", p, out).output
+    assert "allocation" in text and "section 3a" in text
 
 
 @pytest.mark.parametrize("edit, reason", [
