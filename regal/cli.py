@@ -284,6 +284,9 @@ def _report(g: Graph, sol, output: str | None, as_json: bool) -> None:
         doc.pop("placement")
         doc.pop("order")
         doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
+        alloc = _allocation(g, sol)
+        doc["allocation_bytes"] = alloc.allocation_bytes
+        doc["device_allocation_bytes"] = alloc.device_allocation_bytes.tolist()
         click.echo(json.dumps(doc, indent=1))
     else:
         _print_solution(g, sol, output)
@@ -302,12 +305,22 @@ def _effort(sol) -> str:
     return f", {sol.evaluations:,} evaluation{'' if sol.evaluations == 1 else 's'}"
 
 
+def _allocation(g: Graph, sol):
+    """SPEC section 3a's allocation of the solution's schedule (what XLA's buffer assignment
+    reserves): reported beside the peak, never searched."""
+    from regal.allocation import allocation
+    return allocation(g, sol.placement, sol.order, sol.num_devices)
+
+
 def _print_solution(g: Graph, sol, output: str | None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
     click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
                + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
     click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
+    alloc = _allocation(g, sol)
+    click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
+               "buffer assignment (SPEC section 3a)")
     if d > 1:
         for k in range(d):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
@@ -623,12 +636,11 @@ def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
 def evaluate_cmd(graph_path, solution_path, as_json):
     """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
     one. The two files may come in either order."""
-    from regal.allocation import allocation
     from regal.solution import load_solution
     graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
     g = load_graph(graph_path)
     sol = load_solution(solution_path, g)
-    alloc = allocation(g, sol.placement, sol.order, sol.num_devices)
+    alloc = _allocation(g, sol)
     if as_json:
         click.echo(json.dumps({"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
                                "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
