@@ -13,6 +13,9 @@ are put side by side:
   whole run; `alias` is the bytes of outputs that reuse donated arguments (0 here: nothing is
   donated); `generated_code` is 0 on CPU. Constants are separate allocations outside these
   numbers (column `const`).
+- **regal allocation**: SPEC.md section 3a (`regal.allocation`), the same schedule's allocation
+  under XLA's buffer-assignment rules (outputs reserved for the whole run, temporaries packed
+  into output allocations or one best-fit heap); column `ratio_allocation`.
 - **regal**: the SPEC.md section 3 peak, one device, of XLA's own schedule (`meta.xla_order`) of
   the graph `regal.hlo.parse_hlo` imports from the compiled HLO text. The importer in the
   working tree is used, so the same cache gives the "before" table (`--no-reuse --no-outputs`:
@@ -256,6 +259,7 @@ def regal_row(entry: dict, no_reuse: bool, no_outputs: bool = False) -> dict | N
     import numpy as np
     from regal.graph import Graph
     from regal.hlo import parse_hlo
+    from regal.allocation import allocation
     from regal.simulate import memory_trace
 
     path = os.path.join(CACHE, f"{entry['name']}.json")
@@ -278,6 +282,7 @@ def regal_row(entry: dict, no_reuse: bool, no_outputs: bool = False) -> dict | N
     order = np.asarray([graph.index[i] for i in graph.meta["xla_order"]])
     sim, trace = memory_trace(graph, np.zeros(graph.num_nodes, dtype=np.int64), order, 1)
     peak = sim.peak_bytes
+    alloc = allocation(graph, np.zeros(graph.num_nodes, dtype=np.int64), order, 1).allocation_bytes
     # XLA allocates every output for the whole run: the same trace with each output's bytes
     # counted from the start instead of from its step
     is_out = graph.kept & ~graph.resident  # outputs: marked `output`, or without consumers
@@ -301,6 +306,7 @@ def regal_row(entry: dict, no_reuse: bool, no_outputs: bool = False) -> dict | N
         "xla_live_peak": ba.get("live_peak", ""), "ratio_live": peak / ba["live_peak"] if ba.get("live_peak") else "",
         "xla_temp_fragmentation": x["temp_size_in_bytes"] - ba["temp_live_peak"] if "temp_live_peak" in ba else "",
         "regal_static_outputs": static_out, "ratio_static_outputs": static_out / xla_total,
+        "regal_allocation": alloc, "ratio_allocation": alloc / xla_total,
         "regal_outputs": int(graph.output.sum()),
         "xla_inplace": len(xla_pairs), "regal_reuse": len(regal_pairs),
         "agree": len(xla_pairs & {(a, b) for a, b in regal_pairs}),
@@ -321,14 +327,16 @@ def _reuse_lists(graph) -> dict:
 FIELDS = ["graph", "family", "mode", "nodes", "dataset_nodes", "xla_argument", "xla_output", "xla_temp",
           "xla_alias", "xla_total", "xla_live_peak", "xla_temp_fragmentation", "const", "regal_resident",
           "regal_peak", "ratio", "ratio_live", "regal_outputs", "regal_static_outputs",
-          "ratio_static_outputs", "xla_inplace", "regal_reuse", "agree", "compile_s"]
-RATIOS = ("ratio", "ratio_live", "ratio_static_outputs")
+          "ratio_static_outputs", "regal_allocation", "ratio_allocation", "xla_inplace", "regal_reuse", "agree",
+          "compile_s"]
+RATIOS = ("ratio", "ratio_live", "ratio_static_outputs", "ratio_allocation")
 
 
 _WHAT = {"ratio": "regal peak / XLA allocation (argument + output + temp)",
          "ratio_live": "regal peak / XLA's own liveness peak (its buffer assignment, no static outputs, "
                        "no fragmentation)",
-         "ratio_static_outputs": "regal peak with every output held from the start / XLA allocation"}
+         "ratio_static_outputs": "regal peak with every output held from the start / XLA allocation",
+         "ratio_allocation": "regal allocation (SPEC section 3a, `regal.allocation`) / XLA allocation"}
 
 
 def summary(rows: list[dict]) -> list[str]:
@@ -350,13 +358,14 @@ def table(rows: list[dict]) -> list[str]:
     mb = lambda x: f"{x / 1e6:,.2f}"  # noqa: E731
     f3 = lambda x: f"{x:.3f}" if x != "" else "-"  # noqa: E731
     out = ["| graph | mode | nodes | XLA allocation MB | XLA liveness MB | regal peak MB | regal / XLA alloc. "
-           "| regal / XLA liveness | outputs marked | outputs from start / XLA alloc. |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| regal / XLA liveness | outputs marked | outputs from start / XLA alloc. "
+           "| regal allocation / XLA alloc. |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         live = mb(r["xla_live_peak"]) if r["xla_live_peak"] != "" else "-"
         out.append(f"| {r['graph']} | {r['mode']} | {r['nodes']:,} | {mb(r['xla_total'])} | {live} | "
                    f"{mb(r['regal_peak'])} | {f3(r['ratio'])} | {f3(r['ratio_live'])} | "
-                   f"{r['regal_outputs']} | {f3(r['ratio_static_outputs'])} |")
+                   f"{r['regal_outputs']} | {f3(r['ratio_static_outputs'])} | {f3(r['ratio_allocation'])} |")
     return out
 
 
