@@ -318,13 +318,13 @@ def _print_solution(g: Graph, sol, output: str | None):
     click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
                + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
     click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
-    alloc = _allocation(g, sol)
-    click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
-               "buffer assignment (SPEC section 3a)")
     if d > 1:
         for k in range(d):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
                        f"({int((sol.placement == k).sum()):,} nodes)")
+    alloc = _allocation(g, sol)
+    click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
+               "buffer assignment (SPEC section 3a)")
     lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"
@@ -339,7 +339,8 @@ def _print_solution(g: Graph, sol, output: str | None):
 
 @main.command("optimize", short_help="place and schedule a graph for the lowest peak memory (the flagship)", help=(
     "Search placements and orders of GRAPH for the lowest peak memory with regal's flagship: a "
-    "memetic REGAL (heuristic seeds, the shipped policy's priors, local-search polish). "
+    "memetic REGAL (heuristic seeds, local-search polish, and a trained policy's priors for the "
+    "mutants when --policy names one). "
     f"GRAPH is {GRAPH_HELP}. Ctrl-C, SIGTERM or SIGHUP stops the search, still writes the best "
     "solution so far and exits with status 3."))
 @click.argument("graph_path", metavar="GRAPH")
