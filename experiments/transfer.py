@@ -301,6 +301,9 @@ def report(rows: list[dict], folds: dict, args, command: str) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sources", default=None, help="comma-separated sources (default: every source)")
+    ap.add_argument("--folds", default=None,
+                    help="comma-separated left-out sources to run (default: every source); the rotation, and so "
+                         "each fold's training and selection graphs, stay those of --sources")
     ap.add_argument("--devices", type=int, nargs="+", default=[2])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--test-graphs", type=int, default=8)
@@ -335,16 +338,19 @@ def main(argv=None) -> None:
     if missing:
         sys.exit(f"experiments.transfer: error: unknown sources {missing}; the corpus has {sorted(sources)}")
     log("corpus: " + ", ".join(f"{s} {len(sources[s])}" for s in order))
-    folds = {held: fold_graphs(sources, order, held, args) for held in order}
+    held_out = order if args.folds is None else args.folds.split(",")
+    if any(h not in order for h in held_out):
+        sys.exit(f"experiments.transfer: error: --folds {args.folds}: each must be one of {order}")
+    folds = {held: fold_graphs(sources, order, held, args) for held in held_out}
     policies = {}
     from regal.parallel import dask_client
     with dask_client(workers=args.workers) as client:
-        for held in order:
+        for held in held_out:
             policies[held] = train_fold(held, folds[held], args, log, client)
     if args.train_only:
         return
     cells = []
-    for held in order:
+    for held in held_out:
         imitation, trained = policies[held]
         for g in folds[held]["test"]:
             for d in args.devices:
