@@ -257,9 +257,9 @@ def regal_row(entry: dict, no_reuse: bool, no_outputs: bool = False) -> dict | N
 
     no_reuse / no_outputs: drop the importer's `reuse` / `output` fields (the older models)."""
     import numpy as np
+    from regal.allocation import allocation
     from regal.graph import Graph
     from regal.hlo import parse_hlo
-    from regal.allocation import allocation
     from regal.simulate import memory_trace
 
     path = os.path.join(CACHE, f"{entry['name']}.json")
