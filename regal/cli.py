@@ -227,6 +227,9 @@ def info_cmd(graph_path, devices, as_json, dims):
     s = g.summary()
     s["lower_bound_bytes"] = g.lower_bound(devices)
     s["devices"] = devices
+    xla = _xla_schedule(g)
+    if xla is not None:
+        s["xla_schedule"] = xla
     if as_json:
         click.echo(json.dumps(s, indent=1))
         return
@@ -242,6 +245,29 @@ def info_cmd(graph_path, devices, as_json, dims):
     click.echo(f"largest tensor {human_bytes(lt['bytes'])} ({lt['id']})")
     click.echo(f"lower bound    {human_bytes(s['lower_bound_bytes'])} ({s['lower_bound_bytes']:,} B) "
                f"on peak memory with {devices} device{'s' if devices > 1 else ''}")
+    if xla is not None:
+        click.echo(f"XLA's schedule peak {human_bytes(xla['peak_bytes'])} ({xla['peak_bytes']:,} B), allocated "
+                   f"{human_bytes(xla['allocation_bytes'])} ({xla['allocation_bytes']:,} B; SPEC section 3a), "
+                   "one device")
+
+
+def _xla_schedule(g: Graph) -> dict | None:
+    """Peak and allocation of the schedule XLA compiled the module with (`meta.xla_order`, which
+    the HLO importer records for a scheduled module), on one device; None without one."""
+    names = g.meta.get("xla_order") if isinstance(g.meta, dict) else None
+    if not isinstance(names, list) or len(names) != g.num_nodes or set(names) != set(g.index):
+        return None
+    import numpy as np
+
+    from regal.allocation import allocation
+    from regal.simulate import ScheduleError, simulate
+    order = np.asarray([g.index[i] for i in names])
+    placement = np.zeros(g.num_nodes, dtype=np.int64)
+    try:
+        peak = simulate(g, placement, order, 1).peak_bytes
+    except ScheduleError:
+        return None
+    return {"peak_bytes": int(peak), "allocation_bytes": allocation(g, placement, order, 1).allocation_bytes}
 
 
 @main.command("import-hlo", short_help="XLA HLO text -> regal-graph/1 file")

@@ -92,6 +92,23 @@ def test_info_prints_sizes_and_bound(graph_file):
     assert s["nodes"] == 60 and s["lower_bound_bytes"] == g.lower_bound(1) and s["depth"] == g.depth()
     r = _invoke("info", p)
     assert f"{g.lower_bound(1):,} B" in r.output
+    assert "xla_schedule" not in s and "XLA's schedule" not in r.output  # no meta.xla_order
+
+
+def test_info_reports_xla_schedule_of_a_compiled_module():
+    """A scheduled HLO module's graph (meta.xla_order): info gives the peak and SPEC section 3a
+    allocation of XLA's own schedule, on one device."""
+    import regal
+    from regal.simulate import simulate
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "graphs", "real",
+                        "transformer_enc_l2_d128_b32_train_opt.json.gz")
+    s = json.loads(_invoke("info", path, "--json").output)["xla_schedule"]
+    g = regal.load(path)
+    order = np.asarray([g.index[i] for i in g.meta["xla_order"]])
+    placement = np.zeros(g.num_nodes, dtype=np.int64)
+    assert s["peak_bytes"] == simulate(g, placement, order, 1).peak_bytes
+    assert s["allocation_bytes"] == allocation(g, placement, order, 1).allocation_bytes > s["peak_bytes"]
+    assert "XLA's schedule" in _invoke("info", path).output
 
 
 def test_bad_graph_file_is_one_line_error(tmp_path):
