@@ -1,12 +1,12 @@
 """What an XLA-style allocator reserves for a schedule (SPEC section 3a): the allocation model.
 
-SPEC section 3's peak is the most bytes alive at once: no addresses, so no allocator can need
-less. XLA's buffer assignment needs more, for two reasons a per-step count cannot see: it gives
-every graph output its own allocation for the whole program (before the output is written, too),
-and it packs the other values (temporaries) into one preallocated block by address, so the block
-can be larger than its busiest step. This module reproduces that assignment for a placement and
-order (XLA's `BufferAssigner` and `HeapSimulator`, Sergeev et al.; the rules below are read from
-XLA's source, `buffer_assignment.cc` and `heap_simulator.cc`):
+SPEC section 3's peak is the most bytes alive at once, without addresses. XLA's buffer
+assignment needs more, for two reasons a per-step count cannot see: it gives every graph output
+its own allocation for the whole program (before the output is written, too), and it packs the
+other values (temporaries) into one preallocated block by address, so the block can be larger
+than its busiest step. This module reproduces that assignment for a placement and order (XLA's
+`BufferAssigner` and `HeapSimulator`; the rules below are read from XLA's source,
+`buffer_assignment.cc` and `heap_simulator.cc`):
 
 1. **Arguments**: every resident node has its own allocation (read-only: nothing else goes in).
 2. **Values**, sorted by size (largest first), then graph outputs before other values, then by
@@ -39,7 +39,8 @@ allocation (`compiled.memory_analysis()`) on 45 of 45 forward graphs and 56 of 5
 searches minimise the section 3 peak, which it never undercuts where no value shares a buffer at
 a touching step (tested without `reuse`).
 
-Cost: O(v log v) to sort the v values, the packing O(v x allocations) at worst, the heap
+Cost: O(v log v) to sort the v values, the packing O(v^2) at worst (each value against those
+already packed), the heap
 O(h^2) for h deferred temporaries (two Numba kernels); run on demand, not inside a search.
 """
 
