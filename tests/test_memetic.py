@@ -87,3 +87,14 @@ def test_bad_arguments_are_named_errors(kwargs, error, word):
     args = {"graph": _g(1, n=10), "devices": 1, "budget": 10} | kwargs
     with pytest.raises(error, match=word):
         regal.optimize(**args)
+
+
+def test_anneal_temperature_falls_only_past_the_budget():
+    """Graphs the budget can visit node by node keep ANNEAL_TEMPERATURE; larger ones get
+    (budget / nodes) ** ANNEAL_SCALE_POWER of it."""
+    from regal import memetic
+    assert memetic.anneal_temperature(5000, 5000) == memetic.anneal_temperature(10, 5000) == memetic.ANNEAL_TEMPERATURE
+    for n in (6000, 20000, 80131):
+        want = memetic.ANNEAL_TEMPERATURE * (5000 / n) ** memetic.ANNEAL_SCALE_POWER
+        assert abs(memetic.anneal_temperature(n, 5000) - want) <= 1e-15
+    assert memetic.anneal_temperature(80131, 5000) < memetic.anneal_temperature(20000, 5000)
