@@ -23,7 +23,8 @@ switched off (everything off is plain BRKGA, bit for bit):
   start). A share of the evaluations (`polish_share`) goes to the climb. The climb anneals
   (Kirkpatrick et al. 1983): early on it sometimes accepts a move that raises the peak a
   little (`ANNEAL_TEMPERATURE`), which lets it leave the basin its start lies in; less on a
-  graph of more nodes than the budget has evaluations (`ANNEAL_EVALS_PER_NODE`). It picks
+  graph of more nodes than the budget has evaluations, the cube of budget / nodes of it
+  (`ANNEAL_EVALS_PER_NODE`, `ANNEAL_SCALE_POWER`). It picks
   each move's kind (uniform, peak-focused, informed, directed) by how often that kind has
   improved the score lately (`ADAPTIVE_MOVES`), so it leans on whatever pays on the graph.
   Each new best of the climb has its resident tensors (parameters) re-homed to the devices
