@@ -51,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from regal.graph import Graph, check_devices
+from regal.graph import Graph, _csr, check_devices
 from regal.simulate import check_schedule
 
 __all__ = ["Allocation", "allocation", "post_order", "ALIGNMENT"]
@@ -137,7 +137,7 @@ def _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
 @njit(cache=True)
 def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
     """XLA's value-to-allocation pass (SPEC section 3a, rule 2): where[b] is b's allocation,
-    -1 for a value deferred to the heap; returns (where, alloc_size[:allocations])."""
+    -1 for a value deferred to the heap."""
     m = size.shape[0]
     where = np.full(m, -1, dtype=np.int64)
     alloc_size = np.zeros(m, dtype=np.int64)
@@ -166,7 +166,7 @@ def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
             where[b] = chosen
             nxt[b] = head[chosen]
             head[chosen] = b
-    return where, alloc_size[:count]
+    return where
 
 
 @njit(cache=True)
@@ -213,13 +213,6 @@ def _best_fit(size, start, end, ranked):
 
 
 # ---------------------------------------------------------------------------- driver
-def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(x) for x in lists])
-    idx = np.fromiter((i for x in lists for i in x), dtype=np.int64, count=int(ptr[-1]))
-    return ptr, idx
-
-
 def _heap(deferred, size, start, end, key, taker, alignment) -> int:
     """Rule 3: the heap of the deferred buffers (indices into the device's value arrays);
     taker[b]: the value that took b over (section 3, step 2), or -1. A take-over chain is one
@@ -358,10 +351,11 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
         start_a = np.asarray(start, dtype=np.int64)
         end_a = np.asarray(end, dtype=np.int64)
         live_a = np.asarray(live, dtype=np.bool_)
-        ranked = np.lexsort((np.asarray(key, dtype=np.int64), ~live_a, -size_a)).astype(np.int64)
-        op_ptr, op_idx = _csr(ops)
-        sh_ptr, sh_idx = _csr(shares)
-        where, alloc_size = _assign(size_a, start_a, end_a, live_a, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
+        key_a = np.asarray(key, dtype=np.int64)
+        ranked = np.lexsort((key_a, ~live_a, -size_a)).astype(np.int64)
+        op_ptr, op_idx = _csr(m, ops)
+        sh_ptr, sh_idx = _csr(m, shares)
+        where = _assign(size_a, start_a, end_a, live_a, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
         res["out"][k] = int(size_a[live_a].sum())
         res["packed"][k] = int(((where >= 0) & ~live_a).sum())
         taker = np.full(m, -1, dtype=np.int64)
@@ -370,7 +364,6 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
                 taker[buf_of[v]] = buf_of[int(taken_by[v])]
         deferred = np.flatnonzero(where < 0)
         if deferred.shape[0]:
-            res["heap"][k] = _heap(deferred, size_a, start_a, end_a, np.asarray(key, dtype=np.int64), taker,
-                                   int(alignment))
+            res["heap"][k] = _heap(deferred, size_a, start_a, end_a, key_a, taker, int(alignment))
     total = res["arg"] + res["out"] + res["heap"]
     return Allocation(int(total.max()), total, res["arg"], res["out"], res["heap"], res["packed"])
