@@ -286,10 +286,11 @@ def heuristic_solutions(graph: Graph, devices: int, seed: int, names: Sequence[s
     return _solutions(graph, devices, seed, tuple(names))
 
 
-def packed_solutions(graph: Graph, devices: int, seed: int) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+def packed_solutions(graph: Graph, devices: int, seed: int, max_compute_devices: int | None = None
+                     ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(name, placement int32[n], order int32[n]) of the "computes on fewer devices" starts, lazily.
 
-    For k = 1 .. d - 1 and each compiler order (`_COMPILER_ORDERS`): the operations on k devices
+    For k = 1 .. min(d - 1, max_compute_devices) and each compiler order (`_COMPILER_ORDERS`): the operations on k devices
     (all on device 0 for k = 1, METIS's k parts otherwise, `seed` feeding METIS), then the
     resident tensors re-homed across all d devices (`pack_residents`), so that the devices that
     compute hold copies of a parameter only while it is read and the others keep the rest. The
@@ -309,7 +310,7 @@ def packed_solutions(graph: Graph, devices: int, seed: int) -> Iterator[tuple[st
         if order.tobytes() not in seen:
             seen.add(order.tobytes())
             orders[name] = order
-    for k in range(1, devices):
+    for k in range(1, devices if max_compute_devices is None else min(devices, max_compute_devices + 1)):
         base = metis_placement(graph, k, seed)
         for name, order in orders.items():
             yield f"{name}/compute-on-{k}", pack_residents(graph, devices, base, order), order.copy()

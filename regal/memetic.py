@@ -40,6 +40,7 @@ on its own; the local search is sequential and seeded from `seed`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -227,14 +228,9 @@ def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int) -> tuple
     starts, one simulation each, as long as those stay within a tenth of the budget."""
     from regal.heuristics import heuristic_solutions, packed_solutions
     starts = list(heuristic_solutions(graph, devices, seed))
-    extra = 0
-    if PACKED_SEEDS and devices > 1:
-        for start in packed_solutions(graph, devices, seed):
-            if extra + 1 > budget // 10:
-                break
-            starts.append(start)
-            extra += 1
-    return starts, extra
+    packed = list(itertools.islice(packed_solutions(graph, devices, seed, PACKED_SEEDS), budget // 10)) \
+        if PACKED_SEEDS and devices > 1 else []
+    return starts + packed, len(packed)
 
 
 def _generation(run: _Run, state: BrkgaState, used: int, initial: list[np.ndarray] = ()) -> BrkgaState:

@@ -411,3 +411,50 @@ def test_pack_residents_computes_the_trace_a_fresh_simulation_gives_and_never_ra
                                                                        sum(before.device_peak_bytes))
             assert np.all(packed[~g.resident] == np.asarray(placement)[~g.resident])
     assert moved > 0
+
+
+def _weights_late() -> Graph:
+    """A chain a0 -> a1 -> a2 -> a3, each reading its own resident weight: the early layers have
+    large outputs (100 B) and small weights (10 B), the late ones the reverse."""
+    weights, outputs = [10, 10, 100, 100], [100, 100, 10, 10]
+    records = [{"id": f"w{i}", "bytes": b, "resident": True} for i, b in enumerate(weights)]
+    for i, b in enumerate(outputs):
+        records.append({"id": f"a{i}", "bytes": b, "inputs": [f"w{i}"] + ([f"a{i - 1}"] if i else [])})
+    return Graph.from_records(records, name="weights_late")
+
+
+def test_packed_start_keeps_the_weights_apart_from_the_computation():
+    """Hand-worked, d = 2: any split of the chain leaves one device with the late weights and a
+    copy of a1 (100 + 100 + 100 + 10 = 310), as every heuristic start does; computing on one
+    device with w0, w2, w3 homed on the other (210) needs at most w1 + a1 + a2 + a copy of w2 =
+    10 + 100 + 10 + 100 = 220 there."""
+    g = _weights_late()
+    assert min(simulate(g, p, o, 2).peak_bytes for _, p, o in heuristics.heuristic_solutions(g, 2, 0)) == 310
+    starts = list(heuristics.packed_solutions(g, 2, 0))
+    assert starts and all(name.endswith("/compute-on-1") for name, _, _ in starts)
+    for _, placement, order in starts:
+        ids = dict(zip(_ids(g, np.arange(g.num_nodes)), placement.tolist()))
+        assert ids == {"a0": 0, "a1": 0, "a2": 0, "a3": 0, "w0": 1, "w1": 0, "w2": 1, "w3": 1}
+        assert naive.simulate(g, placement.tolist(), list(order), 2) == (220, [220, 210])
+
+
+def test_packed_starts_are_valid_and_compute_on_fewer_devices():
+    """Every packed start is a valid schedule whose non-resident nodes lie on devices < k, named
+    ORDER/compute-on-K, K = 1 .. d - 1, no order twice for one K; none for d = 1 or a graph
+    without resident tensors."""
+    for seed in range(8):
+        g = random_dag(seed, num_nodes=30 + 5 * seed, resident_fraction=0.3)
+        assert list(heuristics.packed_solutions(g, 1, seed)) == []
+        for d in (2, 3, 4):
+            starts = list(heuristics.packed_solutions(g, d, seed))
+            ks = sorted({int(name.rsplit("-", 1)[1]) for name, _, _ in starts})
+            assert ks == list(range(1, d))
+            for k in ks:
+                orders = [o.tobytes() for name, _, o in starts if name.endswith(f"-{k}")]
+                assert len(orders) == len(set(orders))
+            for name, placement, order in starts:
+                check_schedule(g, placement, order, d)
+                k = int(name.rsplit("-", 1)[1])
+                assert placement[~g.resident].max() < k
+    plain = random_dag(3, num_nodes=30, resident_fraction=0.0)
+    assert not plain.resident.any() and list(heuristics.packed_solutions(plain, 2, 0)) == []

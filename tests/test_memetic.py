@@ -5,7 +5,7 @@ import pytest
 
 import regal
 from randgraph import random_dag
-from regal.heuristics import heuristic_solutions
+from regal.heuristics import heuristic_solutions, packed_solutions
 from regal.search import brkga_search
 from regal.simulate import simulate
 
@@ -33,24 +33,36 @@ def test_answer_is_never_worse_than_the_best_heuristic_seed(devices, seed):
     best_seed = min(simulate(g, p, o, devices).peak_bytes for _, p, o in heuristic_solutions(g, devices, seed))
     sol = regal.optimize(g, devices, budget=400, seed=seed)
     assert sol.peak_bytes <= best_seed
+    if devices > 1:   # and of every packed start
+        packed = [simulate(g, p, o, devices).peak_bytes for _, p, o in packed_solutions(g, devices, seed)]
+        assert packed and sol.peak_bytes <= min(packed)
 
 
 @pytest.mark.parametrize("budget", [1, 7, 100, 101, 333, 1000])
 def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
     """Seeds, decodes and local moves together spend exactly `budget` evaluations, counted at the
-    kernels (every population decode and every local-search simulation)."""
+    kernels (every population decode, every local-search simulation and the step traces the
+    packed seeds are priced on)."""
+    import regal.heuristics as hh
     import regal.memetic as mm
     g = _g(3, n=50)
     count = [0]
-    real_pop = mm.evaluate_population
+    real_pop, real_trace = mm.evaluate_population, hh.memory_trace
 
     def pop(graph, candidates, d):
         count[0] += candidates.shape[0]
         return real_pop(graph, candidates, d)
 
+    def trace(*args):
+        count[0] += 1
+        return real_trace(*args)
+
     monkeypatch.setattr(mm, "evaluate_population", pop)
+    monkeypatch.setattr(hh, "memory_trace", trace)
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)
+    if budget >= 1000:   # a tenth of the budget covers them: the packed seeds were used
+        assert any("/compute-on-" in name for name in sol.info["seeding"])
 
 
 def test_same_seed_same_answer_on_one_and_two_threads():
@@ -64,13 +76,16 @@ def test_same_seed_same_answer_on_one_and_two_threads():
 
 
 def test_info_reports_the_seeds_and_the_polish():
-    """The Solution names the flagship, its heuristic seeds (in START_NAMES order) and the
-    evaluations that went to the local search."""
-    from regal.heuristics import START_NAMES
+    """The Solution names the flagship, its heuristic seeds (START_NAMES, then the packed starts
+    of `packed_solutions`) and the evaluations that went to the local search."""
+    from regal.heuristics import START_NAMES, packed_solutions
     g = _g(21, n=200)
     sol = regal.optimize(g, 2, budget=1500, seed=0)
-    assert sol.method == "regal" and sol.info["seeding"] == list(START_NAMES)
+    packed = [name for name, _, _ in packed_solutions(g, 2, 0)]
+    assert packed and all(name.endswith("/compute-on-1") for name in packed)
+    assert sol.method == "regal" and sol.info["seeding"] == list(START_NAMES) + packed
     assert 0 < sol.info["polish_evaluations"] < 1500
+    assert regal.optimize(g, 1, budget=300, seed=0).info["seeding"] == list(START_NAMES)
 
 
 @pytest.mark.parametrize("kwargs, error, word", [
