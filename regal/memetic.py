@@ -5,8 +5,12 @@ switched off (everything off is plain BRKGA, bit for bit):
 
 - **Seeding.** The initial population holds every cheap heuristic solution the library has
   (`regal.heuristics.heuristic_solutions`: METIS + DFS, greedy, XLA's list/DFS/post-order and
-  Inductor's LPMF/BFS/DFS orders), encoded as chromosomes (`regal.decode.encode`); the rest of
-  the population is drawn as mutants. Each seed costs one evaluation, as any member does.
+  Inductor's LPMF/BFS/DFS orders) and, on several devices, the "computes on fewer devices"
+  starts (`regal.heuristics.packed_solutions`: every operation on one device, the parameters
+  re-homed across all, as a parameter server keeps them; `PACKED_SEEDS`), encoded as
+  chromosomes (`regal.decode.encode`); the rest of the population is drawn as mutants. Each
+  seed costs one evaluation, as any member does, and a packed one one more (the step trace it
+  is packed on).
 - **Priors.** Mutants are drawn from per-gene Beta priors (REGAL, Paliwal et al., ICLR 2020):
   a trained policy's (`policy`), or explicit `priors`; with seeding on, the schedule of the
   priors' means (every gene at its Beta's mean) is one more start.
@@ -178,13 +182,20 @@ PACK_RESIDENTS = 2
 RACE = 1
 
 
-#: Whether (1) the seeds include the "computes on fewer devices" starts (`regal.heuristics.
-#: packed_solutions`: the operations on k < d devices, the resident tensors re-homed across all
-#: d), at one extra simulation each, counted in the budget. Why: on a model whose weights
-#: outweigh its activations the best two-device schedule keeps the weights apart from the
-#: computation (a parameter server), a basin no device move of the climb reaches from a METIS
-#: split (ResNet-50 from ONNX, d = 2: CP-SAT found 92.0 MB in 5 s with one device holding only
-#: weights, the flagship 95.2-101 MB; the one-device start, packed, is 82.5 MB before any search).
+#: The most devices a "computes on fewer devices" seed computes on (`regal.heuristics.
+#: packed_solutions`: the operations on k <= PACKED_SEEDS devices, k < d, one start per compiler
+#: order, the resident tensors re-homed across all d devices); 0: no such seeds. Each costs one
+#: simulation beyond its own evaluation (the step trace it is packed on), counted in the budget.
+#: Why: on a model whose weights outweigh its activations the best schedule keeps the weights
+#: apart from the computation (a parameter server), a basin no device move of the climb reaches
+#: from a METIS split (ResNet-50 from ONNX, d = 2: CP-SAT found 92.0 MB in 5 s with one device
+#: holding only weights, the flagship 95.2-102.8 MB; the one-device start, packed, is 82.5 MB
+#: before any search). Chosen with `python -m experiments.tune_flagship --set PACKED_SEEDS ...`
+#: (5K evaluations, seeds 0-2), the flagship against local search: on the valid splits of the
+#: two tuning sources (28 graphs) d = 2 0: +2.53 %, 1: +2.97; d = 4 0: +1.47, 1: +2.04, 3: +1.85;
+#: on the valid splits of four other sources (30 graphs) d = 2 0: +1.23, 1: +1.96; d = 4 0: +2.55,
+#: 1: +2.91, 3 (k = 1-3): +2.46 (experiments/results/flagship-tuning/packed*). At d = 4 the starts
+#: computing on 2 or 3 devices often win the climb's choice of start and lead it to a worse end.
 PACKED_SEEDS = 1
 
 
