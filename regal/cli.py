@@ -377,7 +377,7 @@ def _print_solution(g: Graph, sol, output: str | None):
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
               help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
-              help="seed the population with the heuristic solutions")
+              help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="improve the best solution with the local search between generations")
 @click.option("--population", type=click.IntRange(2), default=100, show_default=True,
