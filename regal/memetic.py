@@ -197,6 +197,14 @@ RACE = 1
 #: 1: +2.91, 3 (k = 1-3): +2.46 (experiments/results/flagship-tuning/packed*). At d = 4 the starts
 #: computing on 2 or 3 devices often win the climb's choice of start and lead it to a worse end.
 PACKED_SEEDS = 1
+_PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solutions`)
+
+#: Share of the climb's evaluations each of two trial climbs gets when there are packed starts:
+#: one from the best heuristic start, one from the best packed start; the better goes on, the
+#: other's evaluations are spent. 0: one climb from the best start of all. Why: the start that
+#: scores best is not always the basin that ends best (a packed start computes on one device,
+#: and from there the climb may not spread the work again).
+START_TRIAL = 0.0
 
 
 def anneal_temperature(num_nodes: int, budget: int) -> float:
@@ -252,6 +260,22 @@ def _generation(run: _Run, state: BrkgaState, used: int, initial: list[np.ndarra
         candidates[i] = keys
     candidates = candidates[:run.budget - used]
     return brkga.tell(state, candidates, evaluate_population(run.graph, candidates, run.devices), run.config)
+
+
+def _start_race(graph: Graph, devices: int, seed: int, rng, cfg: LocalSearchConfig, groups, budget: int,
+                trial: int, deadline: float | None) -> tuple[Climb, int]:
+    """Climb from the best start of each group (the heuristic starts; the packed ones) for
+    `trial` evaluations each, within `budget` in all; the better climb goes on (ties to the
+    first). Returns it and the evaluations the other spent. The first climb uses `rng`, so when
+    it wins it goes on exactly as it would have without the race, `trial` evaluations later."""
+    climbs = [Climb(graph, devices, rng, cfg), Climb(graph, devices, np.random.default_rng([seed, 0x5EED, 1]), cfg)]
+    spent = lambda: sum(c.evaluations for c in climbs if c.state is not None)  # noqa: E731
+    for climb, group in zip(climbs, groups):
+        climb.start(group, max(budget - spent(), 1))
+    for climb in climbs:
+        climb.run(max(min(trial, budget - spent()), 0), deadline)
+    winner = min(climbs, key=lambda c: c.state.best_score)
+    return winner, sum(c.evaluations for c in climbs if c is not winner)
 
 
 def _write_back(run: _Run, state: BrkgaState, climber: Climb) -> BrkgaState:
@@ -374,13 +398,20 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                     temperature=anneal_temperature(graph.num_nodes, int(budget)),
                     calibrated=bool(ANNEAL_CALIBRATED),
                     adaptive=bool(ADAPTIVE_MOVES))
-                if RACE > 1:
-                    rngs = [rng] + [np.random.default_rng([seed, 0x5EED, i]) for i in range(1, RACE)]
-                    climber = Race(graph, devices, rngs, cfg, int(share * (run.budget - used)))
+                apart = [(p, o) for name, p, o in starts if _PACKED_TAG in name]
+                plain = [(p, o) for name, p, o in starts if _PACKED_TAG not in name]
+                if START_TRIAL > 0 and RACE == 1 and apart and plain:
+                    climber, lost = _start_race(graph, devices, seed, rng, cfg, (plain, apart), run.budget - used,
+                                                int(START_TRIAL * share * (run.budget - used)), deadline)
+                    extra += lost
                 else:
-                    climber = Climb(graph, devices, rng, cfg)
-                climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
-                              run.budget - used)
+                    if RACE > 1:
+                        rngs = [rng] + [np.random.default_rng([seed, 0x5EED, i]) for i in range(1, RACE)]
+                        climber = Race(graph, devices, rngs, cfg, int(share * (run.budget - used)))
+                    else:
+                        climber = Climb(graph, devices, rng, cfg)
+                    climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
+                                  run.budget - used)
                 _pack(run, climber, packed, state.evaluations + extra)
                 polished = climber.evaluations
                 used = state.evaluations + polished + extra

@@ -38,8 +38,9 @@ def test_answer_is_never_worse_than_the_best_heuristic_seed(devices, seed):
         assert packed and sol.peak_bytes <= min(packed)
 
 
+@pytest.mark.parametrize("trial", [0.0, 0.25])
 @pytest.mark.parametrize("budget", [1, 7, 100, 101, 333, 1000])
-def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
+def test_budget_is_spent_exactly(budget, trial, monkeypatch, local_search_simulations):
     """Seeds, decodes and local moves together spend exactly `budget` evaluations, counted at the
     kernels (every population decode, every local-search simulation and the step traces the
     packed seeds are priced on)."""
@@ -59,6 +60,7 @@ def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
 
     monkeypatch.setattr(mm, "evaluate_population", pop)
     monkeypatch.setattr(hh, "memory_trace", trace)
+    monkeypatch.setattr(mm, "START_TRIAL", trial)   # the trial climbs' evaluations count too
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)
     if budget >= 1000:   # a tenth of the budget covers them: the packed seeds were used
