@@ -203,7 +203,11 @@ _PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solu
 #: one from the best heuristic start, one from the best packed start; the better goes on, the
 #: other's evaluations are spent. 0: one climb from the best start of all. Why: the start that
 #: scores best is not always the basin that ends best (a packed start computes on one device,
-#: and from there the climb may not spread the work again).
+#: and from there the climb may not spread the work again). Not adopted: the trials cost more
+#: than the choice gains. `python -m experiments.tune_flagship --name trial-valid --set
+#: START_TRIAL 0 0.1 0.25` on the valid splits of all six sources (58 graphs, seeds 0-2), the
+#: flagship against local search, d = 2: 0: +2.45 %, 0.1: +2.13, 0.25: +2.13; d = 4: 0: +2.49,
+#: 0.1: +1.98, 0.25: +1.88 (experiments/results/flagship-tuning/trial-valid.md).
 START_TRIAL = 0.0
 
 
