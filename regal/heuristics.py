@@ -11,6 +11,10 @@ local search starts from the best (`heuristic_solutions`).
 - `greedy_schedule`: a greedy list scheduler that chooses node and device together on a running
   memory state (what a simple hand-written scheduler would do), with SPEC.md's in-place reuse.
 - `random_solution`: uniform placement and a random topological order (one random chromosome).
+- `pack_residents` re-homes a schedule's resident tensors to the devices where they cost least,
+  priced on its step trace; `packed_solutions` applies it to each compiler order computed on
+  fewer devices than there are (one, for the flagship's seeds): a parameter server's layout.
+  These cost one simulation each, which their callers count.
 
 The compiler heuristics rank nodes as the compilers do, without the in-place reuse of a graph's
 `reuse` field (XLA's and Inductor's list schedulers do not model it either); every solution is
