@@ -197,6 +197,17 @@ RACE = 1
 #: 1: +2.91, 3 (k = 1-3): +2.46 (experiments/results/flagship-tuning/packed*). At d = 4 the starts
 #: computing on 2 or 3 devices often win the climb's choice of start and lead it to a worse end.
 PACKED_SEEDS = 1
+#: The packed seeds only on graphs of at most this many nodes per evaluation of the budget. Why:
+#: from a start that computes on one device the climb spreads the work again node by node, and
+#: with fewer evaluations than nodes it cannot; on the 80K-node Transformer training step (d = 2,
+#: 5K evaluations) a packed start scored 0.9 % below the best plain one and the climb from it
+#: ended at 83.26 MB median against 81.25 MB from the plain start (local search 81.31 MB). On
+#: the 15 train and valid graphs of more than 5,000 nodes (Haiku/XLA training steps of 5.1K-17K
+#: nodes; `python -m experiments.tune_flagship --name packed-large --graphs
+#: data/manifest.json:train:0 data/manifest.json:valid:0 --min-nodes 5001 --devices 2 4 --seeds
+#: 0 1 2 --set PACKED_SEEDS 0 1`), against local search, the packed seeds gave d = 2 +2.42 ->
+#: +2.36 % (graphs no worse 15 -> 13), d = 4 +5.45 -> +5.42 %: they do not pay past the budget.
+PACKED_SEEDS_NODES_PER_EVAL = 1.0
 _PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solutions`)
 
 #: Share of the climb's evaluations each of two trial climbs gets when there are packed starts:
@@ -248,11 +259,12 @@ class _Run(NamedTuple):
 def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int) -> tuple[list, int]:
     """The seeds (name, placement, order) and the simulations they cost beyond their own
     evaluations: the heuristic starts, then (PACKED_SEEDS) the "computes on fewer devices"
-    starts, one simulation each, as long as those stay within a tenth of the budget."""
+    starts, one simulation each, as long as those stay within a tenth of the budget, on graphs
+    of at most PACKED_SEEDS_NODES_PER_EVAL nodes per evaluation."""
     from regal.heuristics import heuristic_solutions, packed_solutions
     starts = list(heuristic_solutions(graph, devices, seed))
     packed = list(itertools.islice(packed_solutions(graph, devices, seed, PACKED_SEEDS), budget // 10)) \
-        if PACKED_SEEDS and devices > 1 else []
+        if PACKED_SEEDS and devices > 1 and graph.num_nodes <= PACKED_SEEDS_NODES_PER_EVAL * budget else []
     return starts + packed, len(packed)
 
 
@@ -381,7 +393,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     reserve = 2 if (PACK_RESIDENTS and polish and devices > 1 and budget > config.population_size + 2
                and graph.resident.any()) else 0
     run = _Run(graph, devices, int(budget) - reserve, config, priors, deadline)
-    starts, extra = _seed_solutions(graph, devices, seed, run.budget) if seeding else ([], 0)
+    starts, extra = _seed_solutions(graph, devices, seed, int(budget)) if seeding else ([], 0)
     if seeding and priors is not None:  # the priors' most likely schedule is one more start
         starts.append(("priors-mean", *decode(graph, priors.alpha / (priors.alpha + priors.beta), devices)))
     seeds = [encode(placement, order, devices) for _, placement, order in starts]

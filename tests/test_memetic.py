@@ -88,6 +88,8 @@ def test_info_reports_the_seeds_and_the_polish():
     assert sol.method == "regal" and sol.info["seeding"] == list(START_NAMES) + packed
     assert 0 < sol.info["polish_evaluations"] < 1500
     assert regal.optimize(g, 1, budget=300, seed=0).info["seeding"] == list(START_NAMES)
+    # more nodes than evaluations: no packed seeds (PACKED_SEEDS_NODES_PER_EVAL)
+    assert regal.optimize(g, 2, budget=150, seed=0).info["seeding"] == list(START_NAMES)
 
 
 @pytest.mark.parametrize("kwargs, error, word", [
