@@ -294,16 +294,16 @@ def packed_solutions(graph: Graph, devices: int, seed: int, max_compute_devices:
                      ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(name, placement int32[n], order int32[n]) of the "computes on fewer devices" starts, lazily.
 
-    For k = 1 .. min(d - 1, max_compute_devices) and each compiler order (`_COMPILER_ORDERS`): the operations on k devices
-    (all on device 0 for k = 1, METIS's k parts otherwise, `seed` feeding METIS), then the
-    resident tensors re-homed across all d devices (`pack_residents`), so that the devices that
-    compute hold copies of a parameter only while it is read and the others keep the rest. The
-    shape of a parameter server (or of ZeRO's sharded weights): on forward graphs of models
-    whose weights outweigh their activations it starts far below any METIS split (ResNet-50
-    from ONNX, d = 2: 82.5 MB against 96.8 MB for METIS + DFS packed the same way). Names are
-    "ORDER/compute-on-K". Nothing for d = 1 or a graph without resident tensors; a (k, order)
-    whose order repeats an earlier one is skipped. Each start costs one simulation (the step
-    trace that `pack_residents` prices on): the caller counts it.
+    For k = 1 .. min(d - 1, max_compute_devices) and each compiler order (`_COMPILER_ORDERS`):
+    the operations on k devices (all on device 0 for k = 1, METIS's k parts otherwise, `seed`
+    feeding METIS), then the resident tensors re-homed across all d devices (`pack_residents`),
+    so that the devices that compute hold copies of a parameter only while it is read and the
+    others keep the rest. The shape of a parameter server (or of ZeRO's sharded weights): on
+    forward graphs of models whose weights outweigh their activations it starts far below any
+    METIS split (ResNet-50 from ONNX, d = 2: 82.5 MB against 96.8 MB for METIS + DFS packed the
+    same way). Names are "ORDER/compute-on-K". Nothing for d = 1 or a graph without resident
+    tensors; an order that repeats an earlier one is skipped. Each start costs one simulation
+    (the step trace that `pack_residents` prices on): the caller counts it.
     """
     devices = check_devices(devices)
     if devices == 1 or pack_candidates(graph).size == 0:
