@@ -290,12 +290,13 @@ def heuristic_solutions(graph: Graph, devices: int, seed: int, names: Sequence[s
     return _solutions(graph, devices, seed, tuple(names))
 
 
-def packed_solutions(graph: Graph, devices: int, seed: int, max_compute_devices: int | None = None
+def packed_solutions(graph: Graph, devices: int, seed: int, compute_devices: Sequence[int] | None = None
                      ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(name, placement int32[n], order int32[n]) of the "computes on fewer devices" starts, lazily.
 
-    For k = 1 .. min(d - 1, max_compute_devices) and each compiler order (`_COMPILER_ORDERS`):
-    the operations on k devices (all on device 0 for k = 1, METIS's k parts otherwise, `seed`
+    For each k of `compute_devices` (default 1 .. d - 1; k = d packs the METIS starts of
+    `heuristic_solutions` as they are) and each compiler order (`_COMPILER_ORDERS`): the
+    operations on k devices (all on device 0 for k = 1, METIS's k parts otherwise, `seed`
     feeding METIS), then the resident tensors re-homed across all d devices (`pack_residents`),
     so that the devices that compute hold copies of a parameter only while it is read and the
     others keep the rest. The shape of a parameter server (or of ZeRO's sharded weights): on
@@ -314,7 +315,9 @@ def packed_solutions(graph: Graph, devices: int, seed: int, max_compute_devices:
         if order.tobytes() not in seen:
             seen.add(order.tobytes())
             orders[name] = order
-    for k in range(1, devices if max_compute_devices is None else min(devices, max_compute_devices + 1)):
+    for k in (range(1, devices) if compute_devices is None else compute_devices):
+        if not 1 <= k <= devices:
+            raise ValueError(f"compute_devices: {k} is not a device count from 1 to {devices}")
         base = metis_placement(graph, k, seed)
         for name, order in orders.items():
             yield f"{name}/compute-on-{k}", pack_residents(graph, devices, base, order), order.copy()

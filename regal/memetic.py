@@ -208,6 +208,13 @@ PACKED_SEEDS = 1
 #: 0 1 2 --set PACKED_SEEDS 0 1`), against local search, the packed seeds gave d = 2 +2.42 ->
 #: +2.36 % (graphs no worse 15 -> 13), d = 4 +5.45 -> +5.42 %: they do not pay past the budget.
 PACKED_SEEDS_NODES_PER_EVAL = 1.0
+#: Whether (1) the packed seeds include the METIS starts packed as they are (compute on all d
+#: devices), so that the climb chooses its start between packed schedules of both kinds rather
+#: than between packed one-device starts and plain starts it would pack right after choosing
+#: (ViT forward, batch 32, d = 2: the best one-device start 57.7 MB, the METIS + DFS start
+#: 67.9 MB unpacked and 51.1 MB packed; the climb took the first and ended 7 % behind local
+#: search).
+PACKED_SPLIT = 0
 _PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solutions`)
 
 #: Share of the climb's evaluations each of two trial climbs gets when there are packed starts:
@@ -263,7 +270,8 @@ def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int) -> tuple
     of at most PACKED_SEEDS_NODES_PER_EVAL nodes per evaluation."""
     from regal.heuristics import heuristic_solutions, packed_solutions
     starts = list(heuristic_solutions(graph, devices, seed))
-    packed = list(itertools.islice(packed_solutions(graph, devices, seed, PACKED_SEEDS), budget // 10)) \
+    ks = [k for k in range(1, int(PACKED_SEEDS) + 1) if k < devices] + ([devices] if PACKED_SPLIT else [])
+    packed = list(itertools.islice(packed_solutions(graph, devices, seed, ks), budget // 10)) \
         if PACKED_SEEDS and devices > 1 and graph.num_nodes <= PACKED_SEEDS_NODES_PER_EVAL * budget else []
     return starts + packed, len(packed)
 
