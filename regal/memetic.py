@@ -61,7 +61,7 @@ from regal.priors import Priors
 from regal.search import Progress, check_search_size, numba_threads, resolve_priors
 from regal.solution import Solution, make_solution
 
-__all__ = ["optimize", "polish_share", "solve_flagship", "solve_regal_paper"]
+__all__ = ["optimize", "packed_seed_devices", "polish_share", "solve_flagship", "solve_regal_paper"]
 
 
 #: The policy `regal.optimize` and `regal optimize` use when none is named (one place for both).
@@ -263,6 +263,11 @@ class _Run(NamedTuple):
     deadline: float | None
 
 
+def packed_seed_devices(devices: int) -> list[int]:
+    """The device counts the flagship's packed seeds compute on (`PACKED_SEEDS`, `PACKED_SPLIT`)."""
+    return [k for k in range(1, int(PACKED_SEEDS) + 1) if k < devices] + ([devices] if PACKED_SPLIT else [])
+
+
 def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int) -> tuple[list, int]:
     """The seeds (name, placement, order) and the simulations they cost beyond their own
     evaluations: the heuristic starts, then (PACKED_SEEDS) the "computes on fewer devices"
@@ -270,8 +275,8 @@ def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int) -> tuple
     of at most PACKED_SEEDS_NODES_PER_EVAL nodes per evaluation."""
     from regal.heuristics import heuristic_solutions, packed_solutions
     starts = list(heuristic_solutions(graph, devices, seed))
-    ks = [k for k in range(1, int(PACKED_SEEDS) + 1) if k < devices] + ([devices] if PACKED_SPLIT else [])
-    packed = list(itertools.islice(packed_solutions(graph, devices, seed, ks), budget // 10)) \
+    packed = list(itertools.islice(packed_solutions(graph, devices, seed, packed_seed_devices(devices)),
+                                   budget // 10)) \
         if PACKED_SEEDS and devices > 1 and graph.num_nodes <= PACKED_SEEDS_NODES_PER_EVAL * budget else []
     return starts + packed, len(packed)
 

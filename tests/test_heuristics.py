@@ -456,5 +456,14 @@ def test_packed_starts_are_valid_and_compute_on_fewer_devices():
                 check_schedule(g, placement, order, d)
                 k = int(name.rsplit("-", 1)[1])
                 assert placement[~g.resident].max() < k
+    g = random_dag(3, num_nodes=30, resident_fraction=0.3)
+    both = list(heuristics.packed_solutions(g, 2, 0, [1, 2]))
+    metis = {name: p for name, p, _ in heuristics.heuristic_solutions(g, 2, 0)}
+    for name, placement, order in both:   # k = d: the METIS start of that order, packed
+        if name.endswith("-2"):
+            base = name.split("/")[0]
+            np.testing.assert_array_equal(placement, heuristics.pack_residents(g, 2, metis[base], order))
+    with pytest.raises(ValueError, match="compute_devices"):
+        list(heuristics.packed_solutions(g, 2, 0, [3]))
     plain = random_dag(3, num_nodes=30, resident_fraction=0.0)
     assert not plain.resident.any() and list(heuristics.packed_solutions(plain, 2, 0)) == []
