@@ -213,7 +213,11 @@ PACKED_SEEDS_NODES_PER_EVAL = 1.0
 #: than between packed one-device starts and plain starts it would pack right after choosing
 #: (ViT forward, batch 32, d = 2: the best one-device start 57.7 MB, the METIS + DFS start
 #: 67.9 MB unpacked and 51.1 MB packed; the climb took the first and ended 7 % behind local
-#: search).
+#: search; with this on, 51.1 MB, ahead of local search's 52.2). Not adopted: on the valid
+#: splits of all six sources (`python -m experiments.tune_flagship --name split-valid --set
+#: PACKED_SPLIT 0 1`, 58 graphs, seeds 0-2) against local search d = 2 +2.45 -> +2.11 %, d = 4
+#: +2.49 -> +1.39 (experiments/results/flagship-tuning/split-valid.md): a climb from the
+#: unpacked METIS start, packing each new best, ends lower than one from the start packed first.
 PACKED_SPLIT = 0
 _PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solutions`)
 
