@@ -274,6 +274,12 @@ _COMPILER_ORDERS = {"gp-dfs": dfs_order, "xla-list": xla_list_order, "xla-dfs": 
                     "inductor-bfs": inductor_bfs_order, "inductor-dfs": inductor_dfs_order}
 
 
+def _compiler_order(graph: Graph, name: str) -> np.ndarray:
+    """int32[n]: the compiler order `name` of `graph`, computed once per graph and shared (the
+    heuristic starts and the packed starts use the same orders): callers copy before changing."""
+    return graph.cached(f"order:{name}", lambda: np.ascontiguousarray(_COMPILER_ORDERS[name](graph), dtype=np.int32))
+
+
 def heuristic_solutions(graph: Graph, devices: int, seed: int, names: Sequence[str] = START_NAMES
                         ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(name, placement int32[n], order int32[n]) of each heuristic in `names`, lazily, in order.
@@ -310,8 +316,8 @@ def packed_solutions(graph: Graph, devices: int, seed: int, compute_devices: Seq
     if devices == 1 or pack_candidates(graph).size == 0:
         return
     orders, seen = {}, set()
-    for name, make in _COMPILER_ORDERS.items():
-        order = np.ascontiguousarray(make(graph), dtype=np.int32)
+    for name in _COMPILER_ORDERS:
+        order = _compiler_order(graph, name)
         if order.tobytes() not in seen:
             seen.add(order.tobytes())
             orders[name] = order
@@ -333,6 +339,6 @@ def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...]):
         else:
             if metis is None:
                 metis = metis_placement(graph, devices, seed)
-            placement, order = metis, _COMPILER_ORDERS[name](graph)
+            placement, order = metis, _compiler_order(graph, name)
         yield (name, np.ascontiguousarray(placement, dtype=np.int32).copy(),
                np.ascontiguousarray(order, dtype=np.int32).copy())

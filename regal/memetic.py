@@ -431,10 +431,10 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                     temperature=anneal_temperature(graph.num_nodes, int(budget)),
                     calibrated=bool(ANNEAL_CALIBRATED),
                     adaptive=bool(ADAPTIVE_MOVES))
-                apart = [(p, o) for name, p, o in starts if _PACKED_TAG in name]
-                plain = [(p, o) for name, p, o in starts if _PACKED_TAG not in name]
-                if START_TRIAL > 0 and RACE == 1 and apart and plain:
-                    climber, lost = _start_race(graph, devices, seed, rng, cfg, (plain, apart), run.budget - used,
+                if START_TRIAL > 0 and RACE == 1 and extra and len(starts) > extra:
+                    groups = ([(p, o) for name, p, o in starts if _PACKED_TAG not in name],
+                              [(p, o) for name, p, o in starts if _PACKED_TAG in name])
+                    climber, lost = _start_race(graph, devices, seed, rng, cfg, groups, run.budget - used,
                                                 int(START_TRIAL * share * (run.budget - used)), deadline)
                     extra += lost
                 else:
