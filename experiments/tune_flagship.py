@@ -11,7 +11,10 @@ local-search baseline on the same seeds; the table gives, per source (the graph 
 and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
 seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's split is
 `SOURCE:SPLIT`; LIMIT graphs evenly spaced over the split, 0 for all); `--min-nodes` keeps the
-large ones. Runs on a process pool
+large ones. `--reuse FILE [NAME=VALUE]` takes the local-search cells of an earlier run's raw
+peaks (FILE.json) instead of running them again and, with NAME=VALUE, that run's flagship cells
+at NAME=VALUE for the values of `--set` equal to the setting's present default (valid only
+while the default flagship and the baseline are unchanged since that run). Runs on a process pool
 (`--workers`); writes `experiments/results/flagship-tuning/<name>.md` and the raw peaks beside it.
 """
 
@@ -68,6 +71,25 @@ def _run(job: tuple) -> tuple:
     return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed).peak_bytes
 
 
+def _reused(reuse: list, jobs: list, name: str, default: float) -> dict:
+    """The cells of `jobs` an earlier run's raw peaks hold (`--reuse FILE [NAME=VALUE]`)."""
+    earlier = json.load(open(reuse[0]))
+    old = reuse[1].split("=") if len(reuse) > 1 else None
+    out = {}
+    for job in jobs:
+        path, d, seed, _, value = job[:5]
+        head = f"{os.path.relpath(os.path.normpath(path))}|{d}|{seed}|"
+        if value is None:
+            hits = [v for k, v in earlier.items() if k.startswith(head) and k.endswith("|None")]
+        elif old is not None and value == default:
+            hits = [earlier[k] for k in (f"{head}{old[0]}|{float(old[1])}",) if k in earlier]
+        else:
+            hits = []
+        if hits:
+            out[job[:5]] = hits[0]
+    return out
+
+
 def table(paths, devices, seeds, name, values, peaks) -> list[str]:
     sources = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
     lines = [f"| d | {name} | " + " | ".join(f"{s}: % vs local search (graphs no worse)" for s in sources)
@@ -98,6 +120,9 @@ def main(argv=None) -> int:
     ap.add_argument("--min-nodes", type=int, default=0, help="only the graphs with at least this many nodes")
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reuse", nargs="+", metavar=("FILE", "NAME=VALUE"),
+                    help="an earlier run's raw peaks: its local-search cells, and its flagship cells at NAME=VALUE "
+                         "for the present default")
     args = ap.parse_args(argv)
     name, values = args.set[0], [float(v) for v in args.set[1:]]
     import regal.memetic
@@ -111,8 +136,9 @@ def main(argv=None) -> int:
         paths = [p for p in paths if regal.load(p).num_nodes >= args.min_nodes]
     jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
             for v in [None, *values]]
+    peaks = _reused(args.reuse, jobs, name, float(getattr(*_where(name)))) if args.reuse else {}
     with Pool(args.workers) as pool:
-        peaks = dict(pool.imap_unordered(_run, jobs, chunksize=1))
+        peaks.update(pool.imap_unordered(_run, [j for j in jobs if j[:5] not in peaks], chunksize=1))
     lines = table(paths, args.devices, args.seeds, name, values, peaks)
     print("\n".join(lines))
     os.makedirs(RESULTS, exist_ok=True)
