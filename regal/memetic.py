@@ -232,13 +232,13 @@ _PACKED_TAG = "/compute-on-"   # in the names of the packed starts (`packed_solu
 #: 0.1: +1.98, 0.25: +1.88 (experiments/results/flagship-tuning/trial-valid.md).
 START_TRIAL = 0.0
 
-#: Whether (1) the climb's start is chosen between the best packed start and the best plain start
-#: after packing that one too (`Climb.pack`, one evaluation), rather than between the best packed
-#: start and the best plain start as it is. Why: the climb re-homes its start's resident tensors
-#: at once (PACK_RESIDENTS), so the plain start it would go on from is the packed one; compared
-#: unpacked, a plain start loses to a one-device start that its packed self beats (ViT forward,
-#: batch 32, d = 2: one-device 57.7 MB, METIS + DFS 67.9 MB unpacked, 51.1 MB packed). Changes
-#: nothing where the plain start wins unpacked.
+#: The most devices on which the climb's start is chosen between the best packed start and the
+#: best plain start after packing that one too (`Climb.pack`, one evaluation), rather than
+#: between the best packed start and the best plain start as it is; 0: never. Why: the climb
+#: re-homes its start's resident tensors at once (PACK_RESIDENTS), so the plain start it would go
+#: on from is the packed one; compared unpacked, a plain start loses to a one-device start that
+#: its packed self beats (ViT forward, batch 32, d = 2: one-device 57.7 MB, METIS + DFS 67.9 MB
+#: unpacked, 51.1 MB packed). Changes nothing where the plain start wins unpacked.
 PACKED_COMPARE = 0
 
 
@@ -465,7 +465,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                         climber = Race(graph, devices, rngs, cfg, int(share * (run.budget - used)))
                     else:
                         climber = Climb(graph, devices, rng, cfg)
-                    if PACKED_COMPARE and RACE == 1 and extra and len(starts) > extra:
+                    if devices <= PACKED_COMPARE and RACE == 1 and extra and len(starts) > extra:
                         if _start_compared(climber, starts, run.budget - used):
                             packed[0] = climber.state.best_score   # the start is packed already
                     else:
