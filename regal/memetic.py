@@ -238,7 +238,13 @@ START_TRIAL = 0.0
 #: re-homes its start's resident tensors at once (PACK_RESIDENTS), so the plain start it would go
 #: on from is the packed one; compared unpacked, a plain start loses to a one-device start that
 #: its packed self beats (ViT forward, batch 32, d = 2: one-device 57.7 MB, METIS + DFS 67.9 MB
-#: unpacked, 51.1 MB packed). Changes nothing where the plain start wins unpacked.
+#: unpacked, 51.1 MB packed). Changes nothing where the plain start wins unpacked. Not adopted:
+#: on the valid splits of all six sources (58 graphs), against local search, d = 2 +2.45 ->
+#: +2.53 % with seeds 0-2 (`python -m experiments.tune_flagship --name compare-valid ... --set
+#: PACKED_COMPARE 0 1`, where 1 meant every d), but +2.07 -> +2.06 with seeds 3-4
+#: (`compare-valid-s34`); d = 4 +2.49 -> +2.10 (seeds 0-2): a climb from the one-device start
+#: ends lower there even when the packed METIS start scores better
+#: (experiments/results/flagship-tuning/compare-valid*).
 PACKED_COMPARE = 0
 
 
