@@ -40,9 +40,9 @@ def test_answer_is_never_worse_than_the_best_heuristic_seed(devices, seed):
         assert packed and sol.peak_bytes <= min(packed)
 
 
-@pytest.mark.parametrize("trial", [0.0, 0.25])
+@pytest.mark.parametrize("trial, compare", [(0.0, 0), (0.25, 0), (0.0, 2)])
 @pytest.mark.parametrize("budget", [1, 7, 100, 101, 333, 1000])
-def test_budget_is_spent_exactly(budget, trial, monkeypatch, local_search_simulations):
+def test_budget_is_spent_exactly(budget, trial, compare, monkeypatch, local_search_simulations):
     """Seeds, decodes and local moves together spend exactly `budget` evaluations, counted at the
     kernels (every population decode, every local-search simulation and the step traces the
     packed seeds are priced on)."""
@@ -63,6 +63,7 @@ def test_budget_is_spent_exactly(budget, trial, monkeypatch, local_search_simula
     monkeypatch.setattr(mm, "evaluate_population", pop)
     monkeypatch.setattr(hh, "memory_trace", trace)
     monkeypatch.setattr(mm, "START_TRIAL", trial)   # the trial climbs' evaluations count too
+    monkeypatch.setattr(mm, "PACKED_COMPARE", compare)   # and packing the plain start to compare
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)
     if budget >= 1000:   # a tenth of the budget covers them: the packed seeds were used
@@ -120,3 +121,24 @@ def test_anneal_temperature_falls_only_past_the_budget():
         want = memetic.ANNEAL_TEMPERATURE * (5000 / n) ** memetic.ANNEAL_SCALE_POWER
         assert abs(memetic.anneal_temperature(n, 5000) - want) <= 1e-15
     assert memetic.anneal_temperature(80131, 5000) < memetic.anneal_temperature(20000, 5000)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_start_compared_takes_the_better_of_packed_plain_and_one_device(seed):
+    """PACKED_COMPARE's choice: the climb starts from the lower of the best one-device start and
+    the best plain start after re-homing its resident tensors; one more evaluation than
+    scoring the starts."""
+    from regal.heuristics import pack_residents
+    from regal.local_search import Climb, Evaluator, LocalSearchConfig
+    g = _g(30 + seed, n=120)
+    starts = list(heuristic_solutions(g, 2, seed)) + list(packed_solutions(g, 2, seed, [1]))
+    plain = [(p, o) for name, p, o in starts if "/compute-on-" not in name]
+    one = [(p, o) for name, p, o in starts if "/compute-on-" in name]
+    evaluate = Evaluator(g, 2)
+    score = lambda p, o: evaluate(p, o, evaluate.new_trace())  # noqa: E731
+    p, o = min(plain, key=lambda s: score(*s))
+    expected = min(score(pack_residents(g, 2, p, o), o), min(score(*s) for s in one))
+    climber = Climb(g, 2, np.random.default_rng(seed), LocalSearchConfig.resolve(g.num_nodes, 1000))
+    memetic._start_compared(climber, starts, 1000)
+    assert climber.state.best_score == expected
+    assert climber.evaluations in (len(starts), len(starts) + 1)
