@@ -1207,7 +1207,7 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
           pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
           nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
           rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
-          temperature, calibrated, rises, horizon, adaptive, floor, rate):
+          temperature, calibrated, rises, horizon, adaptive, floor, rate, quench):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
     without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
@@ -1274,7 +1274,7 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
         accept = better
         if not accept and equal:
             accept = rng.random() < p_equal
-        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
+        if not accept and temperature > 0.0 and new[0] > st[_PEAK] and (not quench or st[_KICKS] > 0):  # annealing
             rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
             scale = 1.0
             if calibrated:  # in units of the uphill moves' mean relative rise so far

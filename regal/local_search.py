@@ -97,13 +97,14 @@ class LocalSearchConfig(NamedTuple):
     calibrated: bool = False      # annealing: temperature in units of the uphill moves' mean rise
     horizon: int = 0              # annealing: evaluations over which the temperature falls to 0
     adaptive: bool = False        # choose among the move kinds by their recent success (below)
+    quench: bool = False          # annealing: only once the climb has stalled (after its first kick)
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
                 directed: float = 0.0, temperature: float = 0.0, calibrated: bool = False,
-                adaptive: bool = False,
+                adaptive: bool = False, quench: bool = False,
                 **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
@@ -118,7 +119,7 @@ class LocalSearchConfig(NamedTuple):
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
                    shift=int(shift), informed=bool(informed), directed=float(directed),
                    temperature=float(temperature), calibrated=bool(calibrated), horizon=int(budget),
-                   adaptive=bool(adaptive))
+                   adaptive=bool(adaptive), quench=bool(quench))
 
 
 class Score(NamedTuple):
@@ -293,7 +294,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, moves.output, moves.movable,
             moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
             cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
-            cfg.temperature, cfg.calibrated, state.rises, cfg.horizon, cfg.adaptive, _FLOOR, _RATE)
+            cfg.temperature, cfg.calibrated, state.rises, cfg.horizon, cfg.adaptive, _FLOOR, _RATE, cfg.quench)
         evaluate.count = int(st[_kernels._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
         if code == 1:
