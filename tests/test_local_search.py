@@ -195,6 +195,28 @@ def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_determ
     assert uphill[0.0, False] == 0 and uphill[0.05, False] > 0 and uphill[0.5, True] > 0
 
 
+def test_quenched_climb_goes_uphill_only_after_its_first_kick():
+    """`quench`: the same temperature, but no accepted move raises the peak before the climb's
+    first kick; after it, some do."""
+    before_kick = after_kick = 0
+    for seed in range(6):
+        d = 1 + seed % 3
+        g, placement, order = _start(seed + 700, 30 + 4 * seed, d)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, temperature=0.1,
+                                        quench=True, patience=60)
+        climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
+        climb.start([(placement, order)], 1)
+        for _ in range(399):
+            before, kicks = climb.state.score.peak_bytes, climb.state.kicks
+            climb.run(1)
+            if climb.state.kicks == kicks and climb.state.score.peak_bytes > before:
+                before_kick += kicks == 0
+                after_kick += kicks > 0
+        placement_best, order_best = climb.best
+        assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0]
+    assert before_kick == 0 and after_kick > 0
+
+
 def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_deterministic():
     """With adaptive move kinds the result is valid, scored like the naive twin, never worse than
     the start and the same per rng; the kinds' success estimates move as rates."""
