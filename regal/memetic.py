@@ -146,7 +146,10 @@ ANNEAL_CALIBRATED = False
 #: move before its first kick, i.e. before `patience` evaluations without a new best), so that
 #: it reaches the local optimum its start leads to before it may leave it. Why: an annealed
 #: climb can leave the basin before reaching its floor (a GNN forward graph at d = 2: without
-#: annealing 25,165,824 B on seeds 0-2, with it 25.2-26.0 MB).
+#: annealing 25,165,824 B on seeds 0-2, with it 25.2-26.0 MB). Not adopted: on the valid splits of
+#: all six sources (`python -m experiments.tune_flagship --name quench-valid ... --set QUENCH 0 1`,
+#: 58 graphs, seeds 0-2), against local search, d = 2 +2.45 -> +2.54 % (graphs no worse 52 -> 49
+#: of 58), d = 4 +2.49 -> +2.34 (experiments/results/flagship-tuning/quench-valid.md).
 QUENCH = False
 
 
