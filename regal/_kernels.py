@@ -996,7 +996,9 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
 _PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
 _BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
 _COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
-_ST = 13
+_SKIP, _GEN, _MEMN = 13, 14, 15        # memo: moves skipped as already rejected; table generation, entries
+_ST = 16
+_MEMO_LOAD = 0.75                       # the memo table holds at most this share of its slots
 _KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
@@ -1203,18 +1205,44 @@ def _keep_if_best(st, placement, order, best_placement, best_order, hist):
 
 
 @numba.njit(**_JIT)
+def _memo_key(mv, placement, n, d):
+    """The move in `mv` as one int64, relative to the schedule it was made from: a device move by
+    (node, new device), an order move by (from, to) positions."""
+    if mv[0] == 0:
+        return (mv[1] * (d + 1) + placement[mv[1]]) * 2
+    return (mv[1] * n + mv[2]) * 2 + 1
+
+
+@numba.njit(**_JIT)
+def _memo_slot(keys, stamps, gen, key):
+    """The slot of `key` in the open-addressing table (keys, stamps: int64[2^k]; a slot is in
+    use when its stamp is `gen`): where it is, or the empty slot where it would go (-1: full)."""
+    mask = keys.shape[0] - 1
+    h = (key * 2654435761) & mask
+    for _ in range(keys.shape[0]):
+        if stamps[h] != gen or keys[h] == key:
+            return h
+        h = (h + 1) & mask
+    return -1
+
+
+@numba.njit(**_JIT)
 def climb(order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, n, d,
           pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
           nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
           rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
-          temperature, calibrated, rises, horizon, adaptive, floor, rate, quench):
+          temperature, calibrated, rises, horizon, adaptive, floor, rate, quench, memo_keys, memo_stamps):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
     without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
-    move."""
+    move. With a memo table (memo_keys.shape[0] > 0) a move already evaluated and rejected from
+    the current schedule is skipped unevaluated (it counts toward the kick's patience)."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     nk = quality.shape[0]
+    memo = memo_keys.shape[0] > 0
+    st[_GEN] += 1   # the schedule may have changed between calls: forget what was rejected
+    st[_MEMN] = 0
     while st[_COUNT] < stop:
         cur = st[_CUR]
         peak = st[_PEAK]
@@ -1233,6 +1261,8 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
             st[_KICKS] += 1
             st[_SINCE] = 0
+            st[_GEN] += 1
+            st[_MEMN] = 0
             if moved == 0:
                 return 1
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
@@ -1266,6 +1296,16 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
+        slot = -1
+        key = 0
+        if memo:
+            key = _memo_key(mv, placement, n, d)
+            slot = _memo_slot(memo_keys, memo_stamps, st[_GEN], key)
+            if slot >= 0 and memo_stamps[slot] == st[_GEN]:  # rejected from this schedule before
+                _undo(order, pos, placement, mv)
+                st[_SINCE] += 1
+                st[_SKIP] += 1
+                continue
         _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
                resident, reuse_ptr, reuse_idx, device_peak, traces[1 - cur], st, new)
         st[_SINCE] += 1
@@ -1289,8 +1329,14 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
             st[_CUR] = 1 - cur
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
+            st[_GEN] += 1
+            st[_MEMN] = 0
         else:
             _undo(order, pos, placement, mv)
+            if slot >= 0 and st[_MEMN] < _MEMO_LOAD * memo_keys.shape[0]:
+                memo_keys[slot] = key
+                memo_stamps[slot] = st[_GEN]
+                st[_MEMN] += 1
         if adaptive:
             quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
     return 0

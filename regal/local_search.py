@@ -83,6 +83,9 @@ __all__ = ["solve", "improve", "Climb", "Race", "Evaluator", "Score", "LocalSear
 #: Half of the order moves go at most this many positions away (inside the feasible window).
 SHIFT = 8
 
+_MEMO_SLOTS = 1024   # the memo table's size (a power of two); it holds up to 3/4 of that
+_NO_MEMO = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
 
 class LocalSearchConfig(NamedTuple):
     """The climb's settings; `resolve` fills the size-dependent defaults (those below are floors)."""
@@ -99,13 +102,14 @@ class LocalSearchConfig(NamedTuple):
     horizon: int = 0              # annealing: evaluations over which the temperature falls to 0
     adaptive: bool = False        # choose among the move kinds by their recent success (below)
     quench: bool = False          # annealing: only once the climb has stalled (after its first kick)
+    memo: bool = False            # skip a move already rejected from the current schedule (below)
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
                 directed: float = 0.0, temperature: float = 0.0, calibrated: bool = False,
-                adaptive: bool = False, quench: bool = False,
+                adaptive: bool = False, quench: bool = False, memo: bool = False,
                 **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
@@ -120,7 +124,7 @@ class LocalSearchConfig(NamedTuple):
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
                    shift=int(shift), informed=bool(informed), directed=float(directed),
                    temperature=float(temperature), calibrated=bool(calibrated), horizon=int(budget),
-                   adaptive=bool(adaptive), quench=bool(quench))
+                   adaptive=bool(adaptive), quench=bool(quench), memo=bool(memo))
 
 
 class Score(NamedTuple):
@@ -214,6 +218,8 @@ class ClimbState:
         self.hist = np.zeros((64, 2), dtype=np.int64)
         self.hist[0] = count, score.peak_bytes
         self.hist_times = [time.perf_counter()]
+        # the moves rejected from the current schedule (LocalSearchConfig.memo): keys, stamps
+        self.memo = (np.zeros(_MEMO_SLOTS, dtype=np.int64), np.zeros(_MEMO_SLOTS, dtype=np.int64))
 
     def adopt(self, placement, order, score: Score, trace: np.ndarray, count: int) -> None:
         """Make (placement, order), of `score` and step trace `trace`, the current schedule and,
@@ -295,7 +301,8 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, moves.output, moves.movable,
             moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
             cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
-            cfg.temperature, cfg.calibrated, state.rises, cfg.horizon, cfg.adaptive, _FLOOR, _RATE, cfg.quench)
+            cfg.temperature, cfg.calibrated, state.rises, cfg.horizon, cfg.adaptive, _FLOOR, _RATE, cfg.quench,
+            *(state.memo if cfg.memo else _NO_MEMO))
         evaluate.count = int(st[_kernels._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
         if code == 1:

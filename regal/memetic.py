@@ -152,6 +152,12 @@ ANNEAL_CALIBRATED = False
 #: of 58), d = 4 +2.49 -> +2.34 (experiments/results/flagship-tuning/quench-valid.md).
 QUENCH = False
 
+#: Whether the climb skips, unevaluated, a move it has already evaluated and rejected from the
+#: schedule it is at (`LocalSearchConfig.memo`; the skip counts toward the kick's patience, not
+#: the budget). Why: near the peak the climb draws from few distinct moves (at d = 2 a device
+#: move of a node has one outcome), so in a stall it re-evaluates the same rejected moves.
+MEMO = False
+
 
 #: Whether the climb picks its move kinds (uniform, focused, informed, directed) by their recent
 #: success (`LocalSearchConfig.adaptive`) rather than in fixed shares (half uniform, half
@@ -468,7 +474,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                     graph.num_nodes, int(budget), informed=True, directed=DIRECTED_SHARE,
                     temperature=anneal_temperature(graph.num_nodes, int(budget)),
                     calibrated=bool(ANNEAL_CALIBRATED),
-                    adaptive=bool(ADAPTIVE_MOVES), quench=bool(QUENCH))
+                    adaptive=bool(ADAPTIVE_MOVES), quench=bool(QUENCH), memo=bool(MEMO))
                 if START_TRIAL > 0 and RACE == 1 and extra and len(starts) > extra:
                     groups = ([(p, o) for name, p, o in starts if _PACKED_TAG not in name],
                               [(p, o) for name, p, o in starts if _PACKED_TAG in name])
