@@ -999,6 +999,7 @@ _COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
 _SKIP, _GEN, _MEMN = 13, 14, 15        # memo: moves skipped as already rejected; table generation, entries
 _ST = 16
 _MEMO_LOAD = 0.75                       # the memo table holds at most this share of its slots
+_MEMO_STALL = 256                       # skips in a row after which the climb kicks
 _KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
@@ -1236,11 +1237,13 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
     p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
     without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
     move. With a memo table (memo_keys.shape[0] > 0) a move already evaluated and rejected from
-    the current schedule is skipped unevaluated (it counts toward the kick's patience)."""
+    the current schedule is skipped unevaluated; after _MEMO_STALL skips in a row the climb
+    kicks."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     nk = quality.shape[0]
     memo = memo_keys.shape[0] > 0
+    skips = 0   # moves skipped in a row (memo)
     st[_GEN] += 1   # the schedule may have changed between calls: forget what was rejected
     st[_MEMN] = 0
     while st[_COUNT] < stop:
@@ -1303,9 +1306,12 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             slot = _memo_slot(memo_keys, memo_stamps, st[_GEN], key)
             if slot >= 0 and memo_stamps[slot] == st[_GEN]:  # rejected from this schedule before
                 _undo(order, pos, placement, mv)
-                st[_SINCE] += 1
                 st[_SKIP] += 1
+                skips += 1
+                if skips >= _MEMO_STALL:  # (nearly) every move near here is known to fail: kick
+                    st[_SINCE] = max(st[_SINCE], patience)
                 continue
+            skips = 0
         _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
                resident, reuse_ptr, reuse_idx, device_peak, traces[1 - cur], st, new)
         st[_SINCE] += 1

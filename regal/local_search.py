@@ -52,8 +52,9 @@ memetic search applies to its elites (`improve`). The method:
   evaluations a call.
 - Memo (`memo`, off in the baseline): a move already evaluated and rejected from the schedule
   the climb is at (a device move by node and new device, an order move by its two positions)
-  is skipped without an evaluation, in a table cleared whenever the schedule changes; the skip
-  counts toward the kick's patience. Near the peak the climb draws from few distinct moves, so
+  is skipped without an evaluation, in a table cleared whenever the schedule changes (the kick's
+  patience counts evaluations, so it kicks as late as without the memo, or after 256 skips in a
+  row). Near the peak the climb draws from few distinct moves, so
   in a stall it would otherwise pay again for moves it knows fail.
 - Perturbation: after `patience` evaluations without a new best, restart from the best solution
   with `kick_moves` random moves applied blindly (iterated local search, Lourenco et al. 2003).

@@ -153,8 +153,7 @@ ANNEAL_CALIBRATED = False
 QUENCH = False
 
 #: Whether the climb skips, unevaluated, a move it has already evaluated and rejected from the
-#: schedule it is at (`LocalSearchConfig.memo`; the skip counts toward the kick's patience, not
-#: the budget). Why: near the peak the climb draws from few distinct moves (at d = 2 a device
+#: schedule it is at (`LocalSearchConfig.memo`; a skip costs no evaluation). Why: near the peak the climb draws from few distinct moves (at d = 2 a device
 #: move of a node has one outcome), so in a stall it re-evaluates the same rejected moves.
 MEMO = False
 
