@@ -14,7 +14,10 @@ seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's s
 large ones. `--reuse FILE [NAME=VALUE]` takes the local-search cells of an earlier run's raw
 peaks (FILE.json) instead of running them again and, with NAME=VALUE, that run's flagship cells
 at NAME=VALUE for the values of `--set` equal to the setting's present default (valid only
-while the default flagship and the baseline are unchanged since that run). Runs on a process pool
+while the default flagship and the baseline are unchanged since that run). Each value after the
+first is also compared with the first run by run (paired: same graph, d and seed), with a 95 %
+bootstrap interval, so that a difference of means within the seeds' noise reads as such;
+`--table` prints the table again from an earlier run's raw peaks. Runs on a process pool
 (`--workers`); writes `experiments/results/flagship-tuning/<name>.md` and the raw peaks beside it.
 """
 
@@ -93,7 +96,8 @@ def _reused(reuse: list, jobs: list, name: str, default: float) -> dict:
 def table(paths, devices, seeds, name, values, peaks) -> list[str]:
     sources = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
     lines = [f"| d | {name} | " + " | ".join(f"{s}: % vs local search (graphs no worse)" for s in sources)
-             + " | all |", "|---:|---:|" + "---:|" * (len(sources) + 1)]
+             + f" | all | paired vs {values[0]}: mean (95 % CI), runs better / worse |",
+             "|---:|---:|" + "---:|" * (len(sources) + 2)]
     for d in devices:
         for value in values:
             per: dict = {s: [] for s in sources}
@@ -103,8 +107,22 @@ def table(paths, devices, seeds, name, values, peaks) -> list[str]:
                 per[os.path.basename(os.path.dirname(p))].append(100 * (ls - fl) / ls)
             cells = [f"{statistics.mean(x):+.2f} ({sum(y >= -1e-9 for y in x)}/{len(x)})" for x in per.values()]
             everything = [y for x in per.values() for y in x]
-            lines.append(f"| {d} | {value} | " + " | ".join(cells) + f" | {statistics.mean(everything):+.2f} |")
+            lines.append(f"| {d} | {value} | " + " | ".join(cells) + f" | {statistics.mean(everything):+.2f} | "
+                         + (_paired(paths, d, seeds, name, values[0], value, peaks) if value != values[0] else "-")
+                         + " |")
     return lines
+
+
+def _paired(paths, d, seeds, name, base, value, peaks) -> str:
+    """The mean over (graph, seed) runs of the % of local search's peak by which `value` is below
+    `base`, its 95 % bootstrap interval (2,000 resamples of the runs, seed 0), and the runs where
+    it is lower / higher: whether a difference of means is more than the seeds' noise."""
+    diffs = np.array([100 * (peaks[(p, d, s, name, base)] - peaks[(p, d, s, name, value)])
+                      / peaks[(p, d, s, name, None)] for p in paths for s in seeds])
+    rng = np.random.default_rng(0)
+    boots = [rng.choice(diffs, diffs.size).mean() for _ in range(2000)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return f"{diffs.mean():+.2f} ({lo:+.2f}, {hi:+.2f}), {(diffs > 0).sum()} / {(diffs < 0).sum()}"
 
 
 def main(argv=None) -> int:
@@ -123,6 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", nargs="+", metavar=("FILE", "NAME=VALUE"),
                     help="an earlier run's raw peaks: its local-search cells, and its flagship cells at NAME=VALUE "
                          "for the present default")
+    ap.add_argument("--table", action="store_true",
+                    help="no runs: the table again from <name>.json (written by an earlier run of the same arguments)")
     args = ap.parse_args(argv)
     name, values = args.set[0], [float(v) for v in args.set[1:]]
     import regal.memetic
@@ -136,6 +156,11 @@ def main(argv=None) -> int:
         paths = [p for p in paths if regal.load(p).num_nodes >= args.min_nodes]
     jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
             for v in [None, *values]]
+    if args.table:
+        raw = json.load(open(os.path.join(RESULTS, f"{args.name}.json")))
+        peaks = {j[:5]: raw[f"{os.path.relpath(os.path.normpath(j[0]))}|{j[1]}|{j[2]}|{j[3]}|{j[4]}"] for j in jobs}
+        print("\n".join(table(paths, args.devices, args.seeds, name, values, peaks)))
+        return 0
     peaks = _reused(args.reuse, jobs, name, float(getattr(*_where(name)))) if args.reuse else {}
     with Pool(args.workers) as pool:
         peaks.update(pool.imap_unordered(_run, [j for j in jobs if j[:5] not in peaks], chunksize=1))

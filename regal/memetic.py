@@ -154,7 +154,13 @@ QUENCH = False
 
 #: Whether the climb skips, unevaluated, a move it has already evaluated and rejected from the
 #: schedule it is at (`LocalSearchConfig.memo`; a skip costs no evaluation). Why: near the peak the climb draws from few distinct moves (at d = 2 a device
-#: move of a node has one outcome), so in a stall it re-evaluates the same rejected moves.
+#: move of a node has one outcome), so in a stall it re-evaluates the same rejected moves (on 8
+#: synthetic valid graphs of 70-240 nodes, d = 2, it skipped 440-1,330 of the climb's ~4,400).
+#: Not adopted: on the valid splits of all six sources (`python -m experiments.tune_flagship
+#: --name memo-valid ... --set MEMO 0 1`, 58 graphs, seeds 0-2), against local search, d = 2
+#: +2.45 -> +2.57 % (synthetic +0.93 -> +1.44), d = 4 +2.49 -> +2.37; run by run (paired) d = 2
+#: +0.12 (95 % CI -0.16 to +0.43), d = 4 -0.11 (-0.57 to +0.29): within the seeds' noise, as
+#: QUENCH and PACKED_COMPARE were (experiments/results/flagship-tuning/memo*-valid.md).
 MEMO = False
 
 
