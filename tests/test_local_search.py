@@ -166,6 +166,18 @@ def test_directed_climb_is_valid_scored_like_the_naive_twin_and_deterministic():
     assert max(gains) > 0
 
 
+def _check_best_and_determinism(g, d, placement, order, climb, cfg, seed, start, budget):
+    """The climb's best is a valid schedule scored like the naive twin and no worse than `start`;
+    `improve` with the same config and rng gives the same schedule twice. Returns one result."""
+    placement_best, order_best = climb.best
+    check_schedule(g, placement_best, order_best, d)
+    assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0] <= start
+    res = improve(g, d, placement, order, budget=budget, rng=np.random.default_rng(seed), config=cfg)
+    again = improve(g, d, placement, order, budget=budget, rng=np.random.default_rng(seed), config=cfg)
+    assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+    return res
+
+
 def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_deterministic():
     """With a temperature (the flagship's climb) some accepted moves raise the peak, yet the
     result is a valid schedule scored like the naive twin, never worse than the start, and
@@ -186,12 +198,7 @@ def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_determ
                 climb.run(1)
                 uphill[temperature, calibrated] += (climb.state.kicks == kicks
                                                     and climb.state.score.peak_bytes > before)
-            placement_best, order_best = climb.best
-            check_schedule(g, placement_best, order_best, d)
-            assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0] <= start
-            res = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
-            again = improve(g, d, placement, order, budget=200, rng=np.random.default_rng(seed), config=cfg)
-            assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
+            _check_best_and_determinism(g, d, placement, order, climb, cfg, seed, start, budget=200)
     assert uphill[0.0, False] == 0 and uphill[0.05, False] > 0 and uphill[0.5, True] > 0
 
 
@@ -234,13 +241,7 @@ def test_memo_climb_skips_rejected_moves_spends_its_budget_and_stays_valid_and_d
         climb.run(599)
         assert climb.evaluations == 600
         skipped += int(climb.state.st[_kernels._SKIP])
-        placement_best, order_best = climb.best
-        check_schedule(g, placement_best, order_best, d)
-        assert climb.best_peak == naive.simulate(g, placement_best.tolist(), order_best.tolist(), d)[0] <= start
-        res = improve(g, d, placement, order, budget=600, rng=np.random.default_rng(seed), config=cfg)
-        again = improve(g, d, placement, order, budget=600, rng=np.random.default_rng(seed), config=cfg)
-        assert res.order.tolist() == again.order.tolist() and res.placement.tolist() == again.placement.tolist()
-        assert res.evaluations == 600
+        assert _check_best_and_determinism(g, d, placement, order, climb, cfg, seed, start, budget=600).evaluations == 600
     assert skipped > 0
 
 
