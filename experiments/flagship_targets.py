@@ -16,8 +16,9 @@ From the experiment's cells (peaks re-simulated by the report) and its solution 
   would have (no method can do better, so a target above it cannot be met), and that the best
   mean peak of any method in the experiment has (what is known to be reachable); `--also DIR`
   adds another experiment's cells to that best (the `headroom` config: the flagship at 50,000
-  evaluations).
-Writes `targets.md` beside the results.
+  evaluations), and where it runs a method of the same name on other seeds, those seeds to the
+  method's (the `flagship_all_s34` config: seeds 3-4 at d = 2).
+Writes `targets.md` beside the results (or `--out`).
 """
 
 from __future__ import annotations
@@ -141,11 +142,13 @@ def main(argv=None) -> None:
     ap.add_argument("--results", default=os.path.join("experiments", "results", "flagship"))
     ap.add_argument("--cache", default=os.path.join("experiments", "cache", "flagship"))
     ap.add_argument("--also", nargs="+", default=[], metavar="RESULTS",
-                    help="other experiments' results folders whose peaks count toward the best known")
+                    help="other experiments' results folders: their peaks count toward the best known, and a "
+                         "method of the same name adds its seeds (e.g. the flagship_all_s34 config's)")
+    ap.add_argument("--out", default=None, help="the table's file (default: targets.md beside the results)")
     args = ap.parse_args(argv)
     lines = table(args.results, args.cache, args.also)
     print("\n".join(lines))
-    out = os.path.join(args.results, "targets.md")
+    out = args.out or os.path.join(args.results, "targets.md")
     command = " ".join(["python -m experiments.flagship_targets", *(sys.argv[1:] if argv is None else argv)])
     with atomic_text(out) as f:
         f.write(f"# Issue 10's targets\n\nCommand: `{command}`\n\n" + "\n".join(lines) + "\n")
