@@ -74,22 +74,27 @@ def _run(job: tuple) -> tuple:
     return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed).peak_bytes
 
 
+def _key(cell: tuple) -> str:
+    """A cell (path, d, seed[, NAME, value]) as the raw peaks file names it: PATH|D|SEED|..."""
+    return "|".join([os.path.relpath(os.path.normpath(cell[0])), *map(str, cell[1:])])
+
+
 def _reused(reuse: list, jobs: list, name: str, default: float) -> dict:
     """The cells of `jobs` an earlier run's raw peaks hold (`--reuse FILE [NAME=VALUE]`)."""
     earlier = json.load(open(reuse[0]))
     old = reuse[1].split("=") if len(reuse) > 1 else None
+    local = {k.rsplit("|", 2)[0]: v for k, v in earlier.items() if k.endswith("|None")}  # PATH|D|SEED
     out = {}
     for job in jobs:
-        path, d, seed, _, value = job[:5]
-        head = f"{os.path.relpath(os.path.normpath(path))}|{d}|{seed}|"
+        value = job[4]
         if value is None:
-            hits = [v for k, v in earlier.items() if k.startswith(head) and k.endswith("|None")]
+            hit = local.get(_key(job[:3]))
         elif old is not None and value == default:
-            hits = [earlier[k] for k in (f"{head}{old[0]}|{float(old[1])}",) if k in earlier]
+            hit = earlier.get(_key((*job[:3], old[0], float(old[1]))))
         else:
-            hits = []
-        if hits:
-            out[job[:5]] = hits[0]
+            hit = None
+        if hit is not None:
+            out[job[:5]] = hit
     return out
 
 
@@ -158,7 +163,7 @@ def main(argv=None) -> int:
             for v in [None, *values]]
     if args.table:
         raw = json.load(open(os.path.join(RESULTS, f"{args.name}.json")))
-        peaks = {j[:5]: raw[f"{os.path.relpath(os.path.normpath(j[0]))}|{j[1]}|{j[2]}|{j[3]}|{j[4]}"] for j in jobs}
+        peaks = {j[:5]: raw[_key(j[:5])] for j in jobs}
         print("\n".join(table(paths, args.devices, args.seeds, name, values, peaks)))
         return 0
     peaks = _reused(args.reuse, jobs, name, float(getattr(*_where(name)))) if args.reuse else {}
@@ -172,8 +177,7 @@ def main(argv=None) -> int:
         f.write(f"# {args.name}\n\nCommand: `{command}`\n\n{len(paths)} graphs, {args.budget:,} evaluations, "
                 f"seeds {', '.join(map(str, args.seeds))}.\n\n" + "\n".join(lines) + "\n")
     with atomic_text(os.path.join(RESULTS, f"{args.name}.json")) as f:
-        rel = {(os.path.relpath(os.path.normpath(k[0])), *k[1:]): v for k, v in peaks.items()}
-        json.dump({"|".join(map(str, k)): v for k, v in sorted(rel.items(), key=str)}, f, indent=0)
+        json.dump({_key(k): v for k, v in sorted(peaks.items(), key=lambda kv: _key(kv[0]))}, f, indent=0)
     return 0
 
 
