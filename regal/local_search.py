@@ -367,6 +367,7 @@ class Climb:
         self.config = config
         self.rng = rng
         self.state: ClimbState | None = None
+        self.start_index = -1
 
     @property
     def evaluations(self) -> int:
@@ -385,11 +386,12 @@ class Climb:
         """Score up to `budget` (at least one) of the valid (placement, order) starts, one
         evaluation each, and climb from the first of the lowest score."""
         best = None
-        for placement, order in list(starts)[:max(budget, 1)]:
+        for i, (placement, order) in enumerate(list(starts)[:max(budget, 1)]):
             trace = self.evaluate.new_trace()
             score = self.evaluate(placement, order, trace)
             if best is None or score < best[0]:
                 best = (score, placement, order, trace)
+                self.start_index = i   # which of `starts` the climb went on from
         score, placement, order, trace = best
         self.state = ClimbState(placement, order, score, trace, self.evaluate.count)
 

@@ -268,6 +268,16 @@ START_TRIAL = 0.0
 #: (experiments/results/flagship-tuning/compare-valid*).
 PACKED_COMPARE = 0
 
+#: When the climb went on from a packed start, the share of its evaluations after which it is
+#: checked; if its best is then less than STALL_GAIN below its start, it starts again from the
+#: best plain start with the evaluations left (the packed schedule stays in the population). 0:
+#: never. Why: a start that computes on one device can be a basin the climb does not leave (Flax
+#: ViT forward, d = 2: the packed start 10.40 MB, the climb from it 10.40 MB after 4,400
+#: evaluations on every seed, local search from METIS + DFS 10.17 MB); a stall test costs nothing
+#: where the climb moves.
+STALL_SWITCH = 0.0
+STALL_GAIN = 0.001
+
 
 def anneal_temperature(num_nodes: int, budget: int) -> float:
     """The climb's start temperature: ANNEAL_TEMPERATURE, scaled by min(1, budget /
@@ -466,6 +476,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
     climber, packed = None, [None]
+    stall, switched = None, False   # (start peak, evaluations at which to check) (STALL_SWITCH)
     state = brkga.init(chromosome_length(graph.num_nodes, devices), config, seed)
     history: list[list[float]] = []
     stopped, polished = "budget", 0
@@ -498,6 +509,10 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                     else:
                         climber.start([(p, o) for _, p, o in starts] or [decode(graph, state.best_keys, devices)],
                                       run.budget - used)
+                        if (STALL_SWITCH > 0 and RACE == 1 and starts and len(starts) > extra
+                                and _PACKED_TAG in starts[climber.start_index][0]):
+                            stall = (climber.best_peak, climber.evaluations
+                                     + STALL_SWITCH * share * (run.budget - used))
                 _pack(run, climber, packed, state.evaluations + extra)
                 polished = climber.evaluations
                 used = state.evaluations + polished + extra
@@ -505,6 +520,16 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                 chunk = int(round((config.population_size - config.num_elites) * share / (1.0 - share)))
                 state = _polish(run, state, climber, min(max(chunk, 2), run.budget - used), packed, extra)
                 polished = climber.evaluations
+                if stall is not None and climber.evaluations >= stall[1]:
+                    plain = [(p, o) for name, p, o in starts if _PACKED_TAG not in name]
+                    used = state.evaluations + polished + extra
+                    if climber.best_peak > (1.0 - STALL_GAIN) * stall[0] and run.budget - used > len(plain):
+                        climber.start(plain, run.budget - used)
+                        packed[0] = None
+                        _pack(run, climber, packed, state.evaluations + extra)
+                        polished = climber.evaluations
+                        switched = True
+                    stall = None
             used = state.evaluations + polished + extra
             seconds = time.perf_counter() - t0
             if not history or state.best_fitness < history[-1][1]:
@@ -528,6 +553,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
             "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
             "polish_share": share,
             "polish_evaluations": polished, "config": config._asdict(), "history": history}
+    if STALL_SWITCH:
+        info["stall_switched"] = switched
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=used,
                         seconds=time.perf_counter() - t0, info=info)
     assert sol.peak_bytes == state.best_fitness, "decoder and simulator disagree"
