@@ -277,6 +277,9 @@ PACKED_COMPARE = 0
 #: where the climb moves.
 STALL_SWITCH = 0.0
 STALL_GAIN = 0.001
+#: With STALL_SWITCH: the share of the climb's evaluations left after which the climb from the
+#: plain start is compared with the one it left, and the better goes on; 0: the plain one goes on.
+STALL_TRIAL = 0.0
 
 
 def anneal_temperature(num_nodes: int, budget: int) -> float:
@@ -477,6 +480,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
     climber, packed = None, [None]
     stall, switched = None, False   # (start peak, evaluations at which to check) (STALL_SWITCH)
+    trial = None   # ((the climb state left, its packed mark), evaluations at which to compare) (STALL_TRIAL)
     state = brkga.init(chromosome_length(graph.num_nodes, devices), config, seed)
     history: list[list[float]] = []
     stopped, polished = "budget", 0
@@ -524,12 +528,19 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
                     plain = [(p, o) for name, p, o in starts if _PACKED_TAG not in name]
                     used = state.evaluations + polished + extra
                     if climber.best_peak > (1.0 - STALL_GAIN) * stall[0] and run.budget - used > len(plain):
+                        left = climber.state, packed[0]
                         climber.start(plain, run.budget - used)
                         packed[0] = None
                         _pack(run, climber, packed, state.evaluations + extra)
                         polished = climber.evaluations
                         switched = True
+                        if STALL_TRIAL > 0:
+                            trial = (left, climber.evaluations + STALL_TRIAL * share * (run.budget - used))
                     stall = None
+                elif trial is not None and climber.evaluations >= trial[1]:
+                    (old, old_packed), trial = trial[0], None
+                    if old.best_score <= climber.state.best_score:   # back to the climb it left
+                        climber.state, packed[0], switched = old, old_packed, "back"
             used = state.evaluations + polished + extra
             seconds = time.perf_counter() - t0
             if not history or state.best_fitness < history[-1][1]:
