@@ -273,12 +273,21 @@ PACKED_COMPARE = 0
 #: best plain start with the evaluations left (the packed schedule stays in the population). 0:
 #: never. Why: a start that computes on one device can be a basin the climb does not leave (Flax
 #: ViT forward, d = 2: the packed start 10.40 MB, the climb from it 10.40 MB after 4,400
-#: evaluations on every seed, local search from METIS + DFS 10.17 MB); a stall test costs nothing
-#: where the climb moves.
+#: evaluations on every seed, local search from METIS + DFS 10.17 MB; with the switch 9.73 MB:
+#: a test graph, so not a ground for choosing). Not adopted: on the valid splits of all six
+#: sources (58 graphs, seeds 0-2, against local search) it fired on 13 of 174 runs at d = 2 and
+#: 3 at d = 4, and more often lost than won: d = 2 +2.45 -> +2.41 % at 0.1 (paired -0.04, CI
+#: -0.15..+0.04, 3 runs better, 10 worse), +2.39 at 0.25; d = 4 unchanged to two decimals (3
+#: better, 0 worse). A packed climb that has not moved by then often moves later (a 72-node Flax
+#: autoencoder: no gain by 840 evaluations, 7 % by 2,441), so the stall test misreads it.
+#: `python -m experiments.tune_flagship --name stall-valid ... --set STALL_SWITCH 0 0.1 0.25`
+#: (experiments/results/flagship-tuning/stall-valid.md).
 STALL_SWITCH = 0.0
 STALL_GAIN = 0.001
 #: With STALL_SWITCH: the share of the climb's evaluations left after which the climb from the
 #: plain start is compared with the one it left, and the better goes on; 0: the plain one goes on.
+#: At 0.25 the losses shrink but stay: d = 2 +2.42 % at STALL_SWITCH 0.1 (paired -0.02, CI
+#: -0.10..+0.03, 2 better, 8 worse), +2.40 at 0.25 (`stall-trial-valid.md`: `--fix STALL_TRIAL 0.25`).
 STALL_TRIAL = 0.0
 
 

@@ -40,9 +40,9 @@ def test_answer_is_never_worse_than_the_best_heuristic_seed(devices, seed):
         assert packed and sol.peak_bytes <= min(packed)
 
 
-@pytest.mark.parametrize("trial, compare", [(0.0, 0), (0.25, 0), (0.0, 2)])
+@pytest.mark.parametrize("trial, compare, stall", [(0.0, 0, 0.0), (0.25, 0, 0.0), (0.0, 2, 0.0), (0.0, 0, 0.25)])
 @pytest.mark.parametrize("budget", [1, 7, 100, 101, 333, 1000])
-def test_budget_is_spent_exactly(budget, trial, compare, monkeypatch, local_search_simulations):
+def test_budget_is_spent_exactly(budget, trial, compare, stall, monkeypatch, local_search_simulations):
     """Seeds, decodes and local moves together spend exactly `budget` evaluations, counted at the
     kernels (every population decode, every local-search simulation and the step traces the
     packed seeds are priced on)."""
@@ -64,10 +64,32 @@ def test_budget_is_spent_exactly(budget, trial, compare, monkeypatch, local_sear
     monkeypatch.setattr(hh, "memory_trace", trace)
     monkeypatch.setattr(mm, "START_TRIAL", trial)   # the trial climbs' evaluations count too
     monkeypatch.setattr(mm, "PACKED_COMPARE", compare)   # and packing the plain start to compare
+    monkeypatch.setattr(mm, "STALL_SWITCH", stall)   # and the climb from the plain start after a stall
+    monkeypatch.setattr(mm, "STALL_GAIN", 1.0 if stall else mm.STALL_GAIN)   # (every packed climb stalls)
+    monkeypatch.setattr(mm, "STALL_TRIAL", 0.25 if stall else 0.0)
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)
     if budget >= 1000:   # a tenth of the budget covers them: the packed seeds were used
         assert any("/compute-on-" in name for name in sol.info["seeding"])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_stall_switch_climbs_from_the_plain_start_and_keeps_the_better(seed, monkeypatch):
+    """STALL_SWITCH (off by default): a climb that went on from a packed start and stalls starts
+    again from the best plain start; the answer stays no worse than every seed, within budget."""
+    import os
+    # a Flax ViT forward graph whose best start computes on one device (the packed start)
+    g = regal.load(os.path.join(os.path.dirname(__file__), "..", "data", "graphs", "flax_hlo",
+                                "flax_vit_4l_b8_fwd_pre.json.gz"))
+    starts = list(heuristic_solutions(g, 2, seed)) + list(packed_solutions(g, 2, seed, [1]))
+    best_seed = min(simulate(g, p, o, 2).peak_bytes for _, p, o in starts)
+    monkeypatch.setattr(memetic, "STALL_SWITCH", 0.1)
+    monkeypatch.setattr(memetic, "STALL_GAIN", 1.0)   # every climb from a packed start "stalls"
+    for trial in (0.0, 0.25):
+        monkeypatch.setattr(memetic, "STALL_TRIAL", trial)
+        sol = regal.optimize(g, 2, budget=1500, seed=seed)
+        assert sol.peak_bytes <= best_seed and sol.evaluations == 1500
+        assert sol.info["stall_switched"] in ((True,) if trial == 0 else (True, "back"))
 
 
 def test_same_seed_same_answer_on_one_and_two_threads():
