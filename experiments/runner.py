@@ -135,9 +135,10 @@ def _options(method: Method) -> dict:
     """The method's options as the registry takes them: a policy path made absolute (config paths
     are relative to the repository), one Numba thread per Dask worker."""
     import regal.methods
+    from regal.search import POLICY_NAMES
     opts = dict(method.options)
     policy = opts.get("policy")
-    if isinstance(policy, str) and policy not in ("default", "gas", "none") and not os.path.isabs(policy):
+    if isinstance(policy, str) and policy not in POLICY_NAMES and not os.path.isabs(policy):
         opts["policy"] = os.path.join(_ROOT, policy)
     if regal.methods.get(method.solver).takes_threads:
         opts.setdefault("num_threads", 1)

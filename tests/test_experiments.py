@@ -154,6 +154,18 @@ def test_a_method_may_narrow_the_experiments_seeds_and_devices():
     assert len([x for x in got if x[0] == "brkga"]) == 2 * 3 * 2 and len(cells) == len(got)
 
 
+@pytest.mark.parametrize("name", ["default", "gas", "transfer", "runtime", "teacher", "teacher-schedule", "none"])
+def test_a_configs_policy_name_stays_a_name_and_a_relative_path_becomes_absolute(name):
+    """A config method's "policy": every name the library resolves stays as it is (a config once
+    turned "transfer" into a missing file and its cells were refused); a file path is made
+    relative to the repository, so the run works from any folder."""
+    from experiments.runner import Method, _options
+    method = lambda policy: Method.from_config({"name": "m", "solver": "regal", "options": {"policy": policy}})  # noqa: E731
+    assert _options(method(name))["policy"] == name
+    path = _options(method(os.path.join("runs", "p", "best.npz")))["policy"]
+    assert os.path.isabs(path) and path.endswith(os.path.join("runs", "p", "best.npz"))
+
+
 def test_runtime_experiment_skips_large_graphs_for_a_method_and_reruns_a_changed_graph(tmp_path):
     """experiments.runtime: a method's `max_nodes` leaves larger graphs out; cells are cached,
     and a graph file that changed has its cells solved again."""
