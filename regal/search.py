@@ -80,9 +80,10 @@ def _check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
 #: (`regal.policy.teacher`: DFS-position scheduling priors and, for d > 1, METIS placement
 #: priors), or its scheduling half alone.
 TEACHER_POLICIES = ("teacher", "teacher-schedule")
-#: Every policy name that is not a file: the shipped policies (`regal.policy.load_policy`), the
-#: teacher's priors and none.
-POLICY_NAMES = ("default", "gas", "transfer", "runtime", "none") + TEACHER_POLICIES
+#: The shipped policies, by name (`regal.policy.load_policy`: regal/policy/NAME.npz).
+SHIPPED_POLICIES = ("default", "gas", "transfer", "runtime")
+#: Every policy name that is not a file: the shipped policies, the teacher's priors and none.
+POLICY_NAMES = SHIPPED_POLICIES + ("none",) + TEACHER_POLICIES
 
 
 def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors:

@@ -1,5 +1,7 @@
 """The flagship (regal.optimize, regal.memetic): its switches, budget and guarantees."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -77,9 +79,8 @@ def test_budget_is_spent_exactly(budget, trial, compare, stall, monkeypatch, loc
 def test_stall_switch_climbs_from_the_plain_start_and_keeps_the_better(seed, monkeypatch):
     """STALL_SWITCH (off by default): a climb that went on from a packed start and stalls starts
     again from the best plain start; the answer stays no worse than every seed, within budget."""
-    import os
     # a Flax ViT forward graph whose best start computes on one device (the packed start)
-    g = regal.load(os.path.join(os.path.dirname(__file__), "..", "data", "graphs", "flax_hlo",
+    g = regal.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "graphs", "flax_hlo",
                                 "flax_vit_4l_b8_fwd_pre.json.gz"))
     starts = list(heuristic_solutions(g, 2, seed)) + list(packed_solutions(g, 2, seed, [1]))
     best_seed = min(simulate(g, p, o, 2).peak_bytes for _, p, o in starts)

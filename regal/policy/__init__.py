@@ -136,7 +136,9 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
     the one trained for the runtime objective (with a transfer-priority head)."""
     from regal.policy.network import PolicyConfig
     p = os.fspath(path)
-    p = {"default": DEFAULT_POLICY, "gas": GAS_POLICY, "transfer": TRANSFER_POLICY, "runtime": RUNTIME_POLICY}.get(p, p)
+    from regal.search import SHIPPED_POLICIES
+    if p in SHIPPED_POLICIES:
+        p = os.path.join(_HERE, f"{p}.npz")
     if not os.path.exists(p):
         raise ValueError(f"{p}: no such policy file")
     try:
