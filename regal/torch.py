@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 try:
     import torch
@@ -61,7 +61,7 @@ except ImportError as e:  # pragma: no cover - exercised only where torch is abs
 from regal._ops import COST_MODEL, conv_flops, matmul_flops, roofline
 from regal.graph import Graph, GraphError, mark_outputs
 
-__all__ = ["from_exported", "from_fx", "from_module"]
+__all__ = ["Traced", "from_exported", "from_fx", "from_module", "trace"]
 
 _KIND_OPS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant",
              "USER_INPUT": "input", "TOKEN": "token", "CUSTOM_OBJ": "custom_object"}
@@ -94,8 +94,9 @@ class _Builder:
     """Records for Graph.from_records; `struct[fx node]` is the value's producing regal nodes:
     a tuple of node indices for a tensor, a list of such tuples for a tuple/list value."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, reuse: bool = True):
         self.source = source
+        self.reuse = reuse
         self.records: list[dict] = []
         self.struct: dict[torch.fx.Node, Any] = {}
         self.readers: dict[int, list[int]] = {}
@@ -211,7 +212,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
                             for t in _tensors(n.meta.get("val")))
     rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
            "control_inputs": control, "cost": roofline(_flops(node), moved)}
-    reuse = _reuse(b, node, val, new_bytes) if not in_place and not written_args else []
+    reuse = _reuse(b, node, val, new_bytes) if b.reuse and not in_place and not written_args else []
     if reuse:
         rec["reuse"] = reuse
     b.records.append(rec)
@@ -289,15 +290,16 @@ def _flops(node: torch.fx.Node) -> float:
 
 def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]] | None = None,
             outputs: Sequence[str] | None = None, name: str = "torch", meta: Mapping | None = None,
-            source: str | None = None) -> Graph:
+            source: str | None = None, reuse: bool = True) -> Graph:
     """Import an FX graph whose nodes carry `meta["val"]` (fake tensors).
 
     `placeholders` maps a placeholder's name to `(regal id, op)`; unnamed ones become inputs.
     `outputs` names the graph outputs in `meta["outputs"]` (default: output_0, output_1, ...).
+    `reuse=False` leaves out every `reuse` list (eager PyTorch writes no output over an input).
     """
     source = source or f"torch program '{name}'"
     placeholders = placeholders or {}
-    b = _Builder(source)
+    b = _Builder(source, reuse)
     out_args: list = []
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -341,7 +343,8 @@ def _get_attr(gm, target: str):
     return obj
 
 
-def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta: Mapping | None = None) -> Graph:
+def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta: Mapping | None = None,
+                  reuse: bool = True) -> Graph:
     """Import an `ExportedProgram`: parameters, buffers and constants are resident nodes named
     by their fully qualified names; user inputs are resident `input` nodes."""
     placeholders = {}
@@ -352,18 +355,41 @@ def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta:
     outputs = [getattr(s.arg, "name", f"output_{k}") if s.kind.name == "USER_OUTPUT" else f"{s.kind.name.lower()}:{s.target}"
                for k, s in enumerate(ep.graph_signature.output_specs)]
     return from_fx(ep.graph_module, placeholders, outputs, name=name,
-                   meta={"mode": "forward", "ir": "torch.export", **dict(meta or {})})
+                   meta={"mode": "forward", "ir": "torch.export", **dict(meta or {})}, reuse=reuse)
+
+
+class Traced(NamedTuple):
+    """A traced program and the regal graph of it (`trace`): what `regal.torch_plan` runs.
+
+    graph_module: the FX program (ATen ops; a training step is forward, backward and the
+    in-place update); args: the real tensors its placeholders take, flat, in placeholder order
+    (parameters, buffers, optimizer state, inputs); arg_ids: the regal id of each.
+    """
+    graph: Graph
+    graph_module: "torch.fx.GraphModule"
+    args: tuple
+    arg_ids: tuple
 
 
 def from_module(module: "torch.nn.Module", example_inputs, training: bool = False, *,
-                loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None) -> Graph:
+                loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None,
+                reuse: bool = True) -> Graph:
     """Import a module's forward pass (torch.export), or with `training=True` one training step
     (forward, backward, in-place `optimizer` update: "sgd" with momentum 0.9, or "adam").
 
     `example_inputs` is a tuple of the forward's positional arguments (a lone tensor is
     wrapped); only their shapes and dtypes matter. The module is traced in eval mode for the
-    forward pass and in train mode for a step, and put back in its mode afterwards.
+    forward pass and in train mode for a step, and put back in its mode afterwards. With
+    `reuse=False` no node lists inputs it may take over (what eager PyTorch allocates).
     """
+    return trace(module, example_inputs, training, loss_fn=loss_fn, optimizer=optimizer, name=name,
+                 reuse=reuse).graph
+
+
+def trace(module: "torch.nn.Module", example_inputs, training: bool = False, *,
+          loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None,
+          reuse: bool = True) -> Traced:
+    """`from_module`, keeping the traced program and real arguments to run it (`Traced`)."""
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     name = name or f"{type(module).__name__.lower()}_{'train' if training else 'fwd'}"
     was_training = module.training
@@ -371,10 +397,33 @@ def from_module(module: "torch.nn.Module", example_inputs, training: bool = Fals
     try:
         if not training:
             ep = _export(module, args, name)
-            return from_exported(ep, name=name, meta={"model": type(module).__name__})
-        return _train_step(module, args, loss_fn, optimizer, name)
+            graph = from_exported(ep, name=name, meta={"model": type(module).__name__}, reuse=reuse)
+            ids = tuple(_exported_ids(ep))
+            return Traced(graph, ep.graph_module, _exported_args(ep, args), ids)
+        return _train_step(module, args, loss_fn, optimizer, name, reuse)
     finally:
         module.train(was_training)
+
+
+def _exported_ids(ep):
+    for spec in ep.graph_signature.input_specs:
+        kind = spec.kind.name
+        yield str(spec.target if spec.target is not None and kind != "USER_INPUT" else spec.arg.name)
+
+
+def _exported_args(ep, args) -> tuple:
+    """The real tensors of an ExportedProgram's placeholders, in order."""
+    state, consts, user = ep.state_dict, ep.constants, iter(args)
+    out = []
+    for spec in ep.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            out.append(next(user))
+        elif kind in ("PARAMETER", "BUFFER"):
+            out.append(state[spec.target] if spec.target in state else consts[spec.target])
+        else:
+            out.append(consts[spec.target])
+    return tuple(out)
 
 
 def _export(module, args, name: str):
@@ -396,7 +445,7 @@ def _default_loss(outputs, *inputs):
 _STATE = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
 
 
-def _train_step(module, args, loss_fn, optimizer: str, name: str) -> Graph:
+def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
     if optimizer not in _STATE:
         raise ValueError(f"optimizer must be one of {sorted(_STATE)}, got {optimizer!r}")
@@ -428,8 +477,10 @@ def _train_step(module, args, loss_fn, optimizer: str, name: str) -> Graph:
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     placeholders = {ph.name: ids[k] if k < len(ids) else (f"input_{k - len(ids)}", "input")
                     for k, ph in enumerate(phs)}
-    return from_fx(gm, placeholders, ["loss"], name=name,
-                   meta={"mode": "train", "ir": "make_fx", "optimizer": optimizer, "model": type(module).__name__})
+    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse,
+                    meta={"mode": "train", "ir": "make_fx", "optimizer": optimizer, "model": type(module).__name__})
+    real = (*params, *buffers, *state, *args)
+    return Traced(graph, gm, real, tuple(placeholders[ph.name][0] for ph in phs))
 
 
 def _update(optimizer: str, params, grads, state, lr: float = 1e-3) -> None:
