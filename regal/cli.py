@@ -827,5 +827,9 @@ def plot_cmd(graph_path, solution_path, output):
     click.echo(f"wrote {output} (peak {human_bytes(sol.peak_bytes)})")
 
 
+from regal.cli_torch import torch_cmd  # noqa: E402 - a command in its own module
+
+main.add_command(torch_cmd)
+
 if __name__ == "__main__":
     main()

@@ -238,7 +238,8 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
     whole node's output (one producer of exactly that size): buffers it may write over."""
     target = node.target
     if not (isinstance(target, torch._ops.OpOverload) and target.namespace == "aten"
-            and target._opname in ELEMENTWISE_ATEN and isinstance(val, torch.Tensor)):
+            and target._opname in ELEMENTWISE_ATEN and isinstance(val, torch.Tensor)
+            and _has_out_variant(target)):
         return []
     found: list = []
     for n in _flat_nodes(node.args):
@@ -252,6 +253,12 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
             if not r.get("resident") and r["bytes"] == new_bytes and u not in found:
                 found.append(u)
     return found
+
+
+def _has_out_variant(target) -> bool:
+    """Whether `aten.<op>.out(..., out=)` exists: a take-over a program can then make real."""
+    out = getattr(getattr(torch.ops.aten, target._opname, None), "out", None)
+    return out is not None and [a.name for a in out._schema.arguments if a.is_out] == ["out"]
 
 
 def _op_name(target) -> str:

@@ -43,7 +43,7 @@ from regal.simulate import simulate
 from regal.solution import Solution
 from regal.torch import Traced
 
-__all__ = ["PlanRun", "Measured", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
+__all__ = ["Comparison", "PlanRun", "Measured", "NodeMemory", "calibrate", "compare", "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
            "outputs_equal"]
 
 
@@ -61,6 +61,66 @@ class PlanRun(NamedTuple):
     measured_peak_bytes: list
     reserved_bytes: list
     outputs_match: bool
+
+
+class NodeMemory(NamedTuple):
+    """What the allocator did while each FX call node ran (`measure_nodes`), by node name."""
+    net_bytes: dict      # allocated minus freed inside the node: its new output's real bytes
+    temp_bytes: dict     # highest live bytes inside the node above where it ended: scratch
+
+
+class _Labelled(torch.fx.Interpreter):
+    """Runs a program node by node, each call node inside a profiler range named after it."""
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        with torch.profiler.record_function("regal::" + n.name):
+            return super().run_node(n)
+
+
+def measure_nodes(traced: Traced, device: str | torch.device = "cpu") -> NodeMemory:
+    """Run the traced program once in its own order under the profiler and attribute the
+    allocator's events to the FX call node that made them."""
+    from torch.profiler import ProfilerActivity, profile
+    device = torch.device(device)
+    args = tuple(a.detach().to(device).clone() if isinstance(a, torch.Tensor) else a for a in traced.args)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch.no_grad(), profile(activities=acts, profile_memory=True) as prof:
+        _Labelled(traced.graph_module).run(*args)
+    want = torch.autograd.DeviceType.CUDA if device.type == "cuda" else torch.autograd.DeviceType.CPU
+    events = list(prof.profiler.kineto_results.events())
+    spans = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[7:]) for e in events
+                   if e.name().startswith("regal::"))
+    mem = sorted((e.start_ns(), k, e.nbytes()) for k, e in enumerate(events)
+                 if e.name() == "[memory]" and e.device_type() == want)
+    net, temp = {}, {}
+    j = 0
+    for start, end, name in spans:
+        while j < len(mem) and mem[j][0] < start:
+            j += 1
+        live = high = 0
+        while j < len(mem) and mem[j][0] <= end:
+            live += mem[j][2]
+            high = max(high, live)
+            j += 1
+        net[name], temp[name] = live, high - live
+    return NodeMemory(net, temp)
+
+
+def calibrate(traced: Traced, memory: NodeMemory) -> Traced:
+    """`traced` with each node's `temp_bytes` set to the scratch the allocator was seen to
+    hold inside it (`measure_nodes`): the model then books the op workspaces (convolutions on
+    oneDNN, cuDNN/cuBLAS workspaces) that an importer cannot see."""
+    graph = traced.graph
+    recs = graph.to_records()
+    for r in recs:
+        t = memory.temp_bytes.get(r["id"], 0)
+        if t > 0 and not r.get("resident"):
+            r["temp_bytes"] = int(t)
+    meta = {**graph.meta, "temp_bytes": "measured"}
+    new = Graph.from_records(recs, name=graph.name, meta=meta, source=f"calibrated {graph.name}")
+    return traced._replace(graph=new)
 
 
 def _call_nodes(gm: torch.fx.GraphModule) -> dict[str, torch.fx.Node]:
@@ -142,7 +202,7 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
         if n is None:
             continue
         if v in taken:
-            _emit_taken(new, n, [calls.get(ids[u]) for u in taken[v]], env, emit)
+            _emit_taken(new, n, [calls.get(ids[u]) for u in taken[v]], env, emit, graph.index)
         else:
             emit(n)
     if keep is None:
@@ -157,21 +217,36 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     return torch.fx.GraphModule(gm, new)
 
 
-def _emit_taken(new: torch.fx.Graph, n: torch.fx.Node, inputs: list, env, emit) -> None:
-    """Emit `n` with its output written into the first taken input's tensor (`out=`)."""
+def _emit_taken(new: torch.fx.Graph, n: torch.fx.Node, taken: list, env, emit, names) -> None:
+    """Emit `n` with its output written into the tensor of the first input it takes over
+    (`out=`): the FX argument whose producer (through folded views) is that input's node."""
     variant = _out_variant(n.target)
-    targets = [u for u in inputs if u is not None]
-    if variant is None or not targets:
+    val = n.meta.get("val")
+    target = None
+    for a in n.all_input_nodes:
+        t = a.meta.get("val")
+        if _root(a, names) in taken and isinstance(t, torch.Tensor) and isinstance(val, torch.Tensor) \
+                and t.shape == val.shape and t.dtype == val.dtype:
+            target = a
+            break
+    if variant is None or target is None:
         emit(n)
         return
     for a in n.all_input_nodes:
         emit(a)
     args = torch.fx.node.map_arg(n.args, lambda a: env[a])
-    kwargs = torch.fx.node.map_arg(dict(n.kwargs), lambda a: env[a])
-    kwargs["out"] = env[targets[0]]
+    kwargs = dict(torch.fx.node.map_arg(n.kwargs, lambda a: env[a]))
+    kwargs["out"] = env[target]
     node = new.call_function(variant, tuple(args), kwargs)
     node.meta = dict(n.meta)
     env[n] = node
+
+
+def _root(a: torch.fx.Node, names) -> torch.fx.Node:
+    """The node whose tensor an FX value is, through single-input folded nodes (views)."""
+    while a.op == "call_function" and a.name not in names and len(a.all_input_nodes) == 1:
+        a = a.all_input_nodes[0]
+    return a
 
 
 def own_order(traced: Traced) -> np.ndarray:
@@ -259,3 +334,56 @@ def _own_solution(traced: Traced) -> Solution:
     from regal.solution import make_solution
     g = traced.graph
     return make_solution(g, np.zeros(g.num_nodes, dtype=np.int32), own_order(traced), 1, "pytorch")
+
+
+def without_reuse(graph: Graph) -> Graph:
+    """`graph` with no `reuse` lists: what a program that takes nothing over allocates."""
+    recs = graph.to_records()
+    for r in recs:
+        r.pop("reuse", None)
+    return Graph.from_records(recs, name=graph.name, meta=graph.meta, source=graph.name)
+
+
+class Comparison(NamedTuple):
+    """`compare`'s answer: PyTorch's own order and regal's plan, predicted and measured."""
+    devices: int
+    pytorch: PlanRun            # the traced program in its own order, on one device
+    regal: PlanRun              # the flagship's plan, one entry per device
+    solution: Solution
+    graph: Graph                # the graph optimized (measured temp_bytes, `reuse` where real)
+
+
+def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
+            seed: int = 0, device: str = "cpu", calibrate_temps: bool = True) -> Comparison:
+    """Trace `module` (forward, or one training step with `training` = "sgd" / "adam"), run
+    it in PyTorch's own order, optimize it with the flagship on `devices`, run regal's plan,
+    and measure both with PyTorch's allocator.
+
+    `calibrate_temps`: book each op's scratch memory as measured in the own-order run
+    (`measure_nodes`, `calibrate`) before optimizing and predicting. On one device the plan
+    makes its take-overs real (`realize_reuse`); on several it takes none over.
+    """
+    from regal.memetic import optimize
+    traced = trace_for(module, example_inputs, training)
+    if calibrate_temps:
+        traced = calibrate(traced, measure_nodes(traced, device))
+    plain = traced._replace(graph=without_reuse(traced.graph))
+    own = _own_solution(plain)
+    reference = measure_peak(plan_program(plain, own), plain.args, device)
+    pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
+    if devices == 1:
+        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+        run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
+        return Comparison(1, pytorch, run, sol, traced.graph)
+    from regal.torch_dist import run_placed
+    sol = optimize(plain.graph, devices=devices, budget=budget, seed=seed)
+    run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
+    return Comparison(devices, pytorch, run, sol, plain.graph)
+
+
+def trace_for(module, example_inputs, training: str | None) -> Traced:
+    """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer."""
+    from regal.torch import trace
+    if training is None:
+        return trace(module, example_inputs, False, reuse=True)
+    return trace(module, example_inputs, True, optimizer=training, reuse=True)

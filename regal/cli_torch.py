@@ -1,0 +1,96 @@
+"""`regal torch FILE.py:FN`: optimize a PyTorch program and run both orders in PyTorch.
+
+`FN()` returns `(module, example_inputs)`. The command traces it (`regal.torch.trace`: the
+forward pass, or one training step with `--train sgd|adam`), runs it in its own order and in
+the order (and on the devices) regal's flagship chooses, and reports each device's peak as
+regal predicts it and as PyTorch's allocator measured it (`regal.torch_plan.compare`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import click
+
+__all__ = ["torch_cmd", "load_program"]
+
+
+def load_program(spec: str):
+    """`FILE.py:FN` -> `FN()`'s `(module, example_inputs)`; one-line errors name the problem."""
+    path, sep, fn = spec.rpartition(":")
+    if not sep or not path or not fn:
+        raise click.UsageError(f"'{spec}': expected FILE.py:FUNCTION")
+    if not os.path.isfile(path):
+        raise click.ClickException(f"{path}: no such file")
+    name = "regal_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    try:
+        mod_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - user code raises anything; one line for the user
+        raise click.ClickException(f"{path}: importing it failed ({type(e).__name__}: {_line(e)})") from None
+    make = getattr(module, fn, None)
+    if not callable(make):
+        raise click.ClickException(f"{path}: no function '{fn}'")
+    try:
+        got = make()
+    except Exception as e:  # noqa: BLE001
+        raise click.ClickException(f"{path}:{fn}() failed ({type(e).__name__}: {_line(e)})") from None
+    import torch
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
+        raise click.ClickException(f"{path}:{fn}() must return (module, example_inputs), got {type(got).__name__}")
+    return got
+
+
+def _line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:9.2f} MiB"
+
+
+@click.command("torch", short_help="optimize a PyTorch program and run it in PyTorch, measuring the allocator",
+               help="Trace FILE.py:FN (FN() returns (module, example_inputs)), optimize its placement and order "
+                    "with the flagship, run PyTorch's own order and regal's plan, and report each device's peak "
+                    "as predicted and as PyTorch's allocator measured it.")
+@click.argument("program", metavar="FILE.py:FN")
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
+@click.option("--train", type=click.Choice(["sgd", "adam"]), default=None,
+              help="one training step with this optimizer (default: the forward pass)")
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1), help="evaluations")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0), help="random seed")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def torch_cmd(program, devices, train, budget, seed, as_json):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise click.ClickException("regal torch needs PyTorch: pip install regal[torch]") from None
+    from regal.graph import GraphError
+    from regal.torch_plan import compare
+    module, inputs = load_program(program)
+    try:
+        cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed)
+    except GraphError as e:
+        raise click.ClickException(str(e).splitlines()[0]) from None
+    doc = {"devices": devices,
+           "pytorch": {"predicted_peak_bytes": cmp.pytorch.predicted_peak_bytes,
+                       "measured_peak_bytes": cmp.pytorch.measured_peak_bytes},
+           "regal": {"predicted_peak_bytes": cmp.regal.predicted_peak_bytes,
+                     "measured_peak_bytes": cmp.regal.measured_peak_bytes},
+           "outputs_match": bool(cmp.regal.outputs_match)}
+    if as_json:
+        click.echo(json.dumps(doc))
+    else:
+        g = cmp.graph
+        click.echo(f"program   {program} ({'training step, ' + train if train else 'forward'}; "
+                   f"{g.num_nodes:,} nodes)")
+        click.echo(f"{'':24}{'predicted':>14}{'measured':>14}")
+        click.echo(f"{'pytorch order':24}{_mb(cmp.pytorch.predicted_peak_bytes[0]):>14}"
+                   f"{_mb(cmp.pytorch.measured_peak_bytes[0]):>14}")
+        for k, (p, m) in enumerate(zip(cmp.regal.predicted_peak_bytes, cmp.regal.measured_peak_bytes)):
+            label = "regal plan" if devices == 1 else f"regal plan, device {k}"
+            click.echo(f"{label:24}{_mb(p):>14}{_mb(m):>14}")
+        click.echo(f"outputs   {'equal to PyTorch order' if cmp.regal.outputs_match else 'DIFFER from PyTorch order'}")
