@@ -2,11 +2,11 @@
 
     python -m experiments.tune_flagship --name anneal-tuning \\
         --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
-        --devices 1 2 4 --seeds 0 1 --set ANNEAL_TEMPERATURE 0 0.01 0.02 0.04 0.08
+        --devices 1 2 4 --seeds 0 1 --set anneal_temperature 0 0.01 0.02 0.04 0.08
 
-For each value of a module constant of `regal.memetic` (`--set NAME V1 V2 ...`; `--fix NAME V`
-holds another at V; `MODULE.NAME` names one of `regal.MODULE`, e.g. `local_search._RATE`), the flagship
-(`regal.optimize`, 5,000 evaluations) runs on every graph, device count and seed, beside the
+For each value of a field of `regal.FlagshipConfig` (`--set NAME V1 V2 ...`; `--fix NAME V`
+holds another at V), the flagship (`regal.optimize(..., config=FlagshipConfig()._replace(NAME=V))`,
+5,000 evaluations) runs on every graph, device count and seed, beside the
 local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
 and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
 seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's split is
@@ -47,31 +47,31 @@ def graph_paths(spec: str) -> list[str]:
     return paths
 
 
-def _where(name: str) -> tuple:
-    """(module, attribute) of a setting: NAME is regal.memetic's, MODULE.NAME regal.MODULE's."""
-    import importlib
-    module, _, attr = name.rpartition(".")
-    return importlib.import_module(f"regal.{module or 'memetic'}"), attr
-
-
-def _set(name: str, value) -> None:
-    module, attr = _where(name)
-    setattr(module, attr, type(getattr(module, attr))(value))
+def config_with(settings) -> "regal.FlagshipConfig":
+    """The default FlagshipConfig with each (NAME, VALUE) of `settings` set, VALUE cast to the
+    field's type (KeyError naming an unknown field)."""
+    import regal
+    default = regal.FlagshipConfig()
+    fields = default._asdict()
+    changes = {}
+    for name, value in settings:
+        if name not in fields or name == "brkga":
+            raise KeyError(name)
+        kind = type(fields[name])
+        changes[name] = kind(int(value)) if kind in (bool, int) else kind(value)
+    return default._replace(**changes)
 
 
 def _run(job: tuple) -> tuple:
     """One cell: (path, d, seed, setting value or None for local search) -> peak bytes."""
     path, devices, seed, name, value, budget, fixed = job
     import regal
-    import regal.memetic
     import regal.methods
     graph = regal.load(path)
-    for other, v in fixed:
-        _set(other, v)
     if value is None:
         return job[:5], regal.methods.solve("local-search", graph, devices, seed=seed, budget=budget).peak_bytes
-    _set(name, value)
-    return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed).peak_bytes
+    config = config_with([*fixed, (name, value)])
+    return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed, config=config).peak_bytes
 
 
 def _key(cell: tuple) -> str:
@@ -137,9 +137,9 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--set", nargs="+", required=True, metavar=("NAME", "VALUE"),
-                    help="a module constant of regal.memetic and the values to try")
+                    help="a field of regal.FlagshipConfig and the values to try")
     ap.add_argument("--fix", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="another constant of regal.memetic held at VALUE in every flagship run")
+                    help="another field of regal.FlagshipConfig held at VALUE in every flagship run")
     ap.add_argument("--min-nodes", type=int, default=0, help="only the graphs with at least this many nodes")
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--workers", type=int, default=2)
@@ -150,11 +150,11 @@ def main(argv=None) -> int:
                     help="no runs: the table again from <name>.json (written by an earlier run of the same arguments)")
     args = ap.parse_args(argv)
     name, values = args.set[0], [float(v) for v in args.set[1:]]
-    import regal.memetic
     fixed = tuple((other, float(v)) for other, v in args.fix)
-    for other in [name, *(other for other, _ in fixed)]:
-        if not hasattr(*_where(other)):
-            ap.error(f"no setting {other} (NAME of regal.memetic or MODULE.NAME of regal.MODULE)")
+    try:
+        config_with([*fixed, (name, values[0])])
+    except KeyError as e:
+        ap.error(f"no setting {e.args[0]} (a field of regal.FlagshipConfig)")
     paths = [p for spec in args.graphs for p in graph_paths(spec)]
     if args.min_nodes:
         import regal
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         peaks = {j[:5]: raw[_key(j[:5])] for j in jobs}
         print("\n".join(table(paths, args.devices, args.seeds, name, values, peaks)))
         return 0
-    peaks = _reused(args.reuse, jobs, name, float(getattr(*_where(name)))) if args.reuse else {}
+    peaks = _reused(args.reuse, jobs, name, float(getattr(config_with(()), name))) if args.reuse else {}
     with Pool(args.workers) as pool:
         peaks.update(pool.imap_unordered(_run, [j for j in jobs if j[:5] not in peaks], chunksize=1))
     lines = table(paths, args.devices, args.seeds, name, values, peaks)

@@ -13,6 +13,7 @@ BRKGA's mutants per node.
 """
 
 from regal.brkga import BrkgaConfig
+from regal.config import FlagshipConfig
 from regal._io import load_graph as load
 from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, save, to_networkx
 from regal.priors import Priors
@@ -24,6 +25,7 @@ from regal.solution import Solution, SolutionError, load_solution, make_solution
 __all__ = [
     "FORMAT",
     "BrkgaConfig",
+    "FlagshipConfig",
     "Graph",
     "GraphError",
     "Priors",

@@ -664,6 +664,70 @@ SCALAR_BYTES = 8
 
 
 @numba.njit(**_JIT)
+def _less3(a1, a2, a3, b1, b2, b3):
+    return a1 < b1 or (a1 == b1 and (a2 < b2 or (a2 == b2 and a3 < b3)))
+
+
+@numba.njit(**_JIT)
+def _heap3_push(hk, hv, size, k1, k2, k3, v):
+    """Push (k1, k2, k3) -> v on the binary min-heap hk: int64[cap, 3], hv: int64[cap] (keys
+    compared lexicographically); returns the new size."""
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _less3(k1, k2, k3, hk[p, 0], hk[p, 1], hk[p, 2]):
+            break
+        hk[i, 0] = hk[p, 0]
+        hk[i, 1] = hk[p, 1]
+        hk[i, 2] = hk[p, 2]
+        hv[i] = hv[p]
+        i = p
+    hk[i, 0] = k1
+    hk[i, 1] = k2
+    hk[i, 2] = k3
+    hv[i] = v
+    return size + 1
+
+
+@numba.njit(**_JIT)
+def _heap3_pop(hk, hv, size):
+    """Remove the smallest entry (the root, hk[0] / hv[0], read it first); returns the new size."""
+    size -= 1
+    k1, k2, k3, v = hk[size, 0], hk[size, 1], hk[size, 2], hv[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _less3(hk[c + 1, 0], hk[c + 1, 1], hk[c + 1, 2], hk[c, 0], hk[c, 1], hk[c, 2]):
+            c += 1
+        if not _less3(hk[c, 0], hk[c, 1], hk[c, 2], k1, k2, k3):
+            break
+        hk[i, 0] = hk[c, 0]
+        hk[i, 1] = hk[c, 1]
+        hk[i, 2] = hk[c, 2]
+        hv[i] = hv[c]
+        i = c
+    hk[i, 0] = k1
+    hk[i, 1] = k2
+    hk[i, 2] = k3
+    hv[i] = v
+    return size
+
+
+@numba.njit(**_JIT)
+def _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes):
+    """Push ready node v with its current priority (negated: the heap is a min-heap)."""
+    if 0 < nbytes[v] <= scalar_bytes:
+        p = _BIG
+        nu = _BIG
+    else:
+        p = freed[v] - (0 if resident[v] else nbytes[v])
+        nu = out_ptr[v + 1] - out_ptr[v]
+    return _heap3_push(hk, hv, size, -p, -nu, -stamp[v], v)
+
+
+@numba.njit(**_JIT)
 def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
                    nbytes, resident, scalar_bytes, order):
     """XLA's ListScheduler: repeatedly run the ready node of highest priority.
@@ -673,7 +737,10 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
     (resident) are ignored on both sides. XLA keeps ready nodes in a multimap keyed by priority
     and takes the last entry, so among equal priorities the most recently (re)inserted wins;
     `stamp` reproduces that. scalar_bytes: the largest effective scalar (`SCALAR_BYTES`).
-    Writes order: int32[n]; returns the number of nodes ordered. O(n * ready + e * max consumers).
+    The ready nodes are a heap with lazy deletion, as XLA's multimap: a node whose priority
+    changes is pushed again with its new stamp, and an entry whose stamp is no longer its node's
+    is dropped when it surfaces. Writes order: int32[n]; returns the number of nodes ordered.
+    O((n + e) log n + e * max consumers).
     """
     uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
     for u in range(n):
@@ -689,35 +756,24 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
     in_ready = np.zeros(n, dtype=np.bool_)
     stamp = np.zeros(n, dtype=np.int64)
     changed = np.full(n, -1, dtype=np.int64)  # the step at which a node's priority last rose
-    ready = np.empty(n, dtype=np.int32)
+    cap = n + in_idx.shape[0] + 1
+    hk = np.empty((cap, 3), dtype=np.int64)
+    hv = np.empty(cap, dtype=np.int64)
     size = 0
     clock = 0
     for v in range(n):
         if indeg[v] == 0:
-            ready[size] = v
-            size += 1
             in_ready[v] = True
             clock += 1
             stamp[v] = clock
+            size = _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
     t = 0
     while size > 0:
-        best = -1
-        bp = np.int64(0)
-        bu = np.int64(0)
-        bs = np.int64(0)
-        for i in range(size):
-            v = ready[i]
-            if 0 < nbytes[v] <= scalar_bytes:
-                p = _BIG
-                nu = _BIG
-            else:
-                p = freed[v] - (0 if resident[v] else nbytes[v])
-                nu = out_ptr[v + 1] - out_ptr[v]
-            if best < 0 or p > bp or (p == bp and (nu > bu or (nu == bu and stamp[v] > bs))):
-                best, bp, bu, bs = i, p, nu, stamp[v]
-        v = ready[best]
-        size -= 1
-        ready[best] = ready[size]
+        v = hv[0]
+        live = in_ready[v] and -hk[0, 2] == stamp[v]
+        size = _heap3_pop(hk, hv, size)
+        if not live:
+            continue
         in_ready[v] = False
         scheduled[v] = True
         order[t] = v
@@ -740,17 +796,69 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
                     clock += 1
                     stamp[w] = clock
                     changed[w] = -1
+                    size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
         t += 1
         for e in range(succ_ptr[v], succ_ptr[v + 1]):
             w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
-                ready[size] = w
-                size += 1
                 in_ready[w] = True
                 clock += 1
                 stamp[w] = clock
+                size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
     return t
+
+
+@numba.njit(**_JIT)
+def _seg_set(tb, tv, width, i, b, v):
+    """Set leaf i of the (b, v) min segment tree tb / tv (2 * width entries) and its ancestors."""
+    j = i + width
+    tb[j] = b
+    tv[j] = v
+    j >>= 1
+    while j >= 1:
+        l, r = 2 * j, 2 * j + 1
+        if tb[r] < tb[l] or (tb[r] == tb[l] and tv[r] < tv[l]):
+            tb[j] = tb[r]
+            tv[j] = tv[r]
+        else:
+            tb[j] = tb[l]
+            tv[j] = tv[l]
+        j >>= 1
+
+
+@numba.njit(**_JIT)
+def _seg_min(tb, tv, width, lo, hi):
+    """(b, v): the smallest (b, v) among leaves lo..hi-1 ((_BIG, _BIG) if all are empty)."""
+    bb = _BIG
+    bv = _BIG
+    lo += width
+    hi += width
+    while lo < hi:
+        if lo & 1:
+            if tb[lo] < bb or (tb[lo] == bb and tv[lo] < bv):
+                bb = tb[lo]
+                bv = tv[lo]
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if tb[hi] < bb or (tb[hi] == bb and tv[hi] < bv):
+                bb = tb[hi]
+                bv = tv[hi]
+        lo >>= 1
+        hi >>= 1
+    return bb, bv
+
+
+@numba.njit(**_JIT)
+def _seg_first(tb, width):
+    """The first non-empty leaf (-1 if none)."""
+    if tb[1] >= _BIG:
+        return -1
+    j = 1
+    while j < width:
+        j = 2 * j if tb[2 * j] < _BIG else 2 * j + 1
+    return j - width
 
 
 @numba.njit(**_JIT)
@@ -763,7 +871,10 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
     (max(mem1, max_memory_so_far), size - memory_to_free, index): while some node fits under the
     peak so far, the one leaving the least memory, else the one raising the peak least.
     Resident tensors are a constant offset (never freed); outputs are never freed.
-    Writes order: int32[n]; returns the number of nodes ordered. O(n * ready + e * max consumers).
+    The ready nodes are leaves of a segment tree in order of (size + temp, index), each holding
+    (size - memory_to_free, index): the nodes that fit are a prefix, so the pick is a prefix
+    minimum, or, when none fits, the minimum among the nodes of the smallest size + temp.
+    Writes order: int32[n]; returns the number of nodes ordered. O((n + e) log n + e * max consumers).
     """
     outdeg = np.empty(n, dtype=np.int64)
     live = np.int64(0)
@@ -787,28 +898,36 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
             u = in_idx[e]
             if not resident[u] and outdeg[u] == 1:
                 to_free[v] += nbytes[u]
+    run = size + temp
+    by_run = np.argsort(run, kind="mergesort")   # leaves: (size + temp, index)
+    sorted_run = run[by_run]
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_run] = np.arange(n)
+    width = 1
+    while width < max(n, 1):
+        width *= 2
+    tb = np.full(2 * width, _BIG, dtype=np.int64)
+    tv = np.full(2 * width, _BIG, dtype=np.int64)
+    ready = np.zeros(n, dtype=np.bool_)
     indeg = pred_cnt.copy()
-    ready = np.empty(n, dtype=np.int32)
     cnt = 0
     for v in range(n):
         if indeg[v] == 0:
-            ready[cnt] = v
+            ready[v] = True
             cnt += 1
+            _seg_set(tb, tv, width, rank[v], size[v] - to_free[v], v)
     t = 0
     while cnt > 0:
-        best = -1
-        k1 = np.int64(0)
-        k2 = np.int64(0)
-        bv = 0
-        for i in range(cnt):
-            v = ready[i]
-            a = max(live + size[v] + temp[v], max_mem)
-            b = size[v] - to_free[v]
-            if best < 0 or a < k1 or (a == k1 and (b < k2 or (b == k2 and v < bv))):
-                best, k1, k2, bv = i, a, b, v
-        v = bv
+        fits = np.searchsorted(sorted_run, max_mem - live, side="right")  # run[v] <= max_mem - live
+        b, v = _seg_min(tb, tv, width, 0, fits)
+        if v >= _BIG:   # nothing fits: the smallest size + temp, then the least size - to_free
+            first = _seg_first(tb, width)
+            r = sorted_run[first]
+            hi = np.searchsorted(sorted_run, r, side="right")
+            b, v = _seg_min(tb, tv, width, first, hi)
+        ready[v] = False
         cnt -= 1
-        ready[best] = ready[cnt]
+        _seg_set(tb, tv, width, rank[v], _BIG, _BIG)
         order[t] = v
         t += 1
         live += size[v] + temp[v]
@@ -819,8 +938,9 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
             w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
-                ready[cnt] = w
+                ready[w] = True
                 cnt += 1
+                _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
         for e in range(in_ptr[v], in_ptr[v + 1]):
             u = in_idx[e]
             if resident[u]:
@@ -828,7 +948,10 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
             outdeg[u] -= 1
             if outdeg[u] == 1:
                 for f in range(out_ptr[u], out_ptr[u + 1]):
-                    to_free[out_idx[f]] += nbytes[u]
+                    w = out_idx[f]
+                    to_free[w] += nbytes[u]
+                    if ready[w]:
+                        _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
     return t
 
 
@@ -845,10 +968,48 @@ def _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
 
 
 @numba.njit(**_JIT)
-def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp, has_reuse,
+                  reuse_ptr, reuse_idx, cx, c2, cb):
+    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
+    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
+    over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+    extra_r = np.int64(0)
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        if placement[in_idx[e]] < 0:
+            extra_r += nbytes[in_idx[e]]
+    cx[v] = extra_r
+    for k in range(d):
+        copy = np.int64(0)
+        freed = np.int64(0)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            h = placement[u]
+            if h < 0:
+                continue
+            here = present[u * d + k]
+            if not here:
+                copy += nbytes[u]
+            if left[u] == 1:
+                cnt_dev = 0
+                for j in range(d):
+                    if present[u * d + j] or (j == k and not here):
+                        if not (resident[u] and j == h):
+                            cnt_dev += 1
+                freed += nbytes[u] * cnt_dev
+        taken = np.int64(0)
+        if has_reuse:
+            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+        c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
+        cb[v * d + k] = copy + nbytes[v] - freed
+
+
+@numba.njit(**_JIT)
+def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
                     nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order):
     """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
 
+    `ready` holds the ready nodes in the order they became ready; each step scores the last
+    `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
     Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered.
     """
     has_reuse = reuse_idx.shape[0] > 0
@@ -886,50 +1047,39 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
             if indeg[w] == 0:
                 ready[cnt] = w
                 cnt += 1
+    # each ready node's per-device terms, which change only when one of its inputs is placed,
+    # copied, freed or loses a consumer: recomputed then (`dirty`), not at every step
+    cx = np.zeros(n, dtype=np.int64)        # unplaced resident inputs (homed where v runs)
+    c2 = np.zeros(n * d, dtype=np.int64)    # copies + output + temp - taken over, on device k
+    cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
+    dirty = np.ones(n, dtype=np.bool_)
     while cnt > 0:
         best = -1
         bk = 0
         s1 = _BIG
         s2 = _BIG
         s3 = _BIG
-        for i in range(cnt):
+        for i in range(max(cnt - window, 0), cnt):
             v = ready[i]
+            if dirty[v]:
+                dirty[v] = False
+                _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp,
+                              has_reuse, reuse_ptr, reuse_idx, cx, c2, cb)
             # v's device: lowest (peak after, net bytes, memory while running, device)
             vk = -1
             f1 = _BIG
             f2 = _BIG
             f3 = _BIG
-            fx = np.int64(0)
+            extra_r = cx[v]
             for k in range(d):
-                extra_r = np.int64(0)   # unplaced resident inputs that would be homed on k
-                copy = np.int64(0)
-                freed = np.int64(0)
-                for e in range(in_ptr[v], in_ptr[v + 1]):
-                    u = in_idx[e]
-                    h = placement[u]
-                    if h < 0:
-                        extra_r += nbytes[u]
-                        continue
-                    here = present[u * d + k]
-                    if not here:
-                        copy += nbytes[u]
-                    if left[u] == 1:
-                        cnt_dev = 0
-                        for j in range(d):
-                            if present[u * d + j] or (j == k and not here):
-                                if not (resident[u] and j == h):
-                                    cnt_dev += 1
-                        freed += nbytes[u] * cnt_dev
-                run = rbase[k] + extra_r + level[k] + copy + nbytes[v] + temp[v]
-                if has_reuse:
-                    run -= _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+                run = rbase[k] + extra_r + level[k] + c2[v * d + k]
                 a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
-                b = copy + nbytes[v] - freed
+                b = cb[v * d + k]
                 if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
-                    vk, f1, f2, f3, fx = k, a, b, run, extra_r
+                    vk, f1, f2, f3 = k, a, b, run
             # the node: the same key without the resident bytes it homes, a cost paid wherever
             # and whenever they are first read, so it steers the device but never delays a node
-            run = f3 - fx
+            run = f3 - extra_r
             a = max(peak, rbase[vk] + dynpeak[vk], run)
             if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
                     run < s3 or (run == s3 and v < ready[best]))))):
@@ -937,7 +1087,8 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
         v = ready[best]
         k = bk
         cnt -= 1
-        ready[best] = ready[cnt]
+        for i in range(best, cnt):  # keep the order in which they became ready
+            ready[i] = ready[i + 1]
         taken = 0
         if has_reuse:
             taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
@@ -968,6 +1119,10 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
                         level[j] -= nbytes[u]
         if rbase[k] + dynpeak[k] > peak:
             peak = rbase[k] + dynpeak[k]
+        for e in range(in_ptr[v], in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                dirty[out_idx[f]] = True
         for e in range(succ_ptr[v], succ_ptr[v + 1]):
             w = succ_idx[e]
             indeg[w] -= 1
@@ -996,10 +1151,7 @@ def greedy_schedule(n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
 _PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
 _BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
 _COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
-_SKIP, _GEN, _MEMN = 13, 14, 15        # memo: moves skipped as already rejected; table generation, entries
-_ST = 16
-_MEMO_LOAD = 0.75                       # the memo table holds at most this share of its slots
-_MEMO_STALL = 256                       # skips in a row after which the climb kicks
+_ST = 13
 _KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
@@ -1206,46 +1358,18 @@ def _keep_if_best(st, placement, order, best_placement, best_order, hist):
 
 
 @numba.njit(**_JIT)
-def _memo_key(mv, placement, n, d):
-    """The move in `mv` as one int64, relative to the schedule it was made from: a device move by
-    (node, new device), an order move by (from, to) positions."""
-    if mv[0] == 0:
-        return (mv[1] * (d + 1) + placement[mv[1]]) * 2
-    return (mv[1] * n + mv[2]) * 2 + 1
-
-
-@numba.njit(**_JIT)
-def _memo_slot(keys, stamps, gen, key):
-    """The slot of `key` in the open-addressing table (keys, stamps: int64[2^k]; a slot is in
-    use when its stamp is `gen`): where it is, or the empty slot where it would go (-1: full)."""
-    mask = keys.shape[0] - 1
-    h = (key * 2654435761) & mask
-    for _ in range(keys.shape[0]):
-        if stamps[h] != gen or keys[h] == key:
-            return h
-        h = (h + 1) & mask
-    return -1
-
-
-@numba.njit(**_JIT)
 def climb(order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, n, d,
           pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
           nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
           rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
-          temperature, calibrated, rises, horizon, adaptive, floor, rate, quench, memo_keys, memo_stamps):
+          temperature, horizon, adaptive, floor, rate):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
     without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
-    move. With a memo table (memo_keys.shape[0] > 0) a move already evaluated and rejected from
-    the current schedule is skipped unevaluated; after _MEMO_STALL skips in a row the climb
-    kicks."""
+    move."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     nk = quality.shape[0]
-    memo = memo_keys.shape[0] > 0
-    skips = 0   # moves skipped in a row (memo)
-    st[_GEN] += 1   # the schedule may have changed between calls: forget what was rejected
-    st[_MEMN] = 0
     while st[_COUNT] < stop:
         cur = st[_CUR]
         peak = st[_PEAK]
@@ -1264,8 +1388,6 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
             st[_KICKS] += 1
             st[_SINCE] = 0
-            st[_GEN] += 1
-            st[_MEMN] = 0
             if moved == 0:
                 return 1
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
@@ -1299,19 +1421,6 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
-        slot = -1
-        key = 0
-        if memo:
-            key = _memo_key(mv, placement, n, d)
-            slot = _memo_slot(memo_keys, memo_stamps, st[_GEN], key)
-            if slot >= 0 and memo_stamps[slot] == st[_GEN]:  # rejected from this schedule before
-                _undo(order, pos, placement, mv)
-                st[_SKIP] += 1
-                skips += 1
-                if skips >= _MEMO_STALL:  # (nearly) every move near here is known to fail: kick
-                    st[_SINCE] = max(st[_SINCE], patience)
-                continue
-            skips = 0
         _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
                resident, reuse_ptr, reuse_idx, device_peak, traces[1 - cur], st, new)
         st[_SINCE] += 1
@@ -1320,13 +1429,9 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
         accept = better
         if not accept and equal:
             accept = rng.random() < p_equal
-        if not accept and temperature > 0.0 and new[0] > st[_PEAK] and (not quench or st[_KICKS] > 0):  # annealing
+        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
             rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
-            scale = 1.0
-            if calibrated:  # in units of the uphill moves' mean relative rise so far
-                rises[0] = rise if rises[0] == 0.0 else rises[0] + 0.05 * (rise - rises[0])
-                scale = rises[0]
-            hot = temperature * scale * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
+            hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
             if hot > 0.0:
                 accept = rng.random() < np.exp(-rise / hot)
         if accept:
@@ -1335,14 +1440,8 @@ def climb(order, pos, placement, best_placement, best_order, traces, st, quality
             st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
             st[_CUR] = 1 - cur
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
-            st[_GEN] += 1
-            st[_MEMN] = 0
         else:
             _undo(order, pos, placement, mv)
-            if slot >= 0 and st[_MEMN] < _MEMO_LOAD * memo_keys.shape[0]:
-                memo_keys[slot] = key
-                memo_stamps[slot] = st[_GEN]
-                st[_MEMN] += 1
         if adaptive:
             quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
     return 0

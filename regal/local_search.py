@@ -22,14 +22,11 @@ memetic search applies to its elites (`improve`). The method:
   focused moves picks a tensor held on the peak device across a peak step (made before it, read
   after it), by bytes, and takes it off that step: moves it to the device with the least memory
   there, delays its producer past the step, or advances its last reader to the step or before.
-  On the 56 valid graphs (5K evaluations, 2 seeds) the climb with them beat the baseline's by
-  +1.35 % mean at d = 2, +2.13 % at d = 4, +0.44 % at d = 1.
 - Adaptive move kinds (`adaptive`, the flagship's climb; off in the baseline): each move is
   uniform, focused, informed or directed (`KINDS`), picked with probability matching each
-  kind's recent rate of improving moves (each at least `_FLOOR`), so the climb leans on the
+  kind's recent rate of improving moves (each at least `LocalSearchConfig.floor`), so the climb leans on the
   moves that pay on this graph (adaptive operator selection; Thierens 2005, Ropke and
-  Pisinger 2006). On held-out sources it raised the flagship's lead over the baseline at d = 2
-  from +0.55 % to +1.01 % (`regal.memetic.ADAPTIVE_MOVES`).
+  Pisinger 2006).
 - Acceptance, first improvement: one move, one evaluation (one full simulation). The `Score` is
   lexicographic: (peak_bytes, sum of device peaks, number of steps at the peak). The two
   tie-breakers turn the peak's wide plateaus into slopes: lowering another device's peak, or
@@ -38,24 +35,13 @@ memetic search applies to its elites (`improve`). The method:
   a random walk across the plateaus that remain; a worse one never, unless the climb anneals
   (`temperature` T > 0, the flagship's climb; off in the baseline): then a move that raises the
   peak by a fraction x of it is accepted with probability exp(-x / T'), T' falling linearly
-  from T to 0 over `horizon` evaluations (simulated annealing, Kirkpatrick et al. 1983);
-  `calibrated`, T is in units of the uphill moves' mean relative rise so far (an exponential
-  average) instead of the peak's; `quench`, no uphill move is accepted before the climb's first
-  kick (it reaches its start's local optimum first; tried in the flagship, not adopted). In a
-  sweep on six XLA graphs (d = 1, 2; 2,000 evaluations; 2-3 seeds) the mean final/start peak
-  ratio was 0.962 for p_equal = 0, 0.963 for 0.5, 0.958 for 0.8, 0.956 for 0.95 and 1.0:
-  walking plateaus pays.
+  from T to 0 over `horizon` evaluations (simulated annealing, Kirkpatrick et al. 1983).
+  Walking plateaus pays (experiments/results/INDEX.md: the p_equal sweep).
 - Re-homing resident tensors (`Climb.pack`, the flagship's climb; not in the baseline): the
   best schedule's parameters, largest first, each go to the device where (max device peak, sum
   of device peaks) falls most (`regal.heuristics.pack_residents`), priced on the step trace
   rather than searched; the climb goes on from the result when it scores better. One or two
   evaluations a call.
-- Memo (`memo`, off in the baseline): a move already evaluated and rejected from the schedule
-  the climb is at (a device move by node and new device, an order move by its two positions)
-  is skipped without an evaluation, in a table cleared whenever the schedule changes (the kick's
-  patience counts evaluations, so it kicks as late as without the memo, or after 256 skips in a
-  row). Near the peak the climb draws from few distinct moves, so
-  in a stall it would otherwise pay again for moves it knows fail.
 - Perturbation: after `patience` evaluations without a new best, restart from the best solution
   with `kick_moves` random moves applied blindly (iterated local search, Lourenco et al. 2003).
 - Budget: `budget` evaluations in all, the start(s) included (`Evaluator.count` is exact); a
@@ -83,14 +69,12 @@ from regal.heuristics import START_NAMES, heuristic_solutions, pack_candidates, 
 from regal.simulate import check_schedule, kernel_graph, peak_of
 from regal.solution import Solution, make_solution
 
-__all__ = ["solve", "improve", "Climb", "Race", "Evaluator", "Score", "LocalSearchConfig", "LocalSearchResult",
+__all__ = ["solve", "improve", "Climb", "Evaluator", "Score", "LocalSearchConfig", "LocalSearchResult",
            "SHIFT", "START_NAMES"]
 
 #: Half of the order moves go at most this many positions away (inside the feasible window).
 SHIFT = 8
 
-_MEMO_SLOTS = 1024   # the memo table's size (a power of two); it holds up to 3/4 of that
-_NO_MEMO = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
 
 class LocalSearchConfig(NamedTuple):
@@ -104,19 +88,17 @@ class LocalSearchConfig(NamedTuple):
     informed: bool = False        # focused moves aim at the peak (below); off in the baseline
     directed: float = 0.0         # share of focused moves aimed at a tensor held across the peak
     temperature: float = 0.0      # annealing: start temperature (a relative peak increase); 0: off
-    calibrated: bool = False      # annealing: temperature in units of the uphill moves' mean rise
     horizon: int = 0              # annealing: evaluations over which the temperature falls to 0
     adaptive: bool = False        # choose among the move kinds by their recent success (below)
-    quench: bool = False          # annealing: only once the climb has stalled (after its first kick)
-    memo: bool = False            # skip a move already rejected from the current schedule (below)
+    floor: float = 0.05           # adaptive: each move kind's least probability
+    rate: float = 0.02            # adaptive: the step of a kind's success estimate, per move of that kind
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
-                directed: float = 0.0, temperature: float = 0.0, calibrated: bool = False,
-                adaptive: bool = False, quench: bool = False, memo: bool = False,
-                **options) -> LocalSearchConfig:
+                directed: float = 0.0, temperature: float = 0.0, adaptive: bool = False,
+                floor: float = 0.05, rate: float = 0.02, **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
         unknown option."""
@@ -129,8 +111,8 @@ class LocalSearchConfig(NamedTuple):
                    focus_fraction=focus_fraction,
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
                    shift=int(shift), informed=bool(informed), directed=float(directed),
-                   temperature=float(temperature), calibrated=bool(calibrated), horizon=int(budget),
-                   adaptive=bool(adaptive), quench=bool(quench), memo=bool(memo))
+                   temperature=float(temperature), horizon=int(budget), adaptive=bool(adaptive),
+                   floor=float(floor), rate=float(rate))
 
 
 class Score(NamedTuple):
@@ -195,8 +177,6 @@ class _Moves(NamedTuple):
 #: uniform, focused (the baseline's), informed, directed; defined unpacked where the kernel
 #: reads them (`regal._kernels._KIND_*`).
 KINDS = tuple(zip(_kernels._KIND_FOCUSED, _kernels._KIND_INFORMED, _kernels._KIND_DIRECTED))
-_FLOOR = 0.05   # adaptive: each kind's least probability
-_RATE = 0.02    # adaptive: the step of a kind's success estimate, per move of that kind
 
 
 class ClimbState:
@@ -220,12 +200,9 @@ class ClimbState:
         self.st[_kernels._COUNT] = count
         self.st[_kernels._NHIST] = 1
         self.quality = np.full(len(KINDS), 0.1)
-        self.rises = np.zeros(1)  # calibrated annealing: the uphill moves' mean relative rise (0: none yet)
         self.hist = np.zeros((64, 2), dtype=np.int64)
         self.hist[0] = count, score.peak_bytes
         self.hist_times = [time.perf_counter()]
-        # the moves rejected from the current schedule (LocalSearchConfig.memo): keys, stamps
-        self.memo = (np.zeros(_MEMO_SLOTS, dtype=np.int64), np.zeros(_MEMO_SLOTS, dtype=np.int64))
 
     def adopt(self, placement, order, score: Score, trace: np.ndarray, count: int) -> None:
         """Make (placement, order), of `score` and step trace `trace`, the current schedule and,
@@ -282,8 +259,8 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
 
     The loop is one Numba kernel (`regal._kernels.climb`), called in chunks so that the deadline
     is checked every few milliseconds. Adaptive (`cfg.adaptive`): each move is of one of `KINDS`,
-    with probability `_FLOOR` + (1 - 4 `_FLOOR`) q_k / sum(q) (probability matching, Thierens
-    2005); a kind's success estimate q_k moves by `_RATE` toward 1 when its move improved the
+    with probability `floor` + (1 - 4 `floor`) q_k / sum(q) (probability matching, Thierens
+    2005); a kind's success estimate q_k moves by `rate` toward 1 when its move improved the
     score, toward 0 when not (adaptive operator selection, as in adaptive large neighbourhood
     search, Ropke and Pisinger 2006): the climb leans on the moves that pay on this graph at
     this stage."""
@@ -307,8 +284,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, moves.output, moves.movable,
             moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
             cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
-            cfg.temperature, cfg.calibrated, state.rises, cfg.horizon, cfg.adaptive, _FLOOR, _RATE, cfg.quench,
-            *(state.memo if cfg.memo else _NO_MEMO))
+            cfg.temperature, cfg.horizon, cfg.adaptive, cfg.floor, cfg.rate)
         evaluate.count = int(st[_kernels._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
         if code == 1:
@@ -426,79 +402,6 @@ class Climb:
             return False
         state.adopt(placement, order, score, trace, self.evaluate.count)
         return True
-
-
-class Race:
-    """Climbs raced by successive halving: `k` climbs (a power of two) go on from the same start,
-    each with its own random stream, and after each round the worse half (by best score) stops;
-    the rounds share the climbing budget equally, so with k = 4 (three rounds) the winner climbs
-    7/12 of it. Why: one climb's end depends on the basin its early moves fall into (seeds 0-5 of
-    one flagship on a GCN training graph, d = 4, ended up to 9 % apart), and its best after a
-    quarter of the budget predicts its end (Spearman 0.1-0.9 on twelve graph x d cases). The
-    same interface as `Climb` (`start`, `run`, `pack`, `best`, `best_peak`, `evaluations`,
-    `state`: the leader's); k = 1 is one Climb, bit for bit.
-
-        race = Race(graph, devices, [rng0, rng1, ...], config, budget)
-    """
-
-    def __init__(self, graph: Graph, devices: int, rngs, config: LocalSearchConfig, budget: int):
-        k = len(rngs)
-        if k < 1 or k & (k - 1):
-            raise ValueError(f"a race needs a power of two of climbs, got {k}")
-        self.rounds = k.bit_length()
-        self.budget = int(budget)
-        # the winner climbs one share of every round; its annealing cools over that
-        per_round = self.budget / self.rounds
-        horizon = int(sum(per_round / (k >> r) for r in range(self.rounds)))
-        cfg = config if k == 1 else config._replace(horizon=max(horizon, 1))
-        self.climbs = [Climb(graph, devices, rng, cfg) for rng in rngs]
-        self.alive = list(self.climbs)
-        self.base = [0] * k   # each climb still in the race: its evaluations when the round began
-
-    evaluations = property(lambda self: sum(c.evaluations for c in self.climbs))
-    leader = property(lambda self: min(self.alive, key=lambda c: c.state.best_score))
-    state = property(lambda self: self.leader.state)
-    best_peak = property(lambda self: self.leader.best_peak)
-    best = property(lambda self: self.leader.best)
-
-    def start(self, starts, budget: int) -> None:
-        """The first climb scores the starts (`Climb.start`); the others begin where it does."""
-        first = self.climbs[0]
-        first.start(starts, budget)
-        st = first.state
-        for c in self.climbs[1:]:
-            c.state = ClimbState(st.placement, st.order, st.score, st.traces[st.st[_kernels._CUR]], 0)
-        self.base = [c.evaluations for c in self.alive]
-
-    def pack(self, evaluations: int) -> bool:
-        return self.leader.pack(evaluations)
-
-    def run(self, evaluations: int, deadline: float | None = None) -> str:
-        """Up to `evaluations` more, shared by the climbs still in the race (the one furthest
-        behind in this round goes next); returns why it stopped."""
-        goal = self.evaluations + evaluations
-        stopped = "budget"
-        while self.evaluations < goal:
-            if len(self.alive) == 1:
-                return self.alive[0].run(goal - self.evaluations, deadline)
-            quota = int(self.budget / self.rounds / len(self.alive))   # per climb, this round
-            done = [c.evaluations - self.base[i] for i, c in enumerate(self.alive)]
-            i = int(np.argmin(done))
-            if done[i] >= quota:
-                self._halve()
-                continue
-            before = self.evaluations
-            stopped = self.alive[i].run(min(goal - before, quota - done[i], max(1, evaluations // len(self.alive))),
-                                        deadline)
-            if self.evaluations == before:  # nothing could move, or the deadline passed
-                return stopped
-        return stopped
-
-    def _halve(self) -> None:
-        """End the round: the better half (by best score, ties to the earlier climb) goes on."""
-        ranked = sorted(self.alive, key=lambda c: c.state.best_score)[:len(self.alive) // 2]
-        self.alive = [c for c in self.alive if c in ranked]
-        self.base = [c.evaluations for c in self.alive]
 
 
 def _best_start(graph: Graph, devices: int, names, seed: int, evaluate: Evaluator, budget: int,

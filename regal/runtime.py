@@ -24,11 +24,9 @@ schedule never wins while a feasible one is known.
   off the device most over it. Each move is one evaluation, `batch` of them evaluated in
   parallel; the best of a batch is taken when it is no worse (plateaus are walked). Its best is
   written back into the population (Lamarckian), as in the peak-memory flagship. While the best
-  schedule is still over the limit the climb gets at most `INFEASIBLE_SHARE` (half) of the
-  evaluations, the population's search the rest: on 16 real valid graphs (d = 2, 4, limits 1x
-  and 1.5x of the peak-memory flagship's peak, seeds 0-2) that took the runs ending within the
-  limit from 107 to 116 of 192 (12 gained, 3 lost), against the climb's usual share (a quarter:
-  115; none, BRKGA alone: 103).
+  schedule is still over the limit the climb gets at most `FlagshipConfig.infeasible_share`
+  (half) of the evaluations, the population's search the rest: the population's search is what
+  finds a fitting schedule where the climb's moves stall.
 - **Priors.** From a policy trained for this objective (`regal train --objective runtime`:
   placement, scheduling and transfer-priority heads; the shipped one is `policy="runtime"`),
   when one is given; none by default.
@@ -46,6 +44,7 @@ import numpy as np
 
 from regal import brkga
 from regal.brkga import BrkgaConfig, BrkgaState
+from regal.config import as_flagship_config, check_arguments, polish_share
 from regal.graph import Graph, check_devices
 from regal.search import Progress, check_search_size, numba_threads
 from regal.solution import Solution
@@ -53,12 +52,7 @@ from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decod
                          evaluate_population_timed, excess_bytes, memory_limits, simulation_fitness,
                          timed_chromosome_length, timed_solution)
 
-__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime",
-           "INFEASIBLE_SHARE"]
-
-#: The climb's share of the evaluations while the best schedule is still over the limit (the
-#: population's search is what finds a fitting one where the climb's moves stall).
-INFEASIBLE_SHARE = 0.5
+__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
 
 
 class _Problem(NamedTuple):
@@ -291,7 +285,7 @@ def _write_back(state: BrkgaState, keys: np.ndarray, fitness: float) -> BrkgaSta
 
 def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *,
                      memory_limit_bytes=None, device_model=None, seeding: bool = True, polish: bool = True,
-                     config: BrkgaConfig | None = None, time_limit_s: float | None = None,
+                     config=None, time_limit_s: float | None = None,
                      callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
                      initial: list[np.ndarray] | None = None, method: str | None = None, policy=None,
                      priors=None) -> Solution:
@@ -303,23 +297,20 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     initial: extra timed chromosomes (float64[n (2d + 1)] each) for the initial population.
     policy / priors: per-gene Beta priors of the timed chromosome for the mutants, from a policy
         trained for this objective ("runtime", a path or a Policy; `regal.search.resolve_priors`)
-        or given; with seeding or polish on, FLAGSHIP_PRIOR_SHARE of the mutants are drawn from
-        them (config.prior_share), else all; None / "none": uniform.
+        or given; with seeding or polish on, config.prior_share of the mutants are drawn from
+        them (config.brkga.prior_share), else all; None / "none": uniform.
     The other arguments as in `regal.optimize`. The Solution's order is the dispatch order of
     the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
     and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
     """
-    from regal.memetic import FLAGSHIP_PRIOR_SHARE, _check_arguments, polish_share
     from regal.search import resolve_priors
     t0 = time.perf_counter()
-    _check_arguments(graph, budget, config, time_limit_s)
+    check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
     model = check_device_model(device_model, devices)
     limits = memory_limits(memory_limit_bytes, devices)
-    config = config or BrkgaConfig()
-    if config.prior_share is None:
-        config = config._replace(prior_share=FLAGSHIP_PRIOR_SHARE if seeding or polish else 1.0)
-    config = config.validate()
+    flagship = as_flagship_config(config)
+    config = flagship.resolved_brkga(seeding or polish)
     check_search_size(graph, devices, config.population_size,
                       timed_chromosome_length(graph.num_nodes, devices), "timed chromosomes")
     problem = _Problem(graph, devices, model, memory_limit_bytes, limits)
@@ -349,7 +340,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
             if climber is not None and used < budget:
                 if climber.best_keys is None:
                     climber.start(state.best_keys, state.best_fitness)
-                cur = share if state.best_fitness <= problem.bound else min(share, INFEASIBLE_SHARE)
+                cur = share if state.best_fitness <= problem.bound else min(share, flagship.infeasible_share)
                 chunk = int(round((config.population_size - config.num_elites) * cur / (1.0 - cur)))
                 climber.run(min(max(chunk, 2), budget - used), deadline)
                 polished = climber.evaluations

@@ -42,9 +42,8 @@ def test_answer_is_never_worse_than_the_best_heuristic_seed(devices, seed):
         assert packed and sol.peak_bytes <= min(packed)
 
 
-@pytest.mark.parametrize("trial, compare, stall", [(0.0, 0, 0.0), (0.25, 0, 0.0), (0.0, 2, 0.0), (0.0, 0, 0.25)])
 @pytest.mark.parametrize("budget", [1, 7, 100, 101, 333, 1000])
-def test_budget_is_spent_exactly(budget, trial, compare, stall, monkeypatch, local_search_simulations):
+def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
     """Seeds, decodes and local moves together spend exactly `budget` evaluations, counted at the
     kernels (every population decode, every local-search simulation and the step traces the
     packed seeds are priced on)."""
@@ -64,33 +63,10 @@ def test_budget_is_spent_exactly(budget, trial, compare, stall, monkeypatch, loc
 
     monkeypatch.setattr(mm, "evaluate_population", pop)
     monkeypatch.setattr(hh, "memory_trace", trace)
-    monkeypatch.setattr(mm, "START_TRIAL", trial)   # the trial climbs' evaluations count too
-    monkeypatch.setattr(mm, "PACKED_COMPARE", compare)   # and packing the plain start to compare
-    monkeypatch.setattr(mm, "STALL_SWITCH", stall)   # and the climb from the plain start after a stall
-    monkeypatch.setattr(mm, "STALL_GAIN", 1.0 if stall else mm.STALL_GAIN)   # (every packed climb stalls)
-    monkeypatch.setattr(mm, "STALL_TRIAL", 0.25 if stall else 0.0)
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)
     if budget >= 1000:   # a tenth of the budget covers them: the packed seeds were used
         assert any("/compute-on-" in name for name in sol.info["seeding"])
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_stall_switch_climbs_from_the_plain_start_and_keeps_the_better(seed, monkeypatch):
-    """STALL_SWITCH (off by default): a climb that went on from a packed start and stalls starts
-    again from the best plain start; the answer stays no worse than every seed, within budget."""
-    # a Flax ViT forward graph whose best start computes on one device (the packed start)
-    g = regal.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "graphs", "flax_hlo",
-                                "flax_vit_4l_b8_fwd_pre.json.gz"))
-    starts = list(heuristic_solutions(g, 2, seed)) + list(packed_solutions(g, 2, seed, [1]))
-    best_seed = min(simulate(g, p, o, 2).peak_bytes for _, p, o in starts)
-    monkeypatch.setattr(memetic, "STALL_SWITCH", 0.1)
-    monkeypatch.setattr(memetic, "STALL_GAIN", 1.0)   # every climb from a packed start "stalls"
-    for trial in (0.0, 0.25):
-        monkeypatch.setattr(memetic, "STALL_TRIAL", trial)
-        sol = regal.optimize(g, 2, budget=1500, seed=seed)
-        assert sol.peak_bytes <= best_seed and sol.evaluations == 1500
-        assert sol.info["stall_switched"] in ((True,) if trial == 0 else (True, "back"))
 
 
 def test_same_seed_same_answer_on_one_and_two_threads():
@@ -115,7 +91,7 @@ def test_info_reports_the_seeds_and_the_polish():
     assert sol.method == "regal" and sol.info["seeding"] == list(START_NAMES) + packed
     assert 0 < sol.info["polish_evaluations"] < 1500
     assert regal.optimize(g, 1, budget=300, seed=0).info["seeding"] == list(START_NAMES)
-    # more nodes than evaluations: no packed seeds (PACKED_SEEDS_NODES_PER_EVAL)
+    # more nodes than evaluations: no packed seeds (FlagshipConfig.packed_seeds_nodes_per_eval)
     assert regal.optimize(g, 2, budget=150, seed=0).info["seeding"] == list(START_NAMES)
 
 
@@ -136,32 +112,28 @@ def test_bad_arguments_are_named_errors(kwargs, error, word):
 
 
 def test_anneal_temperature_falls_only_past_the_budget():
-    """Graphs the budget can visit node by node keep ANNEAL_TEMPERATURE; larger ones get
-    (budget / nodes) ** ANNEAL_SCALE_POWER of it."""
-    from regal import memetic
-    assert memetic.anneal_temperature(5000, 5000) == memetic.anneal_temperature(10, 5000) == memetic.ANNEAL_TEMPERATURE
+    """Graphs the budget can visit node by node keep config.anneal_temperature; larger ones get
+    (budget / nodes) ** config.anneal_scale_power of it."""
+    from regal.config import anneal_temperature
+    cfg = regal.FlagshipConfig()
+    assert anneal_temperature(5000, 5000, cfg) == anneal_temperature(10, 5000, cfg) == cfg.anneal_temperature
     for n in (6000, 20000, 80131):
-        want = memetic.ANNEAL_TEMPERATURE * (5000 / n) ** memetic.ANNEAL_SCALE_POWER
-        assert abs(memetic.anneal_temperature(n, 5000) - want) <= 1e-15
-    assert memetic.anneal_temperature(80131, 5000) < memetic.anneal_temperature(20000, 5000)
+        want = cfg.anneal_temperature * (5000 / n) ** cfg.anneal_scale_power
+        assert abs(anneal_temperature(n, 5000, cfg) - want) <= 1e-15
+    assert anneal_temperature(80131, 5000, cfg) < anneal_temperature(20000, 5000, cfg)
+    assert anneal_temperature(80131, 5000, cfg._replace(anneal_evals_per_node=0.0)) == cfg.anneal_temperature
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_start_compared_takes_the_better_of_packed_plain_and_one_device(seed):
-    """PACKED_COMPARE's choice: the climb starts from the lower of the best one-device start and
-    the best plain start after re-homing its resident tensors; one more evaluation than
-    scoring the starts."""
-    from regal.heuristics import pack_residents
-    from regal.local_search import Climb, Evaluator, LocalSearchConfig
-    g = _g(30 + seed, n=120)
-    starts = list(heuristic_solutions(g, 2, seed)) + list(packed_solutions(g, 2, seed, [1]))
-    plain = [(p, o) for name, p, o in starts if "/compute-on-" not in name]
-    one = [(p, o) for name, p, o in starts if "/compute-on-" in name]
-    evaluate = Evaluator(g, 2)
-    score = lambda p, o: evaluate(p, o, evaluate.new_trace())  # noqa: E731
-    p, o = min(plain, key=lambda s: score(*s))
-    expected = min(score(pack_residents(g, 2, p, o), o), min(score(*s) for s in one))
-    climber = Climb(g, 2, np.random.default_rng(seed), LocalSearchConfig.resolve(g.num_nodes, 1000))
-    memetic._start_compared(climber, starts, 1000)
-    assert climber.state.best_score == expected
-    assert climber.evaluations in (len(starts), len(starts) + 1)
+def test_config_fields_reach_the_search():
+    """A FlagshipConfig passed in changes the search (no packed seeds with packed_seeds=0, no
+    annealing at temperature 0), the default config is the default run bit for bit, and a
+    BrkgaConfig sets the BRKGA part only."""
+    g = _g(21, n=200)
+    default = regal.optimize(g, 2, budget=1500, seed=0)
+    same = regal.optimize(g, 2, budget=1500, seed=0, config=regal.FlagshipConfig())
+    assert default.peak_bytes == same.peak_bytes and default.order.tolist() == same.order.tolist()
+    brkga_part = regal.optimize(g, 2, budget=1500, seed=0, config=regal.BrkgaConfig())
+    assert brkga_part.peak_bytes == default.peak_bytes and brkga_part.order.tolist() == default.order.tolist()
+    unpacked = regal.optimize(g, 2, budget=1500, seed=0, config=regal.FlagshipConfig(packed_seeds=0))
+    assert not any("/compute-on-" in name for name in unpacked.info["seeding"])
+    assert any("/compute-on-" in name for name in default.info["seeding"])

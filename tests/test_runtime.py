@@ -70,10 +70,10 @@ def test_an_unmeetable_limit_gives_an_infeasible_solution_closest_to_it():
 
 
 def test_while_over_the_limit_the_climb_takes_at_most_its_infeasible_share():
-    """A limit nothing meets: the climb gets at most INFEASIBLE_SHARE of the evaluations (the
-    population's search gets the rest); without a limit it gets its usual share."""
-    from regal.memetic import polish_share
-    from regal.runtime import INFEASIBLE_SHARE
+    """A limit nothing meets: the climb gets at most FlagshipConfig.infeasible_share of the
+    evaluations (the population's search gets the rest); without a limit it gets its usual share."""
+    from regal.config import polish_share
+    INFEASIBLE_SHARE = regal.FlagshipConfig().infeasible_share
     g = _graph(1, n=80)
     budget = 1000
     sol = regal.optimize(g, 2, budget=budget, objective="runtime", device_model=MODEL,

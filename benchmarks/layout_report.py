@@ -1,0 +1,172 @@
+"""The library's layout in numbers: import circles, upward imports, largest modules, longest functions.
+
+    python -m benchmarks.layout_report            # a plain-text report of regal/
+
+Every `import regal.X` / `from regal.X import ...` counts, at module level or inside a function
+(an import inside a function still makes a circle, it only hides it). A module's *layer* is its
+room in docs/architecture.md (`LAYERS`, lowest first); an *upward* import is one from a module to
+a module of a higher layer. A module `regal.a.b` takes the layer of the longest prefix listed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "regal")
+
+#: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
+LAYERS = [
+    ("primitives", ["regal._jit", "regal._heap", "regal._io", "regal._ops", "regal.kernels"]),
+    ("kernels", ["regal._kernels", "regal._timed"]),
+    ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
+    ("importers", ["regal.hlo", "regal.onnx", "regal.torch", "regal.importers", "regal.load"]),
+    ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed"]),
+    ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
+    ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
+                "regal.policy", "regal.policy.resolve"]),
+    ("searches", ["regal.brkga", "regal.search", "regal.problems", "regal.memetic", "regal.runtime",
+                  "regal.flagship", "regal.timed_climb"]),
+    ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.reinforce",
+               "regal.policy.training", "regal.packing"]),
+    ("front", ["regal", "regal.cli", "regal.commands", "regal.torch_plan"]),
+]
+
+
+def module_name(path: str) -> str:
+    rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def layer_of(name: str) -> int | None:
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (name == p or name.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    return rank
+
+
+def modules() -> dict[str, str]:
+    out = {}
+    for base, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                out[module_name(os.path.join(base, f))] = os.path.join(base, f)
+    return out
+
+
+def imports(path: str, mods: dict) -> list[tuple[str, bool, int]]:
+    """(imported regal module, inside a function?, line) of every import in the file."""
+    tree = ast.parse(open(path).read())
+    found = []
+
+    def visit(node, nested):
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module] + [f"{child.module}.{a.name}" for a in child.names]
+            for n in names:
+                if n in mods and n.startswith("regal"):
+                    found.append((n, nested, child.lineno))
+            visit(child, inner)
+
+    visit(tree, False)
+    me = module_name(path)
+    return [(n, nested, line) for n, nested, line in found if n != me]
+
+
+def graph(mods):
+    edges = {}
+    for name, path in mods.items():
+        for target, nested, line in imports(path, mods):
+            if target == "regal" or (name.startswith(target + ".") and target != "regal"):
+                continue   # a package's own __init__ from inside it
+            edges.setdefault(name, {}).setdefault(target, (nested, line))
+    return edges
+
+
+def circles(edges) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(set(edges) | {w for e in edges.values() for w in e}):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def functions(mods) -> list[tuple[int, str]]:
+    out = []
+    for name, path in mods.items():
+        tree = ast.parse(open(path).read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((node.end_lineno - node.lineno + 1, f"{name}.{node.name}"))
+    return sorted(out, reverse=True)
+
+
+def main() -> int:
+    mods = modules()
+    edges = graph(mods)
+    comps = circles(edges)
+    print(f"modules: {len(mods)}")
+    print(f"import circles: {len(comps)}")
+    for c in comps:
+        print("  " + " <-> ".join(c))
+    nested = [(a, b, line) for a, e in edges.items() for b, (n, line) in e.items() if n]
+    print(f"imports inside functions (regal -> regal): {len(nested)}")
+    up, unplaced = [], sorted(m for m in mods if layer_of(m) is None)
+    for a, e in sorted(edges.items()):
+        for b in e:
+            la, lb = layer_of(a), layer_of(b)
+            if la is not None and lb is not None and lb > la:
+                up.append(f"{a} ({LAYERS[la][0]}) -> {b} ({LAYERS[lb][0]})")
+    print(f"upward imports: {len(up)}")
+    for line in up:
+        print("  " + line)
+    if unplaced:
+        print("modules in no layer: " + ", ".join(unplaced))
+    sizes = sorted(((sum(1 for _ in open(p)), m) for m, p in mods.items()), reverse=True)
+    print(f"modules over 500 lines: {sum(n > 500 for n, _ in sizes)}")
+    print("ten largest modules:")
+    for n, m in sizes[:10]:
+        print(f"  {n:5d}  {m}")
+    funcs = functions(mods)
+    print(f"functions over 80 lines: {sum(n > 80 for n, _ in funcs)}")
+    print("ten longest functions:")
+    for n, f in funcs[:10]:
+        print(f"  {n:5d}  {f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
