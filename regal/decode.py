@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from regal import _kernels
+from regal._stop import expired
 from regal.graph import Graph
 from regal.simulate import Simulation, kernel_graph
 
-__all__ = ["chromosome_length", "decode", "decode_evaluate", "encode", "evaluate_population",
+__all__ = ["chromosome_length", "decode", "decode_evaluate", "encode", "evaluate_population", "evaluated",
            "order_by_priority"]
 
 
@@ -66,22 +67,44 @@ def encode(placement, order, devices: int) -> np.ndarray:
     return keys.reshape(-1)
 
 
-def evaluate_population(graph: Graph, population, devices: int) -> np.ndarray:
+#: Node-evaluations (chromosomes x nodes) per kernel call of `evaluate_population` when it polls
+#: a deadline: a few tens of milliseconds between two polls.
+POLL_NODES = 1_000_000
+
+
+def evaluate_population(graph: Graph, population, devices: int, deadline=None) -> np.ndarray:
     """float64[m]: peak memory of each chromosome in population float64[m, n*(d+1)].
 
     Chromosomes are decoded in parallel on Numba's threads (numba.set_num_threads); each one
-    independently, so the result does not depend on the thread count.
+    independently, so the result does not depend on the thread count. deadline (a
+    `regal._stop.Deadline` or an absolute `time.perf_counter()` value): the population is
+    decoded in slices of about `POLL_NODES` node-evaluations, and once the deadline has passed
+    the chromosomes not yet decoded score +inf (never the best; the first slice is always
+    decoded). `evaluated(fitness)` counts the ones that were.
     """
     population = _check_keys(graph, population, devices)
     if population.ndim != 2:
         raise ValueError("population must be a 2-D array (individuals x keys)")
     kg = kernel_graph(graph)
-    fitness = np.empty(population.shape[0], dtype=np.float64)
-    _kernels.evaluate_population(population, kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr,
-                                 kg.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident,
-                                 kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr,
-                                 kg.reuse_idx, fitness)
+    m = population.shape[0]
+    fitness = np.full(m, np.inf, dtype=np.float64)
+    step = m if deadline is None else max(1, min(m, POLL_NODES // max(kg.num_nodes, 1)))
+    for lo in range(0, m, step):
+        if lo > 0 and expired(deadline):
+            break
+        part = np.empty(min(step, m - lo), dtype=np.float64)
+        _kernels.evaluate_population(population[lo:lo + step], kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr,
+                                     kg.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident,
+                                     kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr,
+                                     kg.reuse_idx, part)
+        fitness[lo:lo + part.shape[0]] = part
     return fitness
+
+
+def evaluated(fitness: np.ndarray) -> int:
+    """How many chromosomes `evaluate_population` decoded (the rest, cut off by its deadline,
+    score +inf; a decoded chromosome's peak is finite)."""
+    return int(np.isfinite(fitness).sum())
 
 
 def order_by_priority(graph: Graph, prio: np.ndarray) -> np.ndarray:

@@ -220,8 +220,9 @@ def xla_list_order(g, scalar_bytes):
     return order
 
 
-def greedy_schedule(g, d):
-    """The greedy rule, literally, with sets: (placement list, order list)."""
+def greedy_schedule(g, d, window=None):
+    """The greedy rule, literally, with sets: (placement list, order list). window: score only
+    the nodes that became ready last, that many (None: all)."""
     n, nb, res, tmp = g.num_nodes, g.bytes.tolist(), g.resident.tolist(), g.temp_bytes.tolist()
     place, present = {}, {u: set() for u in range(n)}
     left = {u: len(g.consumers(u)) for u in range(n)}
@@ -240,9 +241,15 @@ def greedy_schedule(g, d):
         present.update({v: {0} for v in order})
         rbase[0] = peak = sum(nb[v] for v in order)
     done = set(order)
+    # the ready nodes in the order they became ready: sources, then what each step readies
+    seq = [v for v in range(n) if not res[v] and g.pred_ptr[v] == g.pred_ptr[v + 1]]
+    for i, v in enumerate(order):  # the resident nodes, each readying what it was the last input of
+        seq += [w for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist()
+                if set(g.pred_idx[g.pred_ptr[w]:g.pred_ptr[w + 1]].tolist()) <= set(order[:i + 1])]
     while len(order) < n:
         cands = []
-        for v in ready_nodes(g, done):
+        assert sorted(seq) == ready_nodes(g, done)
+        for v in (seq if window is None else seq[-window:]):
             ins = g.inputs(v).tolist()
             per_device = []
             for k in range(d):
@@ -278,6 +285,9 @@ def greedy_schedule(g, d):
         peak = max(peak, rbase[k] + dyn[k])
         done.add(v)
         order.append(v)
+        seq.remove(v)
+        seq += [w for w in g.succ_idx[g.succ_ptr[v]:g.succ_ptr[v + 1]].tolist()
+                if set(g.pred_idx[g.pred_ptr[w]:g.pred_ptr[w + 1]].tolist()) <= done]
     for v in range(n):
         if v not in place:
             k = min(range(d), key=lambda j: (rbase[j] + dyn[j], j))
