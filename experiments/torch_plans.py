@@ -1,0 +1,186 @@
+"""Plans that run: regal's plans executed by PyTorch, their peaks measured by its allocator.
+
+    .venv-torch/bin/python -m experiments.torch_plans --out experiments/results/torch-plans
+    python -m experiments.torch_plans --device cuda --devices 1 --out OUT     # on a GPU machine
+
+For each program of `experiments.torch_zoo` (torchvision CNNs and a ViT, BERT and GPT-2 from
+Hugging Face configs, an MLP-Mixer, a U-Net; forward passes and SGD / Adam training steps):
+trace it (`regal.torch.trace`), measure each op's scratch memory in one run of PyTorch's own
+order (`regal.torch_plan.measure_nodes`), run PyTorch's own order and measure it, optimize with
+the flagship on d devices and run regal's plan (d = 1: `run_plan`, take-overs made real; d > 1:
+`regal.torch_dist.run_placed`, one process per device), and, on one device, compile the own
+order with Inductor (`torch.compile`, `reorder_for_peak_memory` on) and measure it too. Every
+peak is PyTorch's allocator's (CPU: profiler memory events; CUDA: `max_memory_allocated`), the
+resident arguments (parameters, buffers, optimizer state, inputs) included. "predicted" is
+SPEC.md section 3 with the measured scratch booked as `temp_bytes`; "importer" is the same
+without it (what the importer alone predicts). One JSON per program under OUT/cells (a cache:
+rerun skips what is there), a table in OUT/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+import torch
+
+import regal
+from regal.simulate import simulate
+from regal import torch_plan as tp
+
+from experiments.torch_zoo import PROGRAMS, make
+
+
+def _inductor_peak(program, args, device: str) -> int | str:
+    """The peak of the own-order program compiled by Inductor with its peak-memory reordering."""
+    try:
+        import torch._inductor.config as cfg
+        cfg.reorder_for_peak_memory = True
+        compiled = torch.compile(program, backend="inductor", dynamic=False)
+        warm = tuple(a.detach().to(device).clone() for a in args)
+        with torch.no_grad():
+            compiled(*warm)
+        del warm
+        return tp.measure_peak(compiled, args, device).peak_bytes
+    except Exception as e:  # noqa: BLE001 - Inductor fails in many ways; the table says so
+        return f"failed: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+
+
+def run_program(name: str, devices: list[int], budget: int, seed: int, device: str, inductor: bool) -> dict:
+    module, inputs, mode = make(name)
+    t0 = time.perf_counter()
+    with torch.set_grad_enabled(mode is not None):
+        traced = tp.trace_for(module, inputs, mode)
+    rec = {"program": name, "mode": mode or "forward", "description": PROGRAMS[name][2], "nodes": traced.graph.num_nodes,
+           "device": device, "torch": torch.__version__, "budget": budget, "seed": seed,
+           "trace_s": round(time.perf_counter() - t0, 2)}
+    if device == "cuda":  # allocate the libraries' one-off workspaces before anything is measured
+        tp.measure_peak(tp.plan_program(traced, tp._own_solution(traced)), traced.args, device)
+    raw = traced.graph
+    cal = tp.calibrate(traced, tp.measure_nodes(traced, device))
+    plain = cal._replace(graph=tp.without_reuse(cal.graph))
+    own = tp._own_solution(plain)
+    own_program = tp.plan_program(plain, own)
+    ref = tp.measure_peak(own_program, plain.args, device)
+    rec["pytorch"] = {"predicted": int(own.peak_bytes), "measured": ref.peak_bytes, "reserved": ref.reserved_bytes,
+                      "importer": int(simulate(tp.without_reuse(raw), own.placement, own.order, 1).peak_bytes)}
+    rec["temp_bytes_total"] = int(cal.graph.temp_bytes.sum())
+    for d in devices:
+        t1 = time.perf_counter()
+        if d == 1:
+            sol = regal.optimize(cal.graph, devices=1, budget=budget, seed=seed)
+            run, _ = tp.run_plan(cal, sol, device=device, realize_reuse=True, reference=ref)
+            importer = [int(simulate(raw, sol.placement, sol.order, 1).peak_bytes)]
+            taken = len(tp.taken_over(cal.graph, sol.order))
+        else:
+            from regal.torch_dist import run_placed
+            sol = regal.optimize(plain.graph, devices=d, budget=budget, seed=seed)
+            run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
+            importer = [int(x) for x in simulate(tp.without_reuse(raw), sol.placement, sol.order, d).device_peak_bytes]
+            taken = 0
+        rec[f"regal_d{d}"] = {"predicted": [int(x) for x in run.predicted_peak_bytes],
+                              "measured": [int(x) for x in run.measured_peak_bytes],
+                              "reserved": [int(x) for x in run.reserved_bytes], "importer": importer,
+                              "outputs_match": bool(run.outputs_match), "taken_over": taken,
+                              "seconds": round(time.perf_counter() - t1, 2)}
+    if inductor:
+        rec["inductor"] = _inductor_peak(own_program, plain.args, device)
+    return rec
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{100.0 * (a - b) / b:+.1f} %"
+
+
+def table(records: list[dict], devices: list[int]) -> str:
+    mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
+    head = ("| program | nodes | PyTorch order: measured MB (pred. err.) | regal d=1: measured MB (pred. err.) | "
+            "regal vs PyTorch | Inductor MB | outputs |")
+    lines = [head, "|" + "---|" * 7]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r['program']} | | failed: {r['error'][:80]} | | | | |")
+            continue
+        p = r["pytorch"]
+        g = r.get("regal_d1")
+        ind = r.get("inductor")
+        ind_s = mb(ind) if isinstance(ind, int) else ("n/a" if ind is None else "failed")
+        if g:
+            gm, gp = g["measured"][0], g["predicted"][0]
+            lines.append(f"| {r['program']} | {r['nodes']:,} | {mb(p['measured'])} ({_pct(p['predicted'], p['measured'])}) | "
+                         f"{mb(gm)} ({_pct(gp, gm)}) | {_pct(gm, p['measured'])} | {ind_s} | "
+                         f"{'equal' if g['outputs_match'] else 'DIFFER'} |")
+    multi = [d for d in devices if d > 1]
+    if multi:
+        lines += ["", "| program | d | per-device measured MB | per-device predicted MB | worst error | outputs |",
+                  "|---|---|---|---|---|---|"]
+        for r in records:
+            for d in multi:
+                g = r.get(f"regal_d{d}")
+                if not g:
+                    continue
+                err = max(abs(pp - mm) / mm for pp, mm in zip(g["predicted"], g["measured"]))
+                lines.append(f"| {r['program']} | {d} | {' / '.join(mb(x) for x in g['measured'])} | "
+                             f"{' / '.join(mb(x) for x in g['predicted'])} | {100 * err:.1f} % | "
+                             f"{'equal' if g['outputs_match'] else 'DIFFER'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.torch_plans", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="experiments/results/torch-plans")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--devices", type=int, nargs="+", default=[1])
+    p.add_argument("--budget", type=int, default=5000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", action="append", default=None, metavar="PROGRAM")
+    p.add_argument("--no-inductor", action="store_true")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    a = p.parse_args(argv)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    cells = os.path.join(a.out, "cells")
+    os.makedirs(cells, exist_ok=True)
+    records = []
+    t0 = time.perf_counter()
+    for name in PROGRAMS:
+        if a.only and name not in a.only:
+            continue
+        path = os.path.join(cells, f"{name}_{a.device}.json")
+        rec = None
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    rec = json.load(f)
+            except (OSError, json.JSONDecodeError):
+                print(f"{path}: unreadable cached cell, redone", flush=True)
+            if rec is not None and not all(f"regal_d{d}" in rec for d in a.devices):
+                rec = None
+        if rec is None:
+            try:
+                rec = run_program(name, a.devices, a.budget, a.seed, a.device, not a.no_inductor)
+            except Exception as e:  # noqa: BLE001 - one failing program does not stop the table
+                traceback.print_exc()
+                rec = {"program": name, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(rec, f, indent=1)
+            os.replace(tmp, path)
+        records.append(rec)
+        print(f"[{time.perf_counter() - t0:6.0f}s] {name}: " + json.dumps({k: rec.get(k) for k in ("nodes", "pytorch",
+              "regal_d1", "inductor", "error") if k in rec}), flush=True)
+    text = table(records, a.devices)
+    cmd = "python -m experiments.torch_plans " + " ".join(argv if argv is not None else sys.argv[1:])
+    with open(os.path.join(a.out, f"table_{a.device}.md"), "w") as f:
+        f.write(f"# Plans run in PyTorch ({a.device}, torch {torch.__version__})\n\n`{cmd}`\n\n{text}\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
