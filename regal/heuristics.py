@@ -42,7 +42,7 @@ from regal.structure import concat_csr, dfs_order, dfs_postorder, metis_placemen
 
 __all__ = ["xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order", "inductor_bfs_order",
            "inductor_dfs_order", "greedy_schedule", "random_solution", "pack_residents", "heuristic_solutions",
-           "packed_solutions",
+           "packed_solutions", "fallback_solution",
            "START_NAMES", "SCALAR_BYTES", "GREEDY_WINDOW"]
 
 #: How many ready nodes the greedy scheduler scores at a step: the ones that became ready last
@@ -349,6 +349,13 @@ def packed_solutions(graph: Graph, devices: int, seed: int, compute_devices: Seq
                        order.copy())
     except Stopped:
         return
+
+
+def fallback_solution(graph: Graph) -> tuple[str, np.ndarray, np.ndarray]:
+    """("xla-post-order/device-0", placement, order): every node on device 0 in XLA's post-order,
+    O(n + e) and never interrupted: what a search stopped before its first start has to give."""
+    return ("xla-post-order/device-0", np.zeros(graph.num_nodes, dtype=np.int32),
+            np.ascontiguousarray(_compiler_order(graph, "xla-post-order"), dtype=np.int32).copy())
 
 
 def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...], deadline: Deadline | None):

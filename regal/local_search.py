@@ -64,8 +64,9 @@ from typing import NamedTuple
 import numpy as np
 
 from regal import _kernels
+from regal._stop import as_deadline, expired
 from regal.graph import Graph, check_devices
-from regal.heuristics import START_NAMES, heuristic_solutions, pack_candidates, pack_on_trace
+from regal.heuristics import START_NAMES, fallback_solution, heuristic_solutions, pack_candidates, pack_on_trace
 from regal.simulate import check_schedule, kernel_graph, peak_of
 from regal.solution import Solution, make_solution
 
@@ -269,8 +270,8 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
     chunk = _chunk(moves, kg.in_idx.shape[0])
     stopped = "budget"
     while evaluate.count < budget:
-        if deadline is not None and time.perf_counter() >= deadline:
-            stopped = "time_limit"
+        if expired(deadline):
+            stopped = getattr(deadline, "reason", None) or "time_limit"
             break
         stop = min(budget, evaluate.count + chunk)
         need = int(st[_kernels._NHIST]) + stop - evaluate.count + 1
@@ -410,33 +411,39 @@ def _best_start(graph: Graph, devices: int, names, seed: int, evaluate: Evaluato
     lowest score wins. Returns its state, its name and {name: peak_bytes} of those evaluated."""
     best = None
     peaks = {}
-    for name, placement, order in heuristic_solutions(graph, devices, seed, names):
+    for name, placement, order in heuristic_solutions(graph, devices, seed, names, deadline=deadline):
         trace = evaluate.new_trace()
         score = evaluate(placement, order, trace)
         peaks[name] = score.peak_bytes
         if best is None or score < best[0]:
             best = (score, placement, order, trace, name)
-        if evaluate.count >= budget or (deadline is not None and time.perf_counter() >= deadline):
+        if evaluate.count >= budget or expired(deadline):
             break
+    if best is None:  # stopped before the first start was ready: the cheapest valid schedule
+        name, placement, order = fallback_solution(graph)
+        trace = evaluate.new_trace()
+        best = (evaluate(placement, order, trace), placement, order, trace, name)
+        peaks[name] = best[0].peak_bytes
     score, placement, order, trace, name = best
     return ClimbState(placement, order, score, trace, evaluate.count), name, peaks
 
 
 def solve(graph: Graph, devices: int, *, seed: int = 0, budget: int = 5000,
-          time_limit_s: float | None = None, start: str = "best", **settings) -> Solution:
+          time_limit_s: float | None = None, start: str = "best", deadline=None, **settings) -> Solution:
     """Hill climbing from a heuristic start (module docstring); the local-search baseline.
 
     budget: evaluations (full simulations), the starts' included. start: "best" (of all of
     `START_NAMES`), one of `START_NAMES`, or "random". settings: `LocalSearchConfig.resolve`'s
     (p_equal, patience, kick_moves, focus_fraction, focus_width, shift). info reports the start,
     every start's peak, accepted and sideways moves, kicks, the stop reason and the history of
-    best peaks.
+    best peaks. deadline: a `regal._stop.Deadline` (a stop request ends the search with the best
+    schedule so far; its reason is info["stopped"]).
     """
     cfg = LocalSearchConfig.resolve(graph.num_nodes, budget, **settings)
     devices = check_devices(devices)
     _check_budget(budget)
     t0 = time.perf_counter()
-    deadline = None if time_limit_s is None else t0 + time_limit_s
+    deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     names = START_NAMES if start == "best" else (start,)
     if any(name not in START_NAMES + ("random",) for name in names):
         raise ValueError(f"start must be 'best', 'random' or one of {', '.join(START_NAMES)}; got {start!r}")
