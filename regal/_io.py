@@ -7,7 +7,9 @@ import contextlib
 import gzip
 import io
 import os
-import tempfile
+import re
+import secrets
+import time
 import zlib
 from typing import IO, Iterator
 
@@ -86,36 +88,171 @@ def load_graph(path: str | os.PathLike, dims=None, name: str | None = None):
     return load(path)
 
 
-def check_writable(path: str | os.PathLike) -> None:
-    """OSError with a one-line reason unless a file can be written at `path` (its directory
-    exists and is writable, and the path is not a directory): checked before a long search."""
+def output_path(path: str | os.PathLike) -> str:
+    """The file a write to `path` replaces: `path` itself, or the file a symbolic link there
+    points to (followed, so the link stays a link and its target gets the new content)."""
     p = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(p))
-    if os.path.isdir(p):
+    return os.path.realpath(p) if os.path.islink(p) else p
+
+
+def check_writable(path: str | os.PathLike, inputs=()) -> None:
+    """OSError with a one-line reason unless `atomic_path` can write `path`: checked before a
+    long search. The path (a symbolic link: its target) must not be a directory, a FIFO or any
+    other non-regular file, nor the same file as one of `inputs` (the files the command reads);
+    its directory must exist and take a new file, which is tried (a temporary file made and
+    removed: the same step the write starts with)."""
+    p = os.fspath(path)
+    target = output_path(p)
+    if os.path.isdir(target):
         raise OSError(f"{p}: is a directory")
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise OSError(f"{p}: not a regular file (a FIFO, device or socket); regal writes files by replacing them")
+    for other in inputs:
+        if other is not None and _same_file(target, other):
+            raise OSError(f"{p}: is also an input of this command ({os.fspath(other)}); give another output path")
+    folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
         raise OSError(f"{p}: no such directory {folder}")
-    if not os.access(folder, os.W_OK):
-        raise OSError(f"{p}: directory {folder} is not writable")
+    try:
+        fd, tmp = _make_temp(target)
+    except OSError as e:
+        raise OSError(f"{p}: cannot write in {folder} ({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _same_file(a: str, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return os.path.realpath(a) == os.path.realpath(os.fspath(b))
+
+
+#: A temporary file of `atomic_path`: "<name>.<pid>-<random>.tmp<suffix>", in the target's folder.
+_TEMP = re.compile(r"\.(\d+)-[0-9a-f]{8}\.tmp")
+#: The same, as `tempfile.mkstemp` named them before: cleaned up only once this old (seconds).
+_LEGACY_TEMP = re.compile(r"\.[a-z0-9_]{8}\.tmp")
+LEGACY_TEMP_AGE_S = 3600
+
+
+def _temp_suffix(target: str) -> str:
+    base = os.path.basename(target)
+    return ".tmp.gz" if target.endswith(".gz") else ".tmp" + os.path.splitext(base)[1]
+
+
+def _make_temp(target: str) -> tuple[int, str]:
+    """(fd, path) of a new, empty temporary file beside `target`, made with the mode a new file
+    gets (0666 less the umask), as `open` would, not tempfile's 0600."""
+    folder = os.path.dirname(os.path.abspath(target))
+    base = os.path.basename(target)
+    for _ in range(100):
+        tmp = os.path.join(folder, f"{base}.{os.getpid()}-{secrets.token_hex(4)}{_temp_suffix(target)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def clean_stale_temps(path: str | os.PathLike) -> list[str]:
+    """Remove the temporary files that earlier writes of `path` left behind (a process killed
+    mid-write: its pid no longer runs; an old-style name: over an hour old); returns them.
+    A temporary file of a write still running is kept."""
+    target = output_path(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    base = os.path.basename(target)
+    suffix = _temp_suffix(target)
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        if not (name.startswith(base + ".") and name.endswith(suffix)):
+            continue
+        middle = name[len(base):len(name) - len(suffix) + 4]   # ".<pid>-<hex>.tmp"
+        full = os.path.join(folder, name)
+        m = _TEMP.fullmatch(middle)
+        try:
+            if m:
+                stale = not _pid_alive(int(m.group(1)))
+            elif _LEGACY_TEMP.fullmatch(middle):
+                stale = now - os.stat(full).st_mtime > LEGACY_TEMP_AGE_S
+            else:
+                continue
+            if stale:
+                os.unlink(full)
+                removed.append(full)
+        except OSError:
+            continue
+    return removed
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """A temporary path in the same directory as `path` (same suffix), renamed over `path` once
     the body has finished without an error, removed otherwise: a reader, or a kill mid-write,
-    never sees a cut-off file, and an earlier good file stays until the new one is complete."""
+    never sees a cut-off file, and an earlier good file stays until the new one is complete.
+
+    The new file's mode follows the umask; its data reach the disk (fsync) before the rename.
+    A symbolic link at `path` is followed (its target is replaced, the link stays); a FIFO or
+    other non-regular file there is refused. Temporary files of earlier writes of `path` that
+    were killed mid-write are removed first (`clean_stale_temps`). An OSError names `path`."""
     p = os.fspath(path)
-    base = os.path.basename(p)
-    suffix = ".tmp.gz" if p.endswith(".gz") else ".tmp" + os.path.splitext(base)[1]
-    fd, tmp = tempfile.mkstemp(prefix=base + ".", suffix=suffix, dir=os.path.dirname(os.path.abspath(p)))
+    target = output_path(p)
+    if os.path.exists(target) and not os.path.isfile(target) and not os.path.isdir(target):
+        raise OSError(f"{p}: not a regular file (a FIFO, device or socket); regal writes files by replacing them")
+    clean_stale_temps(target)
+    try:
+        fd, tmp = _make_temp(target)
+    except OSError as e:
+        raise OSError(f"{p}: cannot write ({e.strerror or e})") from None
     os.close(fd)
     try:
         yield tmp
-        os.replace(tmp, p)
-    except BaseException:
+        _fsync(tmp)
+        os.replace(tmp, target)
+        _fsync_dir(os.path.dirname(os.path.abspath(target)))
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and not isinstance(e, (BrokenPipeError,)) and tmp in str(e):
+            raise OSError(f"{p}: cannot write ({e.strerror or type(e).__name__})") from None
         raise
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # a file system without directory fsync
+        pass
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
