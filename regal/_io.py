@@ -9,6 +9,7 @@ import io
 import os
 import re
 import secrets
+import sys
 import time
 import zlib
 from typing import IO, Iterator
@@ -276,3 +277,38 @@ def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> None:
     fmt = os.path.splitext(os.fspath(path))[1][1:].lower() or None
     with atomic_binary(path) as f:
         fig.savefig(f, format=fmt, **kwargs)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While the body runs, what C code writes to file descriptor 1 goes to descriptor 2: a
+    library that prints (METIS's warnings) cannot break a command's `--json` answer on stdout.
+    Python's own buffered stdout is flushed first and left alone. Not for threads that write
+    to stdout meanwhile (the descriptor is the process's)."""
+    try:
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 at all
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            libc_flush()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def libc_flush() -> None:
+    """Flush C stdio's buffers (what a C library printed and has not written out yet)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass

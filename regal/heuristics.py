@@ -343,7 +343,9 @@ def packed_solutions(graph: Graph, devices: int, seed: int, compute_devices: Seq
         for k in (range(1, devices) if compute_devices is None else compute_devices):
             if not 1 <= k <= devices:
                 raise ValueError(f"compute_devices: {k} is not a device count from 1 to {devices}")
-            base = interruptible(metis_placement, deadline, graph, k, seed)
+            if deadline is not None:
+                deadline.check()
+            base = metis_placement(graph, k, seed)   # not in a thread: it redirects the C stdout
             for name, order in orders.items():
                 yield (f"{name}/compute-on-{k}", interruptible(pack_residents, deadline, graph, devices, base, order),
                        order.copy())
@@ -367,8 +369,10 @@ def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...], de
             elif name == "random":
                 placement, order = interruptible(random_solution, deadline, graph, devices, seed)
             else:
-                if metis is None:
-                    metis = interruptible(metis_placement, deadline, graph, devices, seed)
+                if metis is None:  # called here, not in a thread: it redirects the C stdout (0.1 s at 60K nodes)
+                    if deadline is not None:
+                        deadline.check()
+                    metis = metis_placement(graph, devices, seed)
                 placement, order = metis, interruptible(_compiler_order, deadline, graph, name)
         except Stopped:
             return

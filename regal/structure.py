@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from regal import _kernels
+from regal._io import stdout_to_stderr
 from regal.graph import Graph
 
 __all__ = ["dfs_order", "dfs_postorder", "metis_placement", "metis_adjacency", "concat_csr"]
@@ -110,6 +111,7 @@ def metis_placement(graph: Graph, devices: int, seed: int = 0) -> np.ndarray:
     xadj, adjncy, eweights = metis_adjacency(graph)
     vweights = _scaled(graph.bytes + graph.temp_bytes)
     options = pymetis.Options(seed=int(seed) % (2 ** 31))
-    part = pymetis.part_graph(devices, pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
-                              eweights=eweights if eweights.size else None, options=options)
+    with stdout_to_stderr():  # METIS prints its warnings to the C stdout, a `--json` answer's stream
+        part = pymetis.part_graph(devices, pymetis.CSRAdjacency(xadj, adjncy), vweights=vweights,
+                                  eweights=eweights if eweights.size else None, options=options)
     return np.asarray(part.vertex_part, dtype=np.int32)

@@ -5,6 +5,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
             f.write("half")
             raise RuntimeError
     assert os.listdir(tmp_path) == ["a.json"] and (tmp_path / "a.json").read_text() == "good\n"
+
+
+def test_metis_warnings_never_reach_stdout():
+    """METIS prints its warnings to the C stdout (300 parts of a 1,044-node graph); they go to
+    stderr, so a `--json` answer on stdout stays one JSON document."""
+    code = ("import regal, sys; from regal.structure import metis_placement; "
+            "metis_placement(regal.load(sys.argv[1]), 300, 0); print('{}')")
+    path = Path(__file__).resolve().parents[1] / "data" / "graphs" / "real" / "densenet121_b32_fwd_opt.json.gz"
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout == "{}\n"
+    assert "too many parts" in out.stderr
