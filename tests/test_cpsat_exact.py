@@ -43,6 +43,7 @@ def test_cases_cover_every_rule():
     assert all(any(g.consumers(v).size == 0 for v in range(g.num_nodes)) for g in graphs)
 
 
+@pytest.mark.slow  # 30 CP-SAT proofs: about 9 s
 def test_cpsat_proves_brute_force_optimum_on_one_device():
     """On 30 random 9-node DAGs, d = 1, CP-SAT from a poor hint reaches the brute-force optimum, proven."""
     got = []
@@ -129,6 +130,7 @@ def test_solution_peak_is_fresh_simulation_and_bounds_hold(name, d):
             assert sol.info["bound_bytes"] == sol.peak_bytes
 
 
+@pytest.mark.slow  # two 5 s CP-SAT runs: about 10 s
 def test_cpsat_never_returns_worse_than_its_hint_on_a_large_graph():
     """On a 150-node DAG with a 5 s limit, CP-SAT returns a valid schedule no worse than its hint, d = 1, 2."""
     g = random_dag(77, num_nodes=150)
@@ -285,6 +287,7 @@ def _brute_force_one_device(g):
     return min(naive.simulate(g, [0] * g.num_nodes, order, 1)[0] for order in naive.all_topological_orders(g))
 
 
+@pytest.mark.slow  # brute force over every order of 20 graphs: about 11 s
 def test_outputs_cases_have_read_outputs():
     """The graphs below mark outputs that have consumers, and the flag raises the optimum of some."""
     graphs = [_with_outputs(seed, 9, seed % 2 == 1) for seed in range(20)]

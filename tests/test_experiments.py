@@ -39,6 +39,7 @@ def tiny_experiment(tmp_path):
     return tmp_path, str(config), str(manifest)
 
 
+@pytest.mark.slow  # a local Dask cluster: about 17 s
 def test_tiny_experiment_end_to_end_and_resume(tiny_experiment):
     """The table equals what the solution files give, and deleting one cell recomputes only it."""
     from experiments.run import run
@@ -105,6 +106,7 @@ def test_tiny_experiment_end_to_end_and_resume(tiny_experiment):
     assert out4["counts"] == {"cells": 30, "cached": 20, "computed": 10, "stale": 10}
 
 
+@pytest.mark.slow  # a Dask scheduler and two workers: about 16 s
 def test_experiment_runs_on_an_external_cluster_whose_workers_lack_the_repository(tiny_experiment, tmp_path):
     """A real `dask scheduler` and two `dask worker` processes, started in a directory where the
     repository's `experiments` package cannot be imported, run a tiny experiment."""

@@ -352,6 +352,7 @@ def test_reuse_round_trips_through_files_and_networkx(tmp_path):
     assert not plain.has_reuse and all("reuse" not in r for r in plain.to_records())
 
 
+@pytest.mark.slow  # brute force on 50 graphs: about 11 s
 def test_lower_bound_with_reuse_stays_below_the_optimum():
     """The per-op bound subtracts what a node can take over, so it stays a bound (brute force)."""
     import naive

@@ -36,6 +36,7 @@ def _run(venv, cwd, *args):
                           capture_output=True, text=True, env={**os.environ, "REGAL_JAX_CACHE": "0"})
 
 
+@pytest.mark.slow  # a fresh install compiles every kernel: about 45 s
 def test_wheel_runs_from_another_directory(wheel_venv):
     """From the wheel, in a directory without the source tree: regal is the installed copy, and
     `optimize` and `solve` (a plugged-in baseline) work on a shipped graph."""

@@ -107,6 +107,7 @@ def test_policy_inputs_are_checked():
         pol.priors(random_dag(1, num_nodes=10), 3)
 
 
+@pytest.mark.slow  # training: about 11 s
 def test_reinforce_trains_checkpoints_and_resumes(tmp_path):
     """A short training run writes curves and checkpoints, and a resumed run continues from them."""
     from regal.policy.reinforce import TrainConfig, train

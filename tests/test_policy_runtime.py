@@ -98,6 +98,7 @@ def test_cli_refuses_a_memory_policy_for_the_runtime_objective(tmp_path):
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # training: about 55 s
 def test_reinforce_on_makespan_trains_and_keeps_its_references_apart(tmp_path):
     """objective="runtime": rewards from timed BRKGA runs, references keyed by objective, resume
     works, and a memory-setting policy config is refused."""
