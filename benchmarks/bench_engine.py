@@ -28,7 +28,8 @@ import regal
 from benchmarks.numpy_decoder import decode_simulate as numpy_decode
 from benchmarks.numpy_decoder import naive_decode_simulate
 from regal.decode import chromosome_length, decode_evaluate, evaluate_population
-from regal.search import brkga_search, numba_threads, warmup
+from regal.flagship import warmup
+from regal.search import brkga_search, numba_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -18,19 +18,20 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
-    ("primitives", ["regal._jit", "regal._heap", "regal._io", "regal._ops", "regal.kernels"]),
-    ("kernels", ["regal._kernels", "regal._timed"]),
+    ("primitives", ["regal._jit", "regal._heap", "regal._io", "regal._ops", "regal._stop"]),
+    ("kernels", ["regal._kernels", "regal._timed", "regal._pack_kernels"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     ("importers", ["regal.hlo", "regal.onnx", "regal.torch", "regal.importers", "regal.load"]),
-    ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed"]),
+    ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
+                "regal.packing"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
     ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
                 "regal.policy", "regal.policy.resolve"]),
-    ("searches", ["regal.brkga", "regal.search", "regal.problems", "regal.memetic", "regal.runtime",
-                  "regal.flagship", "regal.timed_climb"]),
-    ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.reinforce",
-               "regal.policy.training", "regal.packing"]),
-    ("front", ["regal", "regal.cli", "regal.commands", "regal.torch_plan"]),
+    ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
+                  "regal.runtime", "regal.timed_climb", "regal.flagship"]),
+    ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
+               "regal.policy.reinforce", "regal.policy.training", "regal.torch_plan", "regal.torch_dist"]),
+    ("front", ["regal.__init__", "regal.cli", "regal.commands"]),
 ]
 
 
@@ -40,6 +41,8 @@ def module_name(path: str) -> str:
 
 
 def layer_of(name: str) -> int | None:
+    if name == "regal":
+        name = "regal.__init__"
     best, rank = -1, None
     for i, (_, prefixes) in enumerate(LAYERS):
         for p in prefixes:

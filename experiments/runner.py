@@ -135,7 +135,7 @@ def _options(method: Method) -> dict:
     """The method's options as the registry takes them: a policy path made absolute (config paths
     are relative to the repository), one Numba thread per Dask worker."""
     import regal.methods
-    from regal.search import POLICY_NAMES
+    from regal.policy.names import POLICY_NAMES
     opts = dict(method.options)
     policy = opts.get("policy")
     if isinstance(policy, str) and policy not in POLICY_NAMES and not os.path.isabs(policy):

@@ -17,8 +17,8 @@ from regal.config import FlagshipConfig
 from regal._io import load_graph as load
 from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, save, to_networkx
 from regal.priors import Priors
-from regal.memetic import optimize
-from regal.search import Progress, warmup
+from regal.flagship import optimize, warmup
+from regal.loop import Progress
 from regal.simulate import ScheduleError, Simulation, simulate
 from regal.solution import Solution, SolutionError, load_solution, make_solution
 

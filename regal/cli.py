@@ -19,7 +19,7 @@ import time
 import click
 
 from regal.graph import Graph, GraphError
-from regal.memetic import DEFAULT_POLICY
+from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
               "ONNX model (.onnx, .onnx.gz)")
@@ -526,13 +526,8 @@ def _policy_priors(policy: str, g: Graph, devices: int, objective: str = "memory
     t = time.perf_counter()
     use_jax_cache()
     skip_flax_interop()
-    from regal.policy import load_policy
-    pol = load_policy(policy)
-    if pol.objective != objective:
-        raise ValueError(f"policy {policy!r} was trained for the {pol.objective} objective, not {objective!r}: "
-                         f"give --policy none or a policy of that objective"
-                         + (" ('runtime')" if objective == "runtime" else ""))
-    priors = pol.priors(g, devices, objective=objective)
+    from regal.policy.resolve import resolve_priors
+    priors = resolve_priors(g, devices, None, policy, objective=objective)
     return priors, time.perf_counter() - t
 
 
@@ -618,11 +613,10 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
     """(priors, seconds) of a trained `policy` for `g` (None, None for 'none' or a teacher's name),
     with everything the search loads (kernels, the priors' quantile tables) loaded, so that the
     search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`)."""
-    from regal.search import TEACHER_POLICIES, warmup
-    if objective == "runtime" and policy in TEACHER_POLICIES:
-        raise ValueError(f"policy {policy!r} predicts the memory objective's chromosome: give --policy none or a "
-                         "policy of the runtime objective ('runtime')")
-    job = None if policy == "none" or policy in TEACHER_POLICIES else _PolicyJob(policy, g, devices, objective)
+    from regal.flagship import warmup
+    from regal.policy.names import check_objective, needs_network
+    check_objective(policy, objective)
+    job = _PolicyJob(policy, g, devices, objective) if needs_network(policy) else None
     try:
         warmup(devices, seeding=seeding, polish=polish)
         if job is None:

@@ -45,9 +45,9 @@ class MethodSpec(NamedTuple):
 
 # The library's own methods (regal/). The flagship first.
 _LIBRARY = {
-    "regal": ("regal.memetic:solve_flagship",
+    "regal": ("regal.flagship:solve_flagship",
               "the flagship: memetic REGAL (heuristic seeds, policy priors, Lamarckian local search)", True, True),
-    "regal-paper": ("regal.memetic:solve_regal_paper",
+    "regal-paper": ("regal.flagship:solve_regal_paper",
                     "REGAL as in the paper: BRKGA with a trained policy's per-node Beta priors", True, True),
     "brkga": ("regal.search:solve_brkga", "plain BRKGA (uniform mutants), 5,000 evaluations", True, True),
     "teacher": ("regal.search:solve_teacher",

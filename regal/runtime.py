@@ -38,43 +38,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
-from regal import brkga
 from regal.brkga import BrkgaConfig, BrkgaState
-from regal.config import as_flagship_config, check_arguments, polish_share
+from regal.config import FlagshipConfig, as_flagship_config, check_arguments, polish_share
 from regal.graph import Graph, check_devices
-from regal.search import Progress, check_search_size, numba_threads
+from regal.heuristics import heuristic_solutions
+from regal.loop import Progress, check_search_size, numba_threads, run_loop, write_back
+from regal.policy.resolve import resolve_priors
+from regal.problems import RuntimeProblem
 from regal.solution import Solution
-from regal.timed import (DeviceModel, TimedSimulation, check_device_model, decode_timed, encode_timed,
-                         evaluate_population_timed, excess_bytes, memory_limits, simulation_fitness,
-                         timed_chromosome_length, timed_solution)
+from regal.timed import (DeviceModel, TimedSimulation, check_device_model, encode_timed, excess_bytes,
+                         memory_limits, timed_solution)
+from regal.timed_heuristics import timed_starts
 
-__all__ = ["optimize_runtime", "TimedClimb", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
-
-
-class _Problem(NamedTuple):
-    graph: Graph
-    devices: int
-    model: DeviceModel
-    memory_limit_bytes: object  # None, an int, or one int per device
-    limits: np.ndarray          # int64[d], -1: none
-
-    def evaluate(self, population: np.ndarray) -> np.ndarray:
-        return evaluate_population_timed(self.graph, population, self.devices, self.model,
-                                         self.memory_limit_bytes)[0]
-
-    @property
-    def bound(self) -> float:
-        """The makespan bound: a fitness above it is a schedule over the limit (`runtime_fitness`)."""
-        from regal.timed import makespan_bound
-        return self.graph.cached(("makespan_bound", self.devices, self.model),
-                                 lambda: makespan_bound(self.graph, self.devices, self.model))
-
-    def fitness(self, sim: TimedSimulation) -> float:
-        return simulation_fitness(sim, self.bound, self.limits)
+__all__ = ["optimize_runtime", "TimedClimb", "TimedPolish", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
 
 
 def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,
@@ -86,8 +66,6 @@ def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,
     Memory-aware HEFT is there to give the search a fast schedule that fits; one that does not
     fit would only take the climb's start (the least over the limit) from the seeds it used to
     repair from, which measured worse (module docstring)."""
-    from regal.heuristics import heuristic_solutions
-    from regal.timed_heuristics import timed_starts
     limits = memory_limits(memory_limit_bytes, devices)
     seeds = []
     for name, placement, sim in timed_starts(graph, devices, model, seed, memory_limit_bytes=memory_limit_bytes):
@@ -141,7 +119,7 @@ def critical_nodes(graph: Graph, placement: np.ndarray, sim: TimedSimulation) ->
 class TimedClimb:
     """The runtime flagship's polish: a batched first-best climb over timed chromosomes."""
 
-    def __init__(self, problem: _Problem, rng: np.random.Generator, batch: int = 16, focus: float = 0.75):
+    def __init__(self, problem: RuntimeProblem, rng: np.random.Generator, batch: int = 16, focus: float = 0.75):
         self.problem = problem
         self.rng = rng
         self.batch = batch
@@ -162,7 +140,7 @@ class TimedClimb:
     def _study(self) -> None:
         """Decode the current schedule once more, recording it, for the moves' targets."""
         p = self.problem
-        self._placement, self._sim = decode_timed(p.graph, self._cur_keys, p.devices, p.model)
+        self._placement, self._sim = p.decode(self._cur_keys)
         self._critical = None  # computed when a move first asks for it
         over = np.where(p.limits >= 0, self._sim.device_peak_bytes - p.limits, -1)
         self._over_device = int(np.argmax(over)) if over.max() > 0 else -1
@@ -271,16 +249,38 @@ class TimedClimb:
                 self._study()
 
 
-def _write_back(state: BrkgaState, keys: np.ndarray, fitness: float) -> BrkgaState:
-    """The climb's best into the population (replacing the worst), unless one as good is there."""
-    if fitness >= state.fitness[-1] or np.any(state.fitness == fitness):
+class TimedPolish:
+    """The runtime flagship's improver (`regal.loop.Improver`): the timed climb between the
+    generations, started from the population's best, its best written back; while the best
+    schedule is over the limit it gets at most `infeasible_share` of the evaluations."""
+
+    def __init__(self, problem: RuntimeProblem, config: FlagshipConfig, brkga_config: BrkgaConfig, seed: int,
+                 share: float, deadline: float | None):
+        self.problem, self.config, self.brkga_config = problem, config, brkga_config
+        self.share, self.deadline = share, deadline
+        self.climber = TimedClimb(problem, np.random.default_rng([seed, 0x7173]))  # the climb's own stream
+
+    @property
+    def spent(self) -> int:
+        return self.climber.evaluations
+
+    def improve(self, state: BrkgaState, budget: int) -> BrkgaState:
+        used = state.evaluations + self.spent
+        if used >= budget:
+            return state
+        climber = self.climber
+        if climber.best_keys is None:
+            climber.start(state.best_keys, state.best_fitness)
+        cur = self.share if state.best_fitness <= self.problem.bound else min(self.share, self.config.infeasible_share)
+        cfg = self.brkga_config
+        chunk = int(round((cfg.population_size - cfg.num_elites) * cur / (1.0 - cur)))
+        climber.run(min(max(chunk, 2), budget - used), self.deadline)
+        if climber.best_fitness < state.best_fitness:
+            state = write_back(state, lambda: climber.best_keys, climber.best_fitness)
         return state
-    population = state.population.copy()
-    fit = state.fitness.copy()
-    population[-1] = keys
-    fit[-1] = fitness
-    keep = np.argsort(fit, kind="stable")
-    return state._replace(population=population[keep], fitness=fit[keep])
+
+    def finish(self, state: BrkgaState, stopped: str) -> BrkgaState:
+        return state
 
 
 def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *,
@@ -303,7 +303,6 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
     and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
     """
-    from regal.search import resolve_priors
     t0 = time.perf_counter()
     check_arguments(graph, budget, config, time_limit_s)
     devices = check_devices(devices)
@@ -311,62 +310,33 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     limits = memory_limits(memory_limit_bytes, devices)
     flagship = as_flagship_config(config)
     config = flagship.resolved_brkga(seeding or polish)
-    check_search_size(graph, devices, config.population_size,
-                      timed_chromosome_length(graph.num_nodes, devices), "timed chromosomes")
-    problem = _Problem(graph, devices, model, memory_limit_bytes, limits)
+    problem = RuntimeProblem(graph, devices, model, memory_limit_bytes, limits)
+    check_search_size(graph, devices, config.population_size, problem.num_keys, "timed chromosomes")
     priors = resolve_priors(graph, devices, priors, policy, objective="runtime")
     deadline = None if time_limit_s is None else t0 + time_limit_s
-    L = timed_chromosome_length(graph.num_nodes, devices)
     for keys in initial or []:
-        if np.shape(keys) != (L,):
-            raise ValueError(f"initial chromosomes must have {L} keys (the timed layout), got {np.shape(keys)}")
+        if np.shape(keys) != (problem.num_keys,):
+            raise ValueError(f"initial chromosomes must have {problem.num_keys} keys (the timed layout), "
+                             f"got {np.shape(keys)}")
     seeds = timed_seeds(graph, devices, model, seed, memory_limit_bytes) if seeding else []
     starts = [keys for _, keys in seeds] + [np.asarray(k, dtype=np.float64) for k in initial or []]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
-    rng = np.random.default_rng([seed, 0x7173])  # the climb's own stream
-    climber = TimedClimb(problem, rng) if share > 0.0 else None
-    state = brkga.init(L, config, seed)
-    history: list[list[float]] = []
-    stopped, polished = "budget", 0
+    improver = TimedPolish(problem, flagship, config, seed, share, deadline) if share > 0.0 else None
     with numba_threads(num_threads):
-        while state.evaluations + polished < budget:
-            candidates, state = brkga.ask(state, config, priors)
-            if state.generation == 0:
-                for i, keys in enumerate(starts[:candidates.shape[0]]):
-                    candidates[i] = keys
-            candidates = candidates[:budget - state.evaluations - polished]
-            state = brkga.tell(state, candidates, problem.evaluate(candidates), config)
-            used = state.evaluations + polished
-            if climber is not None and used < budget:
-                if climber.best_keys is None:
-                    climber.start(state.best_keys, state.best_fitness)
-                cur = share if state.best_fitness <= problem.bound else min(share, flagship.infeasible_share)
-                chunk = int(round((config.population_size - config.num_elites) * cur / (1.0 - cur)))
-                climber.run(min(max(chunk, 2), budget - used), deadline)
-                polished = climber.evaluations
-                if climber.best_fitness < state.best_fitness:
-                    state = _write_back(state, climber.best_keys, climber.best_fitness)
-            used = state.evaluations + polished
-            seconds = time.perf_counter() - t0
-            if not history or state.best_fitness < history[-1][1]:
-                history.append([used, state.best_fitness, round(seconds, 6)])
-            if callback is not None and callback(Progress(used, budget, state.generation, state.best_fitness,
-                                                          seconds)):
-                stopped = "callback"
-                break
-            if deadline is not None and time.perf_counter() >= deadline:
-                stopped = "time_limit"
-                break
-    placement, sim = decode_timed(graph, state.best_keys, devices, model)
+        out = run_loop(problem, config, budget, seed, priors=priors, initial=starts, improver=improver, t0=t0,
+                       deadline=deadline, callback=callback)
+    state = out.state
+    placement, sim = problem.decode(state.best_keys)
     assert problem.fitness(sim) == state.best_fitness, "decoder and timed simulator disagree"
     info = {"objective": "runtime", "seed": seed, "budget": budget, "generations": state.generation,
             "priors": priors is not None,
             "policy": (os.fspath(policy) if isinstance(policy, (str, os.PathLike))
                        else None if policy is None else type(policy).__name__),
-            "stopped": stopped, "seeding": [name for name, _ in seeds], "polish_share": share,
-            "polish_evaluations": polished, "config": config._asdict(), "history": history}
+            "stopped": out.stopped, "seeding": [name for name, _ in seeds], "polish_share": share,
+            "polish_evaluations": 0 if improver is None else improver.spent, "config": config._asdict(),
+            "history": out.history}
     return timed_solution(graph, placement, sim, devices, model, method=method or "regal",
-                          memory_limit_bytes=memory_limit_bytes, evaluations=state.evaluations + polished,
+                          memory_limit_bytes=memory_limit_bytes, evaluations=out.evaluations,
                           seconds=time.perf_counter() - t0, info=info)
 
 

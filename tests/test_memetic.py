@@ -48,10 +48,10 @@ def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
     kernels (every population decode, every local-search simulation and the step traces the
     packed seeds are priced on)."""
     import regal.heuristics as hh
-    import regal.memetic as mm
+    import regal.problems as pp
     g = _g(3, n=50)
     count = [0]
-    real_pop, real_trace = mm.evaluate_population, hh.memory_trace
+    real_pop, real_trace = pp.evaluate_population, hh.memory_trace
 
     def pop(graph, candidates, d):
         count[0] += candidates.shape[0]
@@ -61,7 +61,7 @@ def test_budget_is_spent_exactly(budget, monkeypatch, local_search_simulations):
         count[0] += 1
         return real_trace(*args)
 
-    monkeypatch.setattr(mm, "evaluate_population", pop)
+    monkeypatch.setattr(pp, "evaluate_population", pop)
     monkeypatch.setattr(hh, "memory_trace", trace)
     sol = regal.optimize(g, 2, budget=budget, seed=0)
     assert sol.evaluations == budget == count[0] + len(local_search_simulations)

@@ -18,7 +18,7 @@ REGAL = [sys.executable, "-m", "regal.cli"]
 _CHECK = r"""
 import sys, numba
 import regal, regal.cli
-from regal.search import warmup
+from regal.flagship import warmup
 
 def signatures():
     return {f"{m.__name__}.{n}": len(o.signatures) for m in list(sys.modules.values())
@@ -51,6 +51,7 @@ def test_warmup_loads_every_kernel_the_search_runs(graph_path, devices, seeding,
     assert out.stdout.strip().splitlines()[-1] == "{}", out.stdout
 
 
+@pytest.mark.slow  # three CLI runs with JAX: about 11 s
 def test_optimize_with_a_policy_in_a_child_process_matches_the_library(graph_path, tmp_path):
     """The CLI computes a policy's priors in a forked process; same peak as `regal.optimize`, the
     solution names the policy; a bad policy file is still one line."""

@@ -21,6 +21,7 @@ import numpy as np
 from regal.graph import Graph
 from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS, Actions, to_priors
 from regal.policy.features import GraphBatch, build
+from regal.policy.names import SHIPPED_POLICIES
 from regal.priors import Priors
 
 __all__ = ["Policy", "PolicyConfig", "load_policy", "init_policy", "DEFAULT_POLICY", "GAS_POLICY", "TRANSFER_POLICY",
@@ -136,7 +137,6 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
     the one trained for the runtime objective (with a transfer-priority head)."""
     from regal.policy.network import PolicyConfig
     p = os.fspath(path)
-    from regal.search import SHIPPED_POLICIES
     if p in SHIPPED_POLICIES:
         p = os.path.join(_HERE, f"{p}.npz")
     if not os.path.exists(p):

@@ -264,7 +264,7 @@ class _References:
 def _run_many(client, jobs, objective: str = "memory"):
     """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks (objective "memory") or
     makespans ("runtime"), on Dask or in-process."""
-    from regal.search import brkga_peak as run_brkga
+    from regal.policy.rewards import brkga_peak as run_brkga
     jobs = [tuple(j) + (objective,) for j in jobs]
     if client is None:
         return [run_brkga(*j) for j in jobs]

@@ -1,0 +1,152 @@
+"""The one search loop: BRKGA's ask/tell over a problem object, with an improver hook.
+
+Every search of the library runs `run_loop`: plain BRKGA (`regal.search`, no improver), the
+flagship (`regal.memetic`, the peak-memory climb) and the runtime objective (`regal.runtime`,
+the timed climb). They differ only by the problem they hand it (`regal.problems`: chromosome
+width, evaluate, decode) and the improver:
+
+    class Improver(Protocol):
+        spent: int                                       # evaluations outside the population so far
+        def improve(self, state, budget) -> BrkgaState   # after each generation (Lamarckian write-back)
+        def finish(self, state, stopped) -> BrkgaState   # once, after the loop
+
+One step: ask for a generation (the initial population first, its first members replaced by
+`initial`), cut it so that at most `budget` evaluations are spent in all, evaluate, tell; then the
+improver; then the history, the callback (`Progress`; True stops) and the deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Callable, NamedTuple, Protocol
+
+import numpy as np
+
+from regal import brkga
+from regal.brkga import BrkgaConfig, BrkgaState
+from regal.graph import Graph
+from regal.priors import Priors
+
+__all__ = ["Progress", "Problem", "Improver", "LoopResult", "run_loop", "write_back", "numba_threads",
+           "check_search_size"]
+
+
+class Progress(NamedTuple):
+    """What the callback sees after every generation."""
+    evaluations: int
+    budget: int
+    generation: int
+    best_peak_bytes: float
+    seconds: float
+
+
+class Problem(Protocol):
+    """An objective as the loop sees it (`regal.problems`)."""
+    num_keys: int
+
+    def evaluate(self, population: np.ndarray) -> np.ndarray: ...
+
+
+class Improver(Protocol):
+    """A local improvement run between generations (module docstring)."""
+    spent: int
+
+    def improve(self, state: BrkgaState, budget: int) -> BrkgaState: ...
+
+    def finish(self, state: BrkgaState, stopped: str) -> BrkgaState: ...
+
+
+class LoopResult(NamedTuple):
+    state: BrkgaState   # the final population, best first
+    history: list       # [evaluations, best fitness, seconds] each time the best fell
+    stopped: str        # "budget", "callback" or "time_limit"
+    evaluations: int    # spent in all, the improver's included
+
+
+@contextmanager
+def numba_threads(n: int | None):
+    """Run the body with Numba using `n` threads (all of them when None), then restore."""
+    import numba
+    if n is None:
+        yield
+        return
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"num_threads must be in 1..{numba.config.NUMBA_NUM_THREADS}, got {n}")
+    before = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def check_search_size(graph: Graph, devices: int, population_size: int, length: int,
+                      what: str = "chromosomes") -> None:
+    """ValueError, before anything is allocated, when a search cannot fit: more devices than
+    nodes, or a population of chromosomes (float64[P, length]) over a quarter of the memory."""
+    if devices > graph.num_nodes:
+        raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
+    need = population_size * length * 8 * 3  # parents, children, keys
+    try:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        limit = 8 * 2**30
+    if need > limit:
+        raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
+                         f"{what} needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
+                         f"machine's memory ({limit / 2**30:,.1f} GiB); use fewer devices or a smaller population")
+
+
+def write_back(state: BrkgaState, keys: Callable[[], np.ndarray], fitness: float) -> BrkgaState:
+    """Put a schedule found outside the population into it (Lamarckian), replacing the worst
+    member, and re-sort; nothing changes when the population already holds one as good.
+    keys: called only when the schedule goes in (encoding it may cost)."""
+    if fitness >= state.fitness[-1] or np.any(state.fitness == fitness):
+        return state
+    population = state.population.copy()
+    fit = state.fitness.copy()
+    population[-1] = keys()
+    fit[-1] = fitness
+    keep = np.argsort(fit, kind="stable")
+    return state._replace(population=population[keep], fitness=fit[keep])
+
+
+def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, priors: Priors | None = None,
+             initial=(), improver: Improver | None = None, t0: float, deadline: float | None = None,
+             callback: Callable[[Progress], bool | None] | None = None,
+             report_budget: int | None = None) -> LoopResult:
+    """BRKGA on `problem` until `budget` evaluations (population and improver together) are
+    spent, the deadline (a perf_counter()) passes or the callback returns True.
+
+    initial: chromosomes that replace the first members of the initial population.
+    report_budget: the budget `Progress` reports (default `budget`; the flagship keeps a reserve).
+    """
+    state = brkga.init(problem.num_keys, config, seed)
+    history: list[list[float]] = []
+    stopped = "budget"
+    spent = (lambda: 0) if improver is None else (lambda: improver.spent)  # noqa: E731
+    while state.evaluations + spent() < budget:
+        candidates, state = brkga.ask(state, config, priors)
+        if state.generation == 0:
+            for i, keys in enumerate(initial[:candidates.shape[0]]):
+                candidates[i] = keys
+        candidates = candidates[:budget - state.evaluations - spent()]
+        state = brkga.tell(state, candidates, problem.evaluate(candidates), config)
+        if improver is not None:
+            state = improver.improve(state, budget)
+        used = state.evaluations + spent()
+        seconds = time.perf_counter() - t0
+        if not history or state.best_fitness < history[-1][1]:
+            history.append([used, state.best_fitness, round(seconds, 6)])
+        if callback is not None and callback(Progress(used, report_budget or budget, state.generation,
+                                                      state.best_fitness, seconds)):
+            stopped = "callback"
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
+            stopped = "time_limit"
+            break
+    if improver is not None:
+        state = improver.finish(state, stopped)
+    return LoopResult(state, history, stopped, state.evaluations + spent())

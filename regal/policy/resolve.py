@@ -1,0 +1,62 @@
+"""`resolve_priors`: the priors a search runs with, from explicit priors or a policy's name.
+
+The one place a policy name (`regal.policy.names`) becomes priors: the library's searches and
+the CLI call it. JAX is imported only when a trained network is asked for (`load_policy`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from regal.decode import chromosome_length
+from regal.graph import Graph
+from regal.policy import load_policy  # JAX is imported only when a network runs
+from regal.policy.actions import to_priors
+from regal.policy.names import TEACHER_POLICIES, check_objective
+from regal.policy.teacher import teacher_actions
+from regal.priors import Priors
+from regal.timed import timed_chromosome_length
+
+__all__ = ["resolve_priors", "teacher_priors", "check_priors"]
+
+
+def check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
+    """ValueError when `priors` do not have one gene per key of the chromosome."""
+    if priors is not None and priors.num_keys != num_keys:
+        raise ValueError(f"priors have {priors.num_keys} genes; the graph needs {num_keys} for {devices} devices")
+
+
+def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors:
+    """The structural teacher's priors; placement=False keeps the scheduling half only."""
+    acts = teacher_actions(graph, devices)
+    return to_priors(acts if placement else acts._replace(placement=None), graph.num_nodes, devices)
+
+
+def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy,
+                   objective: str = "memory") -> Priors | None:
+    """Priors to search with: explicit priors, a policy's ("default", a path or a Policy), the
+    teacher's ("teacher", "teacher-schedule"), or none; for the chromosome of `objective`
+    ("memory", or "runtime": the timed one of SPEC.md section 5, which only a policy trained for
+    it, with a transfer-priority head such as "runtime", predicts)."""
+    if priors is not None and policy not in (None, "none"):
+        raise ValueError("give either priors or a policy, not both")
+    if priors is not None and not isinstance(priors, Priors):
+        raise TypeError(f"priors must be a regal.Priors, got {type(priors).__name__}")
+    if priors is not None:
+        length = (timed_chromosome_length if objective == "runtime" else chromosome_length)(graph.num_nodes, devices)
+        check_priors(priors, length, devices)
+        return priors
+    if policy is None or policy == "none":
+        return None
+    check_objective(policy, objective)
+    if isinstance(policy, str) and policy in TEACHER_POLICIES:
+        return teacher_priors(graph, devices, placement=policy == "teacher")
+    if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
+        raise TypeError(f"policy must be 'default', 'transfer', 'runtime', 'teacher', 'none', a policy file or a "
+                        f"loaded Policy, got {policy!r}")
+    pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    if pol.objective != objective:
+        name = getattr(pol, "source", None) or "this policy"
+        raise ValueError(f"{name} was trained for the {pol.objective} objective, not {objective!r}; give a policy "
+                         f"of the {objective} objective or 'none'")
+    return pol.priors(graph, devices, objective=objective)
