@@ -148,6 +148,9 @@ class Graph:
             raise GraphError(f"{source}: 'nodes' must be a list")
         if len(nodes) == 0:
             raise GraphError(f"{source}: the graph is empty (no nodes)")
+        if not _utf8(str(name)):
+            raise GraphError(f"{source}: the graph's name {name!r} is not a valid Unicode string "
+                             "(a lone surrogate cannot be written to a file)")
         index: dict[str, int] = {}
         for i, rec in enumerate(nodes):
             if not isinstance(rec, Mapping):
@@ -156,7 +159,9 @@ class Graph:
             if not isinstance(nid, str) or not nid:
                 raise GraphError(f"{source}: node #{i} has no string 'id'")
             if nid in index:
-                raise GraphError(f"{source}: duplicate node id '{nid}'")
+                raise GraphError(f"{source}: duplicate node id {nid!r}")
+            if not _utf8(nid):
+                raise GraphError(f"{source}: node id {nid!r} is not valid Unicode (a lone surrogate)")
             index[nid] = i
 
         n = len(nodes)
@@ -176,28 +181,28 @@ class Graph:
             temp[i] = _int_field(rec, "temp_bytes", nid, source, required=False)
             total += int(nbytes[i]) + int(temp[i])
             if total > MAX_TOTAL_BYTES:
-                raise GraphError(f"{source}: node '{nid}': the graph's bytes and temp_bytes add up to more "
+                raise GraphError(f"{source}: node {nid!r}: the graph's bytes and temp_bytes add up to more "
                                  f"than {MAX_TOTAL_BYTES:,} (2**53 - 1), the most regal computes exactly")
             c = rec.get("cost", 0.0)
             if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
-                raise GraphError(f"{source}: node '{nid}': 'cost' must be a finite number >= 0, got {c!r}")
+                raise GraphError(f"{source}: node {nid!r}: 'cost' must be a finite number >= 0, got {c!r}")
             cost[i] = float(c)
             r = rec.get("resident", False)
             if not isinstance(r, bool):
-                raise GraphError(f"{source}: node '{nid}': 'resident' must be true or false, got {r!r}")
+                raise GraphError(f"{source}: node {nid!r}: 'resident' must be true or false, got {r!r}")
             resident[i] = r
             o = rec.get("output", False)
             if not isinstance(o, bool):
-                raise GraphError(f"{source}: node '{nid}': 'output' must be true or false, got {o!r}")
+                raise GraphError(f"{source}: node {nid!r}: 'output' must be true or false, got {o!r}")
             output[i] = o
             op = rec.get("op", "op")
             if not isinstance(op, str):
-                raise GraphError(f"{source}: node '{nid}': 'op' must be a string, got {op!r}")
+                raise GraphError(f"{source}: node {nid!r}: 'op' must be a string, got {op!r}")
             ops.append(op)
             data_in.append(_id_list(rec, "inputs", nid, index, source))
             ctrl_in.append(_id_list(rec, "control_inputs", nid, index, source))
             if r and (data_in[-1] or ctrl_in[-1]):
-                raise GraphError(f"{source}: node '{nid}' is resident but has inputs")
+                raise GraphError(f"{source}: node {nid!r} is resident but has inputs")
             reuse.append(_reuse_list(rec, nid, index, data_in[-1], source) if "reuse" in rec else [])
 
         in_ptr, in_idx = _csr(n, data_in)
@@ -215,8 +220,8 @@ class Graph:
         if len(order) == self.num_nodes:
             return
         cycle = self._find_cycle(set(range(self.num_nodes)) - set(order.tolist()))
-        names = " -> ".join(self.ids[v] for v in cycle + cycle[:1])
-        raise GraphError(f"{source}: the graph has a cycle through node '{self.ids[cycle[0]]}': {names}")
+        names = " -> ".join(repr(self.ids[v])[1:-1] for v in cycle + cycle[:1])
+        raise GraphError(f"{source}: the graph has a cycle through node {self.ids[cycle[0]]!r}: {names}")
 
     def _find_cycle(self, candidates: set[int]) -> list[int]:
         """Walk predecessors inside the nodes Kahn could not order until a node repeats."""
@@ -447,15 +452,15 @@ class Graph:
 def _int_field(rec: Mapping, key: str, nid: str, source: str, required: bool) -> int:
     if key not in rec:
         if required:
-            raise GraphError(f"{source}: node '{nid}' has no '{key}'")
+            raise GraphError(f"{source}: node {nid!r} has no '{key}'")
         return 0
     x = rec[key]
     if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
-        raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
+        raise GraphError(f"{source}: node {nid!r}: '{key}' must be a non-negative integer, got {x!r}")
     if x < 0:
-        raise GraphError(f"{source}: node '{nid}': '{key}' must be a non-negative integer, got {x!r}")
+        raise GraphError(f"{source}: node {nid!r}: '{key}' must be a non-negative integer, got {x!r}")
     if x > MAX_TOTAL_BYTES:
-        raise GraphError(f"{source}: node '{nid}': '{key}' is too large ({x!r} > 2**53 - 1)")
+        raise GraphError(f"{source}: node {nid!r}: '{key}' is too large ({x!r} > 2**53 - 1)")
     return int(x)
 
 
@@ -464,18 +469,18 @@ def _id_list(rec: Mapping, key: str, nid: str, index: Mapping[str, int], source:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise GraphError(f"{source}: node '{nid}': '{key}' must be a list of node ids")
+        raise GraphError(f"{source}: node {nid!r}: '{key}' must be a list of node ids")
     out = []
     seen = set()
     for u in raw:
         if not isinstance(u, str):
-            raise GraphError(f"{source}: node '{nid}': '{key}' holds {u!r}, not a node id")
+            raise GraphError(f"{source}: node {nid!r}: '{key}' holds {u!r}, not a node id")
         if u not in index:
-            raise GraphError(f"{source}: node '{nid}': {key[:-1].replace('_', ' ')} '{u}' does not exist")
+            raise GraphError(f"{source}: node {nid!r}: {key[:-1].replace('_', ' ')} {u!r} does not exist")
         if u in seen:
-            raise GraphError(f"{source}: node '{nid}': '{key}' lists '{u}' twice")
+            raise GraphError(f"{source}: node {nid!r}: '{key}' lists {u!r} twice")
         if u == nid:
-            raise GraphError(f"{source}: the graph has a cycle through node '{nid}': {nid} -> {nid}")
+            raise GraphError(f"{source}: the graph has a cycle through node {nid!r}: {nid!r} -> {nid!r}")
         seen.add(u)
         out.append(index[u])
     return out
@@ -487,15 +492,15 @@ def _reuse_list(rec: Mapping, nid: str, index: Mapping[str, int], inputs: list[i
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise GraphError(f"{source}: node '{nid}': 'reuse' must be a list of input ids, got {raw!r}")
+        raise GraphError(f"{source}: node {nid!r}: 'reuse' must be a list of input ids, got {raw!r}")
     out: list[int] = []
     for u in raw:
         if not isinstance(u, str):
-            raise GraphError(f"{source}: node '{nid}': 'reuse' holds {u!r}, not a node id")
+            raise GraphError(f"{source}: node {nid!r}: 'reuse' holds {u!r}, not a node id")
         if u not in index or index[u] not in inputs:
-            raise GraphError(f"{source}: node '{nid}': 'reuse' lists '{u}', which is not one of its data inputs")
+            raise GraphError(f"{source}: node {nid!r}: 'reuse' lists {u!r}, which is not one of its data inputs")
         if index[u] in out:
-            raise GraphError(f"{source}: node '{nid}': 'reuse' lists '{u}' twice")
+            raise GraphError(f"{source}: node {nid!r}: 'reuse' lists {u!r} twice")
         out.append(index[u])
     return out
 
@@ -532,6 +537,15 @@ def from_json(doc: Any, source: str = "graph") -> Graph:
         raise GraphError(f"{source}: 'meta' must be an object")
     name = doc.get("name") or os.path.basename(source).split(".")[0]
     return Graph.from_records(doc["nodes"], name=str(name), meta=meta, source=source)
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (JSON's "\\ud800" reads as a lone surrogate, which cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load(path: str | os.PathLike) -> Graph:

@@ -48,6 +48,19 @@ class Solution:
     seconds: float = 0.0
     info: dict = field(default_factory=dict)
 
+    @property
+    def ids(self) -> tuple:
+        """The node ids, index by index: the name `Graph.ids` has (`node_ids` is the same)."""
+        return self.node_ids
+
+    def device_orders(self) -> list[list[str]]:
+        """Each device's nodes in the order it runs them: `order` split by `placement`
+        (list k: the ids of device k's nodes)."""
+        out: list[list[str]] = [[] for _ in range(self.num_devices)]
+        for v in self.order.tolist():
+            out[int(self.placement[v])].append(self.node_ids[v])
+        return out
+
     def to_json(self) -> dict:
         doc = {
             "format": FORMAT,
@@ -118,6 +131,12 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
         if doc.get(key) is not None and not isinstance(doc[key], kind):
             fail(f"'{key}' must be a {'list' if kind is list else 'string' if kind is str else 'object'}, "
                  f"got {type(doc[key]).__name__}")
+    claimed = doc.get("peak_bytes")
+    if claimed is None:
+        fail("'peak_bytes' is missing (the peak the schedule claims, SPEC.md section 2)")
+    if isinstance(claimed, bool) or not isinstance(claimed, int) or claimed < 0:
+        fail(f"'peak_bytes' must be a non-negative integer number of bytes, got {claimed!r} "
+             f"({type(claimed).__name__})")
     for key in ("evaluations", "seconds"):
         x = doc.get(key)
         if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0):
@@ -134,28 +153,28 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     placement = np.full(graph.num_nodes, -1, dtype=np.int64)
     for nid, dev in raw_place.items():
         if nid not in index:
-            fail(f"placement names node '{nid}', which is not in graph '{graph.name}'")
+            fail(f"placement names node {nid!r}, which is not in graph {graph.name!r}")
         if isinstance(dev, bool) or not isinstance(dev, int):
-            fail(f"node '{nid}' is placed on {dev!r}, not a device number")
+            fail(f"node {nid!r} is placed on {dev!r}, not a device number")
         if not 0 <= dev < d:
-            fail(f"node '{nid}' is placed on device {dev}, outside 0..{d - 1}")
+            fail(f"node {nid!r} is placed on device {dev}, outside 0..{d - 1}")
         placement[index[nid]] = dev
     unplaced = np.flatnonzero(placement < 0)
     if unplaced.size:
-        fail(f"node '{graph.ids[unplaced[0]]}' is not placed ({unplaced.size} unplaced)")
+        fail(f"node {graph.ids[unplaced[0]]!r} is not placed ({unplaced.size} unplaced)")
     raw_order = doc.get("order")
     if not isinstance(raw_order, list):
         fail("'order' must be a list of node ids")
     seen = set()
     for nid in raw_order:
         if not isinstance(nid, str) or nid not in index:
-            fail(f"order names node {nid!r}, which is not in graph '{graph.name}'")
+            fail(f"order names node {nid!r}, which is not in graph {graph.name!r}")
         if nid in seen:
-            fail(f"order lists node '{nid}' twice")
+            fail(f"order lists node {nid!r} twice")
         seen.add(nid)
     if len(seen) != graph.num_nodes:
         missing = next(nid for nid in graph.ids if nid not in seen)
-        fail(f"order misses node '{missing}' ({graph.num_nodes - len(seen)} missing)")
+        fail(f"order misses node {missing!r} ({graph.num_nodes - len(seen)} missing)")
     order = np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=graph.num_nodes)
     try:
         sol = make_solution(graph, placement, order, d, method=str(doc.get("method", "unknown")),
@@ -163,8 +182,7 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
                             seconds=float(doc.get("seconds") or 0.0), info=doc.get("info") or {})
     except ScheduleError as e:
         fail(str(e))
-    claimed = doc.get("peak_bytes")
-    if claimed is not None and claimed != sol.peak_bytes:
+    if claimed != sol.peak_bytes:
         fail(f"claims peak_bytes {claimed} but the simulation gives {sol.peak_bytes}")
     claimed_dev = doc.get("device_peak_bytes")
     if claimed_dev is not None and list(claimed_dev) != [int(x) for x in sol.device_peak_bytes]:
@@ -197,7 +215,15 @@ def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:
 
 
 def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
-    """Read a `regal-solution/1` file and check it against `graph` (see `solution_from_json`)."""
+    """Read a `regal-solution/1` file and check it against `graph` (see `solution_from_json`).
+
+    The two arguments may come in either order, `load_solution(graph, path)` too: one is a
+    `Graph`, the other a path (a TypeError says so when neither or both are)."""
+    if isinstance(path, Graph) and not isinstance(graph, Graph):
+        path, graph = graph, path
+    if not isinstance(graph, Graph) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_solution takes a solution file's path and a regal.Graph (in either order), got "
+                        f"{type(path).__name__} and {type(graph).__name__}")
     p = os.fspath(path)
     try:
         with open_text(p) as f:

@@ -2,6 +2,7 @@
 evaluation and the climb; the command line's signals and time limits end every phase within a
 second, write the best solution so far and exit with status 3."""
 
+import json
 import time
 
 import numpy as np
@@ -95,3 +96,82 @@ def test_greedy_window_keeps_small_graphs_schedules():
     assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
     c = heuristics.greedy_schedule(g, 2, window=4)
     assert sorted(c[1].tolist()) == list(range(300))
+
+
+# ------------------------------------------------------------------ strict input (issue 37, item 6)
+def _doc(g, **over):
+    from regal.heuristics import fallback_solution
+    from regal.solution import make_solution
+    _, placement, order = fallback_solution(g)
+    doc = make_solution(g, placement, order, 1, method="x").to_json()
+    doc.update(over)
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def test_a_solution_must_claim_an_integer_peak():
+    """A solution without `peak_bytes`, or with one that is not an integer, is refused in one line."""
+    from regal.solution import SolutionError, solution_from_json
+    g = random_dag(2, num_nodes=12)
+    solution_from_json(g, _doc(g))
+    with pytest.raises(SolutionError, match="'peak_bytes' is missing"):
+        solution_from_json(g, {k: v for k, v in _doc(g).items() if k != "peak_bytes"})
+    for bad in ("12", 1.5, True, -1, [1]):
+        with pytest.raises(SolutionError, match="'peak_bytes' must be a non-negative integer") as e:
+            solution_from_json(g, _doc(g, peak_bytes=bad))
+        assert "\n" not in str(e.value)
+
+
+def test_a_lone_surrogate_in_a_name_or_id_is_refused_when_read(tmp_path):
+    """A graph name or node id that cannot be written as UTF-8 is refused when the graph is read,
+    naming the file, not after a search when the solution is written."""
+    from regal.graph import GraphError, load
+    for name, ids in (("\ud800x", ["a", "b"]), ("ok", ["a", "\udfffb"])):
+        p = tmp_path / "g.json"
+        p.write_text(json.dumps({"format": "regal-graph/1", "name": name,
+                                 "nodes": [{"id": ids[0], "bytes": 1}, {"id": ids[1], "bytes": 1, "inputs": [ids[0]]}]}))
+        with pytest.raises(GraphError, match="lone surrogate") as e:
+            load(p)
+        assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_error_messages_stay_on_one_line_with_a_newline_in_an_id():
+    """A node id holding a newline is quoted with escapes in every message that names it."""
+    from regal.graph import GraphError
+    from regal.solution import SolutionError, solution_from_json
+    with pytest.raises(GraphError) as e:
+        Graph.from_records([{"id": "a\nb", "bytes": 1, "inputs": ["a\nb"]}])
+    assert "\n" not in str(e.value) and "a\\nb" in str(e.value)
+    g = Graph.from_records([{"id": "a\nb", "bytes": 1}, {"id": "c", "bytes": 1, "inputs": ["a\nb"]}])
+    doc = _doc(g)
+    doc["order"] = ["c", "a\nb"]
+    doc["placement"]["zz\nzz"] = 0
+    with pytest.raises(SolutionError) as e:
+        solution_from_json(g, doc)
+    assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------ a newcomer's frictions (item 7)
+def test_solution_ids_and_each_devices_order():
+    """`Solution.ids` is `Graph.ids` (node_ids stays); `device_orders()` splits the order by device."""
+    import regal
+    g = random_dag(4, num_nodes=20)
+    sol = regal.optimize(g, devices=2, budget=60, seed=0)
+    assert sol.ids == g.ids == sol.node_ids
+    orders = sol.device_orders()
+    assert sorted(sum(orders, [])) == sorted(g.ids)
+    for k, ids in enumerate(orders):
+        assert [sol.ids[v] for v in sol.order if sol.placement[v] == k] == ids
+
+
+def test_load_solution_takes_its_arguments_in_either_order(tmp_path):
+    """load_solution(path, graph) and load_solution(graph, path) read the same; anything else is
+    a TypeError that says what it takes."""
+    from regal.solution import load_solution, make_solution
+    g = random_dag(6, num_nodes=15)
+    _, placement, order = heuristics.fallback_solution(g)
+    make_solution(g, placement, order, 1, method="x").save(tmp_path / "s.json")
+    a = load_solution(tmp_path / "s.json", g)
+    b = load_solution(g, str(tmp_path / "s.json"))
+    assert a.peak_bytes == b.peak_bytes and a.order.tolist() == b.order.tolist()
+    with pytest.raises(TypeError, match="either order"):
+        load_solution(g, g)
