@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from regal._stop import Deadline
 from regal.brkga import BrkgaConfig
 from regal.config import FlagshipConfig
 from regal.graph import Graph
@@ -33,7 +34,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
              config: FlagshipConfig | BrkgaConfig | None = None, time_limit_s: float | None = None,
              callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
              initial: list[np.ndarray] | None = None, method: str | None = None, objective: str = "memory",
-             memory_limit_bytes=None, device_model=None) -> Solution:
+             memory_limit_bytes=None, device_model=None, deadline: Deadline | None = None) -> Solution:
     """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
 
     budget: evaluations in all (seeds, decodes and local moves); seed: the only randomness.
@@ -47,6 +48,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
         part); None: the adopted ones.
     time_limit_s: stop after the first step that ends past this many seconds.
     callback: called with a `Progress` after every step; returning True stops the search.
+    deadline: a `regal._stop.Deadline` that the seeds, the generations and the climb poll (a
+        signal handler's stop request, a time limit): once it has passed the search ends within
+        a poll interval with the best schedule so far, its reason in info["stopped"].
     num_threads: Numba threads for decoding the population; the result is the same for any value.
     initial: extra chromosomes (float64[L] each) for the initial population, after the seeds.
     method: the name the Solution carries (default "regal").
@@ -59,7 +63,7 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     """
     common = dict(seeding=seeding, polish=polish, config=config, policy=policy, priors=priors,
                   time_limit_s=time_limit_s, callback=callback, num_threads=num_threads, initial=initial,
-                  method=method)
+                  method=method, deadline=deadline)
     if objective == "runtime":
         return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
                                 device_model=device_model, **common)

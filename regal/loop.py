@@ -25,6 +25,7 @@ from typing import Callable, NamedTuple, Protocol
 import numpy as np
 
 from regal import brkga
+from regal._stop import Deadline, expired
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.graph import Graph
 from regal.priors import Priors
@@ -113,12 +114,33 @@ def write_back(state: BrkgaState, keys: Callable[[], np.ndarray], fitness: float
     return state._replace(population=population[keep], fitness=fit[keep])
 
 
+#: Keys (chromosomes x keys each) evaluated between two polls of a deadline: tens of milliseconds.
+POLL_KEYS = 2_000_000
+
+
+def _evaluate(problem: Problem, candidates: np.ndarray, deadline) -> np.ndarray:
+    """float64[k]: the fitness of the first k candidates, all of them unless `deadline` passed
+    between two slices of about POLL_KEYS keys (the first slice is always evaluated)."""
+    if deadline is None:
+        return problem.evaluate(candidates)
+    step = max(1, POLL_KEYS // max(problem.num_keys, 1))
+    parts = []
+    for lo in range(0, candidates.shape[0], step):
+        if lo > 0 and expired(deadline):
+            break
+        parts.append(problem.evaluate(candidates[lo:lo + step]))
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
 def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, priors: Priors | None = None,
-             initial=(), improver: Improver | None = None, t0: float, deadline: float | None = None,
+             initial=(), improver: Improver | None = None, t0: float, deadline: Deadline | float | None = None,
              callback: Callable[[Progress], bool | None] | None = None,
              report_budget: int | None = None) -> LoopResult:
     """BRKGA on `problem` until `budget` evaluations (population and improver together) are
-    spent, the deadline (a perf_counter()) passes or the callback returns True.
+    spent, the deadline passes or the callback returns True. deadline: a `regal._stop.Deadline`
+    (a stop request too: "stopped" is then its reason) or a perf_counter() value; a generation is
+    evaluated in slices between which it is polled, and one it cuts short keeps the chromosomes
+    evaluated so far (at least one slice); the improver does not run once it has passed.
 
     initial: chromosomes that replace the first members of the initial population.
     report_budget: the budget `Progress` reports (default `budget`; the flagship keeps a reserve).
@@ -133,8 +155,9 @@ def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, p
             for i, keys in enumerate(initial[:candidates.shape[0]]):
                 candidates[i] = keys
         candidates = candidates[:budget - state.evaluations - spent()]
-        state = brkga.tell(state, candidates, problem.evaluate(candidates), config)
-        if improver is not None:
+        fitness = _evaluate(problem, candidates, deadline)
+        state = brkga.tell(state, candidates[:fitness.shape[0]], fitness, config)
+        if improver is not None and not expired(deadline):
             state = improver.improve(state, budget)
         used = state.evaluations + spent()
         seconds = time.perf_counter() - t0
@@ -144,8 +167,8 @@ def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, p
                                                       state.best_fitness, seconds)):
             stopped = "callback"
             break
-        if deadline is not None and time.perf_counter() >= deadline:
-            stopped = "time_limit"
+        if expired(deadline):
+            stopped = getattr(deadline, "reason", None) or "time_limit"
             break
     if improver is not None:
         state = improver.finish(state, stopped)

@@ -54,6 +54,7 @@ from typing import Callable
 
 import numpy as np
 
+from regal._stop import Deadline, as_deadline
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.config import FlagshipConfig, anneal_temperature, as_flagship_config, check_arguments, polish_share
 from regal.decode import encode
@@ -75,13 +76,15 @@ def packed_seed_devices(devices: int, config: FlagshipConfig = FlagshipConfig())
     return [k for k in range(1, int(config.packed_seeds) + 1) if k < devices]
 
 
-def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int, config: FlagshipConfig) -> tuple[list, int]:
+def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int, config: FlagshipConfig,
+                    deadline: Deadline | None = None) -> tuple[list, int]:
     """The seeds (name, placement, order) and the simulations they cost beyond their own
     evaluations: the heuristic starts, then the "computes on fewer devices" starts, one
     simulation each, as long as those stay within a tenth of the budget, on graphs of at most
     `packed_seeds_nodes_per_eval` nodes per evaluation."""
-    starts = list(heuristic_solutions(graph, devices, seed))
-    packed = list(itertools.islice(packed_solutions(graph, devices, seed, packed_seed_devices(devices, config)),
+    starts = list(heuristic_solutions(graph, devices, seed, deadline=deadline))
+    packed = list(itertools.islice(packed_solutions(graph, devices, seed, packed_seed_devices(devices, config),
+                                                    deadline=deadline),
                                    budget // 10)) \
         if config.packed_seeds and devices > 1 and graph.num_nodes <= config.packed_seeds_nodes_per_eval * budget \
         else []
@@ -162,7 +165,7 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
                     polish: bool = True, config: FlagshipConfig | BrkgaConfig | None = None,
                     time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
                     num_threads: int | None = None, initial: list[np.ndarray] | None = None,
-                    method: str | None = None) -> Solution:
+                    method: str | None = None, deadline: Deadline | None = None) -> Solution:
     """The flagship on peak memory (`regal.optimize` with objective="memory"; its arguments)."""
     t0 = time.perf_counter()
     check_arguments(graph, budget, config, time_limit_s)
@@ -172,11 +175,11 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     problem = MemoryProblem(graph, devices)
     check_search_size(graph, devices, config.population_size, problem.num_keys)
     priors = resolve_priors(graph, devices, priors, policy)
-    deadline = None if time_limit_s is None else t0 + time_limit_s
+    deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     # the last evaluations re-home the resident tensors of the climb's best (pack_residents)
     reserve = 2 if (flagship.pack_residents and polish and devices > 1 and budget > config.population_size + 2
                and graph.resident.any()) else 0
-    starts, extra = _seed_solutions(graph, devices, seed, int(budget), flagship) if seeding else ([], 0)
+    starts, extra = _seed_solutions(graph, devices, seed, int(budget), flagship, deadline) if seeding else ([], 0)
     if seeding and priors is not None:  # the priors' most likely schedule is one more start
         starts.append(("priors-mean", *problem.decode(priors.alpha / (priors.alpha + priors.beta))))
     seeds = [encode(placement, order, devices) for _, placement, order in starts]

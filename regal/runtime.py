@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 
+from regal._stop import Deadline, as_deadline, expired
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.config import FlagshipConfig, as_flagship_config, check_arguments, polish_share
 from regal.graph import Graph, check_devices
@@ -49,16 +50,16 @@ from regal.heuristics import heuristic_solutions
 from regal.loop import Progress, check_search_size, numba_threads, run_loop, write_back
 from regal.policy.resolve import resolve_priors
 from regal.problems import RuntimeProblem
-from regal.solution import Solution
+from regal.solution import Solution, timed_solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, encode_timed, excess_bytes,
-                         memory_limits, timed_solution)
+                         memory_limits)
 from regal.timed_heuristics import timed_starts
 
 __all__ = ["optimize_runtime", "TimedClimb", "TimedPolish", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
 
 
 def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,
-                memory_limit_bytes=None) -> list[tuple[str, np.ndarray]]:
+                memory_limit_bytes=None, deadline: Deadline | None = None) -> list[tuple[str, np.ndarray]]:
     """(name, timed chromosome) of every seed: the timed list schedulers (encoded to decode to
     their own schedule; memory-aware HEFT only when it fits the limit), then the peak-memory
     heuristics (their order as priorities).
@@ -72,7 +73,9 @@ def timed_seeds(graph: Graph, devices: int, model: DeviceModel, seed: int,
         if name == "heft-mem" and excess_bytes(sim.device_peak_bytes, limits) > 0:
             continue
         seeds.append((name, encode_timed(placement, sim.order, devices, (sim.transfer_node, sim.transfer_device))))
-    for name, placement, order in heuristic_solutions(graph, devices, seed):
+    if expired(deadline):
+        return seeds
+    for name, placement, order in heuristic_solutions(graph, devices, seed, deadline=deadline):
         seeds.append((name, encode_timed(placement, order, devices)))
     return seeds
 
@@ -232,7 +235,7 @@ class TimedClimb:
         """Spend `evaluations` evaluations (fewer if `deadline`, a perf_counter(), passes)."""
         left = evaluations
         while left > 0:
-            if deadline is not None and time.perf_counter() >= deadline:
+            if expired(deadline):
                 break
             m = min(self.batch, left)
             cand = np.repeat(self._cur_keys[None], m, axis=0)
@@ -288,7 +291,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
                      config=None, time_limit_s: float | None = None,
                      callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
                      initial: list[np.ndarray] | None = None, method: str | None = None, policy=None,
-                     priors=None) -> Solution:
+                     priors=None, deadline: Deadline | None = None) -> Solution:
     """Search placements, priorities and transfer orders of `graph` on `devices` devices for the
     shortest makespan with every device's peak memory <= memory_limit_bytes (module docstring).
 
@@ -301,7 +304,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
         them (config.brkga.prior_share), else all; None / "none": uniform.
     The other arguments as in `regal.optimize`. The Solution's order is the dispatch order of
     the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
-    and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
+    and the device model, re-simulated from the solution (`regal.solution.timed_solution`).
     """
     t0 = time.perf_counter()
     check_arguments(graph, budget, config, time_limit_s)
@@ -313,12 +316,12 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
     problem = RuntimeProblem(graph, devices, model, memory_limit_bytes, limits)
     check_search_size(graph, devices, config.population_size, problem.num_keys, "timed chromosomes")
     priors = resolve_priors(graph, devices, priors, policy, objective="runtime")
-    deadline = None if time_limit_s is None else t0 + time_limit_s
+    deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     for keys in initial or []:
         if np.shape(keys) != (problem.num_keys,):
             raise ValueError(f"initial chromosomes must have {problem.num_keys} keys (the timed layout), "
                              f"got {np.shape(keys)}")
-    seeds = timed_seeds(graph, devices, model, seed, memory_limit_bytes) if seeding else []
+    seeds = timed_seeds(graph, devices, model, seed, memory_limit_bytes, deadline) if seeding else []
     starts = [keys for _, keys in seeds] + [np.asarray(k, dtype=np.float64) for k in initial or []]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     improver = TimedPolish(problem, flagship, config, seed, share, deadline) if share > 0.0 else None

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from regal._stop import as_deadline
 from regal.brkga import BrkgaConfig
 from regal.graph import Graph, check_devices
 from regal.loop import Progress, check_search_size, numba_threads, run_loop
@@ -31,7 +32,7 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
                  priors: Priors | None = None, config: BrkgaConfig | None = None,
                  time_limit_s: float | None = None, callback: Callable[[Progress], bool | None] | None = None,
                  num_threads: int | None = None, initial: list[np.ndarray] | None = None,
-                 method: str = "brkga", t0: float | None = None) -> Solution:
+                 method: str = "brkga", t0: float | None = None, deadline=None) -> Solution:
     """The BRKGA loop: `budget` evaluations of `graph` on `devices` devices, best Solution back.
 
     budget: evaluations (decode + simulate), the initial population included; the last
@@ -43,6 +44,7 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
     initial: chromosomes (float64[L] each, e.g. `regal.decode.encode` of a heuristic solution)
         that replace the first members of the initial population.
     method: the name the Solution carries. t0: perf_counter() at which the caller started.
+    deadline: a `regal._stop.Deadline` polled between slices of a generation (a stop request).
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
     """
     devices = check_devices(devices)
@@ -55,7 +57,8 @@ def brkga_search(graph: Graph, devices: int, *, budget: int = 5000, seed: int = 
     check_priors(priors, problem.num_keys, devices)
     with numba_threads(num_threads):
         out = run_loop(problem, config, budget, seed, priors=priors, initial=list(initial or []), t0=t0,
-                       deadline=None if time_limit_s is None else t0 + time_limit_s, callback=callback)
+                       deadline=None if time_limit_s is None and deadline is None
+                       else as_deadline(deadline, time_limit_s, t0), callback=callback)
     state = out.state
     placement, order = problem.decode(state.best_keys)
     info = {"seed": seed, "budget": budget, "generations": state.generation, "stopped": out.stopped,

@@ -175,3 +175,29 @@ def test_load_solution_takes_its_arguments_in_either_order(tmp_path):
     assert a.peak_bytes == b.peak_bytes and a.order.tolist() == b.order.tolist()
     with pytest.raises(TypeError, match="either order"):
         load_solution(g, g)
+
+
+def test_a_stopped_flagship_returns_its_best_so_far():
+    """regal.optimize with a Deadline that a stop request expires mid-search returns a valid
+    solution no worse than its seeds, with the request's reason; an already-expired one still
+    evaluates a first slice (memory and runtime objectives)."""
+    import regal
+    g = random_dag(8, num_nodes=60)
+    full = regal.optimize(g, devices=2, budget=3000, seed=1)
+    d = Deadline()
+    calls = []
+
+    def callback(p):
+        calls.append(p.evaluations)
+        if len(calls) == 2:
+            d.request_stop("interrupted (SIGTERM)")
+
+    sol = regal.optimize(g, devices=2, budget=3000, seed=1, deadline=d, callback=callback)
+    assert sol.info["stopped"] == "interrupted (SIGTERM)" and len(calls) == 2
+    assert sol.evaluations < full.evaluations and sol.peak_bytes >= full.peak_bytes
+    gone = Deadline()
+    gone.request_stop("interrupted (SIGINT)")
+    for objective in ("memory", "runtime"):
+        early = regal.optimize(g, devices=2, budget=400, seed=1, deadline=gone, objective=objective)
+        assert early.info["stopped"] == "interrupted (SIGINT)" and 1 <= early.evaluations < 400
+        assert early.info.get("seeding", []) == [] or objective == "runtime"
