@@ -303,19 +303,20 @@ def import_onnx_cmd(model, output, name, dims):
                f"{g.num_control_edges:,} control edges")
 
 
-def _report(g: Graph, sol, output: str | None, as_json: bool) -> None:
-    """The solution's summary on stdout: JSON (no placement and order) or the text block."""
+def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> None:
+    """The solution's summary on stdout: JSON (no placement and order) or the text block. A stop
+    request (`deadline`) before or during the allocation leaves it out (null in JSON)."""
     if as_json:
         doc = sol.to_json()
         doc.pop("placement")
         doc.pop("order")
         doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
-        alloc = _allocation(g, sol)
-        doc["allocation_bytes"] = alloc.allocation_bytes
-        doc["device_allocation_bytes"] = alloc.device_allocation_bytes.tolist()
+        alloc = _allocation(g, sol, deadline)
+        doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
+        doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
         click.echo(json.dumps(doc, indent=1))
     else:
-        _print_solution(g, sol, output)
+        _print_solution(g, sol, output, deadline)
 
 
 def _effort(sol) -> str:
@@ -331,14 +332,19 @@ def _effort(sol) -> str:
     return f", {sol.evaluations:,} evaluation{'' if sol.evaluations == 1 else 's'}"
 
 
-def _allocation(g: Graph, sol):
+def _allocation(g: Graph, sol, deadline=None):
     """SPEC section 3a's allocation of the solution's schedule (what XLA's buffer assignment
-    reserves): reported beside the peak, never searched."""
+    reserves): reported beside the peak, never searched. None when `deadline` (a stop request)
+    expires first: it can take seconds on a large graph, and the command is asked to end."""
+    from regal._stop import Stopped, interruptible
     from regal.allocation import allocation
-    return allocation(g, sol.placement, sol.order, sol.num_devices)
+    try:
+        return interruptible(allocation, deadline, g, sol.placement, sol.order, sol.num_devices)
+    except Stopped:
+        return None
 
 
-def _print_solution(g: Graph, sol, output: str | None):
+def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
     click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
@@ -348,9 +354,12 @@ def _print_solution(g: Graph, sol, output: str | None):
         for k in range(d):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
                        f"({int((sol.placement == k).sum()):,} nodes)")
-    alloc = _allocation(g, sol)
-    click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
-               "buffer assignment (SPEC section 3a)")
+    alloc = _allocation(g, sol, deadline)
+    if alloc is None:
+        click.echo("allocated (not computed: stopped)")
+    else:
+        click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
+                   "buffer assignment (SPEC section 3a)")
     lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"
@@ -411,11 +420,34 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance, prior_share).validate()
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if output:
-        check_writable(output)  # before the search, not after it
-    g = load_graph(graph_path, dims)
-    stop = []
-    with _stop_signals(stop):  # a signal from here on stops the search after its first step
-        priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective)
+        check_writable(output, inputs=[graph_path])  # before the search, not after it
+    from regal._stop import Deadline, stop_on_signals
+    deadline = Deadline(time_limit_s)  # the limit counts from here: loading and seeds included
+    with stop_on_signals(deadline):  # a signal stops whatever runs within a second (exit 3)
+        _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
+                  threads, runtime, output, deadline)
+    if deadline.stop_requested:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _load_or_exit(graph_path, dims, deadline):
+    """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
+    loaded ends the command with status 3 and a line saying nothing was written."""
+    from regal._stop import Stopped, interruptible
+    try:
+        return interruptible(load_graph, deadline, graph_path, dims)
+    except Stopped:
+        if deadline.stop_requested:
+            click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
+
+
+def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
+              threads, runtime, output, deadline):
+    import regal.methods
+    g = _load_or_exit(graph_path, dims, deadline)
+    priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective)
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
@@ -426,29 +458,32 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
             bar.update(p.evaluations - bar.n)
             bar.set_postfix_str(f"fitness {p.best_peak_bytes:.4g}" if runtime
                                 else f"peak {human_bytes(p.best_peak_bytes)}")
-        return bool(stop)
 
     try:
-        with _stop_signals(stop):
-            sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, time_limit_s=time_limit_s,
-                                      policy=policy if priors is None else "none", priors=priors, seeding=seeding,
-                                      polish=polish, config=config, callback=callback, num_threads=threads,
-                                      **runtime)
+        sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, deadline=deadline,
+                                  policy=policy if priors is None else "none", priors=priors, seeding=seeding,
+                                  polish=polish, config=config, callback=callback, num_threads=threads,
+                                  **runtime)
     finally:
         if bar is not None:
             bar.close()
     if priors is not None:  # the solution names the policy that gave the priors, and its time
         sol = dataclasses.replace(sol, info={**sol.info, "policy": policy, "policy_seconds": round(policy_seconds, 6)})
-    if stop:
-        sol = dataclasses.replace(sol, info={**sol.info, "stopped": f"interrupted ({stop[0]})"})
+    _write_and_report(g, sol, output, as_json, deadline)
+
+
+def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
+    """Write the solution (a further signal is only counted: the file is always complete), then
+    report it; a stop request during the report cuts its slow part (the allocation)."""
+    if deadline.stop_requested:
+        sol = dataclasses.replace(sol, info={**sol.info, "stopped": deadline.reason})
     if output:
         sol.save(output)
-    if runtime:
+    deadline.at = None  # the time limit was the search's; only a stop request cuts the report
+    if "timed" in sol.info:
         _report_timed(g, sol, output, as_json)
     else:
-        _report(g, sol, output, as_json)
-    if stop:
-        sys.exit(EXIT_INTERRUPTED)
+        _report(g, sol, output, as_json, deadline)
 
 
 def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed, method=None) -> dict:
@@ -711,15 +746,41 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     options.pop("objective", None)
     if output:
         from regal._io import check_writable
-        check_writable(output)
-    g = load_graph(graph_path, dims)
-    sol = regal.methods.solve(method, g, devices, seed=seed, time_limit_s=time_limit_s, budget=budget, **options)
-    if output:
-        sol.save(output)
-    if "timed" in sol.info:
-        _report_timed(g, sol, output, as_json)
-    else:
-        _report(g, sol, output, as_json)
+        check_writable(output, inputs=[graph_path])
+    from regal._stop import Deadline, Stopped, interruptible, stop_on_signals
+    deadline = Deadline(time_limit_s)
+    with stop_on_signals(deadline):
+        g = _load_or_exit(graph_path, dims, deadline)
+        if _takes_deadline(spec):  # it polls the deadline and returns its best so far
+            sol = regal.methods.solve(method, g, devices, seed=seed, budget=budget, deadline=deadline, **options)
+        else:  # it runs to its end; a stop leaves it behind and writes the fallback schedule
+            try:
+                sol = interruptible(regal.methods.solve, deadline, method, g, devices, seed=seed,
+                                    time_limit_s=time_limit_s, budget=budget, **options)
+            except Stopped:
+                if not deadline.stop_requested:
+                    raise
+                from regal.heuristics import fallback_solution
+                from regal.solution import make_solution
+                name, placement, order = fallback_solution(g)
+                sol = make_solution(g, placement, order, devices, method=method, info={
+                    "stopped": deadline.reason, "note": f"{method} was stopped before it returned: "
+                                                        f"this is the fallback schedule ({name})"})
+        _write_and_report(g, sol, output, as_json, deadline)
+    if deadline.stop_requested:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _takes_deadline(spec) -> bool:
+    """Whether a registered method's solve function takes `deadline=` (a `regal._stop.Deadline`)."""
+    import inspect
+    try:
+        params = inspect.signature(spec.load()).parameters
+    except (TypeError, ValueError, ImportError):
+        return False
+    if "deadline" in params:
+        return True
+    return spec.origin == "regal" and spec.name in ("regal", "regal-paper", "brkga", "teacher", "brkga-runtime")
 
 
 #: The `regal train` option behind each field a resumed run must keep (regal.policy.reinforce.ResumeError).

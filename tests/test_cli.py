@@ -127,18 +127,18 @@ def test_interrupt_still_writes_best_solution(graph_file, tmp_path, monkeypatch)
     """A SIGINT during the search stops it and the best solution so far is still written."""
     import os
     import signal
-    import regal.memetic as opt
+    from regal.problems import MemoryProblem
     g, p = graph_file
-    real = opt.evaluate_population
+    real = MemoryProblem.evaluate
     calls = []
 
-    def interrupting(*a, **k):
+    def interrupting(self, population):
         calls.append(1)
         if len(calls) == 3:
             os.kill(os.getpid(), signal.SIGINT)
-        return real(*a, **k)
+        return real(self, population)
 
-    monkeypatch.setattr(opt, "evaluate_population", interrupting)
+    monkeypatch.setattr(MemoryProblem, "evaluate", interrupting)
     out = tmp_path / "sol.json"
     r = _invoke("optimize", p, "-n", 5000, "--policy", "none", "-o", out)
     assert r.exit_code == 3 and "interrupted" in r.output
