@@ -38,9 +38,9 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from regal.graph import Graph, check_devices
-from regal.solution import Solution
+from regal.solution import Solution, timed_solution
 from regal.timed import (check_device_model, excess_bytes, makespan_bound, memory_limits, simulation_fitness,
-                         simulate_timed, timed_solution)
+                         simulate_timed)
 
 __all__ = ["solve"]
 

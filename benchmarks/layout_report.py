@@ -1,6 +1,7 @@
 """The library's layout in numbers: import circles, upward imports, largest modules, longest functions.
 
     python -m benchmarks.layout_report            # a plain-text report of regal/
+    python -m benchmarks.layout_report DIR        # of DIR/regal (e.g. `git archive` of an older commit)
 
 Every `import regal.X` / `from regal.X import ...` counts, at module level or inside a function
 (an import inside a function still makes a circle, it only hides it). A module's *layer* is its
@@ -19,7 +20,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
     ("primitives", ["regal._jit", "regal._heap", "regal._io", "regal._ops", "regal._stop"]),
-    ("kernels", ["regal._kernels", "regal._timed", "regal._pack_kernels"]),
+    ("kernels", ["regal._kernels", "regal._climb", "regal._timed", "regal._pack_kernels"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     ("importers", ["regal.hlo", "regal.onnx", "regal.torch", "regal.importers", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
@@ -31,7 +32,7 @@ LAYERS = [
                   "regal.runtime", "regal.timed_climb", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
                "regal.policy.reinforce", "regal.policy.training", "regal.torch_plan", "regal.torch_dist"]),
-    ("front", ["regal.__init__", "regal.cli", "regal.commands"]),
+    ("front", ["regal.__init__", "regal.cli", "regal.cli_torch", "regal.commands"]),
 ]
 
 
@@ -137,7 +138,11 @@ def functions(mods) -> list[tuple[int, str]]:
     return sorted(out, reverse=True)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    global ROOT
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        ROOT = os.path.join(argv[0], "regal")
     mods = modules()
     edges = graph(mods)
     comps = circles(edges)

@@ -14,7 +14,7 @@ BRKGA's mutants per node.
 
 from regal.brkga import BrkgaConfig
 from regal.config import FlagshipConfig
-from regal._io import load_graph as load
+from regal.load import load_graph as load
 from regal.graph import GRAPH_FORMAT as FORMAT, Graph, GraphError, from_networkx, save, to_networkx
 from regal.priors import Priors
 from regal.flagship import optimize, warmup

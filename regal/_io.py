@@ -72,23 +72,6 @@ def graph_kind(path: str | os.PathLike) -> str:
         return "json"
 
 
-def load_graph(path: str | os.PathLike, dims=None, name: str | None = None):
-    """Any graph file regal reads: regal-graph/1 JSON, XLA HLO text, or ONNX (`dims` gives
-    symbolic ONNX dimensions their values; `name` renames an imported module, a JSON graph keeps
-    its own). `regal.load` is this function."""
-    kind = graph_kind(path)
-    if kind == "onnx":
-        from regal.onnx import load_onnx
-        return load_onnx(path, dims=dims, name=name)
-    if dims:
-        raise ValueError(f"{os.fspath(path)}: --dim applies to ONNX models only")
-    if kind == "hlo":
-        from regal.hlo import load_hlo
-        return load_hlo(path, name=name)
-    from regal.graph import load
-    return load(path)
-
-
 def output_path(path: str | os.PathLike) -> str:
     """The file a write to `path` replaces: `path` itself, or the file a symbolic link there
     points to (followed, so the link stays a link and its target gets the new content)."""

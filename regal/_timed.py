@@ -15,54 +15,8 @@ bandwidth (bytes/s) and latency (s) of every directed link p -> q, p != q.
 import numba
 import numpy as np
 
-_JIT = dict(nogil=True, cache=True)
-
-
-@numba.njit(**_JIT)
-def _push(hkey, hnode, base, size, key, node):
-    """Push (key, node) on the max-heap stored at hkey/hnode[base:]; ties go to the lower node."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        kp = hkey[base + parent]
-        if key > kp or (key == kp and node < hnode[base + parent]):
-            hkey[base + i] = kp
-            hnode[base + i] = hnode[base + parent]
-            i = parent
-        else:
-            break
-    hkey[base + i] = key
-    hnode[base + i] = node
-    return size + 1
-
-
-@numba.njit(**_JIT)
-def _pop(hkey, hnode, base, size):
-    """Remove the top of the heap at hkey/hnode[base:]; returns (node, new size)."""
-    top = hnode[base]
-    size -= 1
-    key = hkey[base + size]
-    node = hnode[base + size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size:
-            k1 = hkey[base + c + 1]
-            k0 = hkey[base + c]
-            if k1 > k0 or (k1 == k0 and hnode[base + c + 1] < hnode[base + c]):
-                c += 1
-        kc = hkey[base + c]
-        if kc > key or (kc == key and hnode[base + c] < node):
-            hkey[base + i] = kc
-            hnode[base + i] = hnode[base + c]
-            i = c
-        else:
-            break
-    hkey[base + i] = key
-    hnode[base + i] = node
-    return top, size
+from regal._heap import heap_pop as _pop, heap_push as _push
+from regal._jit import JIT as _JIT, PARALLEL_JIT
 
 
 @numba.njit(**_JIT)
@@ -398,7 +352,7 @@ def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_p
                           trace_m)
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+@numba.njit(**PARALLEL_JIT)
 def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
                               out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed, bandwidth,
                               latency, limit, makespan, excess):

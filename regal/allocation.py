@@ -51,6 +51,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from regal._jit import JIT
+
 from regal.graph import Graph, _csr, check_devices
 from regal.simulate import check_schedule
 
@@ -103,7 +105,7 @@ def post_order(graph: Graph) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- kernels
-@njit(cache=True)
+@njit(**JIT)
 def _shares(user, operand, sh_ptr, sh_idx):
     for j in range(sh_ptr[user], sh_ptr[user + 1]):
         if sh_idx[j] == operand:
@@ -111,7 +113,7 @@ def _shares(user, operand, sh_ptr, sh_idx):
     return False
 
 
-@njit(cache=True)
+@njit(**JIT)
 def _interferes(a, b, start, end, sh_ptr, sh_idx):
     if end[a] < start[b] or end[b] < start[a]:
         return False
@@ -122,7 +124,7 @@ def _interferes(a, b, start, end, sh_ptr, sh_idx):
     return True
 
 
-@njit(cache=True)
+@njit(**JIT)
 def _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
     if size[b] > alloc_size[alloc]:
         return False
@@ -134,7 +136,7 @@ def _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
     return True
 
 
-@njit(cache=True)
+@njit(**JIT)
 def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
     """XLA's value-to-allocation pass (SPEC section 3a, rule 2): where[b] is b's allocation,
     -1 for a value deferred to the heap."""
@@ -169,7 +171,7 @@ def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
     return where
 
 
-@njit(cache=True)
+@njit(**JIT)
 def _best_fit(size, start, end, ranked):
     """Decreasing-size best fit over buffers in `ranked` order: each at the lowest offset of the
     smallest gap it fits among the placed buffers whose [start, end] overlaps its own, else

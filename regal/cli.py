@@ -56,7 +56,7 @@ def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
 
 def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
     """A graph file, or an HLO or ONNX module imported on the fly (`regal.load`)."""
-    from regal._io import load_graph as load
+    from regal.load import load_graph as load
     start_numba()
     return load(path, dims=parse_dims(dims) or None)
 

@@ -50,7 +50,7 @@ memetic search applies to its elites (`improve`). The method:
 Cost: per evaluation an O(n d + e) simulation (with its step trace), an O(window) move and an
 O(n d) scan of the trace: O(budget * (n d + e)) in all, about what BRKGA spends on as many
 decodes. The whole climb (moves, acceptance, kicks) is one Numba kernel,
-`regal._kernels.climb`, that draws from the caller's numpy Generator exactly as the Python loop
+`regal._climb.climb`, that draws from the caller's numpy Generator exactly as the Python loop
 it replaced did (same moves, same schedules, bit for bit); it is called in chunks of
 evaluations so that a deadline is checked every few milliseconds. Deterministic for a given
 seed (`solve`) or rng state (`improve`).
@@ -63,7 +63,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _kernels
+from regal import _climb as _climb_kernel, _kernels
 from regal._stop import as_deadline, expired
 from regal.graph import Graph, check_devices
 from regal.heuristics import START_NAMES, fallback_solution, heuristic_solutions, pack_candidates, pack_on_trace
@@ -176,12 +176,12 @@ class _Moves(NamedTuple):
 
 #: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
 #: uniform, focused (the baseline's), informed, directed; defined unpacked where the kernel
-#: reads them (`regal._kernels._KIND_*`).
-KINDS = tuple(zip(_kernels._KIND_FOCUSED, _kernels._KIND_INFORMED, _kernels._KIND_DIRECTED))
+#: reads them (`regal._climb._KIND_*`).
+KINDS = tuple(zip(_climb_kernel._KIND_FOCUSED, _climb_kernel._KIND_INFORMED, _climb_kernel._KIND_DIRECTED))
 
 
 class ClimbState:
-    """The climb's state, in the arrays the kernel (`regal._kernels.climb`) updates in place:
+    """The climb's state, in the arrays the kernel (`regal._climb.climb`) updates in place:
     the current schedule (placement, order and positions), its step trace, the best schedule,
     the counters (`st`), the move kinds' success estimates and the history of best peaks."""
 
@@ -195,11 +195,11 @@ class ClimbState:
         self.traces[0] = trace
         self.best_placement = self.placement.copy()
         self.best_order = self.order.copy()
-        self.st = np.zeros(_kernels._ST, dtype=np.int64)
-        self.st[[_kernels._PEAK, _kernels._SUM, _kernels._ATP]] = score
-        self.st[[_kernels._BPEAK, _kernels._BSUM, _kernels._BATP]] = score
-        self.st[_kernels._COUNT] = count
-        self.st[_kernels._NHIST] = 1
+        self.st = np.zeros(_climb_kernel._ST, dtype=np.int64)
+        self.st[[_climb_kernel._PEAK, _climb_kernel._SUM, _climb_kernel._ATP]] = score
+        self.st[[_climb_kernel._BPEAK, _climb_kernel._BSUM, _climb_kernel._BATP]] = score
+        self.st[_climb_kernel._COUNT] = count
+        self.st[_climb_kernel._NHIST] = 1
         self.quality = np.full(len(KINDS), 0.1)
         self.hist = np.zeros((64, 2), dtype=np.int64)
         self.hist[0] = count, score.peak_bytes
@@ -213,26 +213,26 @@ class ClimbState:
         self.placement[:] = placement
         self.order[:] = order
         self.pos[self.order] = np.arange(self.order.shape[0])
-        self.traces[st[_kernels._CUR]] = trace
-        st[[_kernels._PEAK, _kernels._SUM, _kernels._ATP]] = score
-        st[_kernels._COUNT] = count
+        self.traces[st[_climb_kernel._CUR]] = trace
+        st[[_climb_kernel._PEAK, _climb_kernel._SUM, _climb_kernel._ATP]] = score
+        st[_climb_kernel._COUNT] = count
         if score < self.best_score:  # as the kernel's _keep_if_best (not called from Python: a
-            st[[_kernels._BPEAK, _kernels._BSUM, _kernels._BATP]] = score   # compile warmup skips)
+            st[[_climb_kernel._BPEAK, _climb_kernel._BSUM, _climb_kernel._BATP]] = score   # compile warmup skips)
             self.best_placement[:] = placement
             self.best_order[:] = order
-            st[_kernels._SINCE] = 0
-            if score.peak_bytes < self.hist[st[_kernels._NHIST] - 1, 1]:
-                if st[_kernels._NHIST] >= self.hist.shape[0]:
+            st[_climb_kernel._SINCE] = 0
+            if score.peak_bytes < self.hist[st[_climb_kernel._NHIST] - 1, 1]:
+                if st[_climb_kernel._NHIST] >= self.hist.shape[0]:
                     self.hist = np.concatenate([self.hist, np.zeros_like(self.hist)])
-                self.hist[st[_kernels._NHIST]] = count, score.peak_bytes
-                st[_kernels._NHIST] += 1
+                self.hist[st[_climb_kernel._NHIST]] = count, score.peak_bytes
+                st[_climb_kernel._NHIST] += 1
                 self.hist_times.append(time.perf_counter())
 
-    score = property(lambda self: Score(*map(int, self.st[_kernels._PEAK:_kernels._ATP + 1])))
-    best_score = property(lambda self: Score(*map(int, self.st[_kernels._BPEAK:_kernels._BATP + 1])))
-    accepted = property(lambda self: int(self.st[_kernels._ACC]))
-    sideways = property(lambda self: int(self.st[_kernels._SIDE]))
-    kicks = property(lambda self: int(self.st[_kernels._KICKS]))
+    score = property(lambda self: Score(*map(int, self.st[_climb_kernel._PEAK:_climb_kernel._ATP + 1])))
+    best_score = property(lambda self: Score(*map(int, self.st[_climb_kernel._BPEAK:_climb_kernel._BATP + 1])))
+    accepted = property(lambda self: int(self.st[_climb_kernel._ACC]))
+    sideways = property(lambda self: int(self.st[_climb_kernel._SIDE]))
+    kicks = property(lambda self: int(self.st[_climb_kernel._KICKS]))
 
     @property
     def history(self) -> list:
@@ -258,7 +258,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
            budget: int, deadline: float | None) -> str:
     """Moves until evaluate.count reaches budget or the deadline passes; returns why it stopped.
 
-    The loop is one Numba kernel (`regal._kernels.climb`), called in chunks so that the deadline
+    The loop is one Numba kernel (`regal._climb.climb`), called in chunks so that the deadline
     is checked every few milliseconds. Adaptive (`cfg.adaptive`): each move is of one of `KINDS`,
     with probability `floor` + (1 - 4 `floor`) q_k / sum(q) (probability matching, Thierens
     2005); a kind's success estimate q_k moves by `rate` toward 1 when its move improved the
@@ -266,7 +266,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
     search, Ropke and Pisinger 2006): the climb leans on the moves that pay on this graph at
     this stage."""
     kg, st = evaluate.kg, state.st
-    st[_kernels._COUNT] = evaluate.count
+    st[_climb_kernel._COUNT] = evaluate.count
     chunk = _chunk(moves, kg.in_idx.shape[0])
     stopped = "budget"
     while evaluate.count < budget:
@@ -274,11 +274,11 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             stopped = getattr(deadline, "reason", None) or "time_limit"
             break
         stop = min(budget, evaluate.count + chunk)
-        need = int(st[_kernels._NHIST]) + stop - evaluate.count + 1
+        need = int(st[_climb_kernel._NHIST]) + stop - evaluate.count + 1
         if need > state.hist.shape[0]:
             state.hist = np.concatenate([state.hist, np.zeros((need, 2), dtype=np.int64)])
-        found = int(st[_kernels._NHIST])
-        code = _kernels.climb(
+        found = int(st[_climb_kernel._NHIST])
+        code = _climb_kernel.climb(
             state.order, state.pos, state.placement, state.best_placement, state.best_order, state.traces, st,
             state.quality, state.hist, stop, moves.num_nodes, moves.num_devices, moves.pred_ptr, moves.pred_idx,
             moves.succ_ptr, moves.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
@@ -286,8 +286,8 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
             cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
             cfg.temperature, cfg.horizon, cfg.adaptive, cfg.floor, cfg.rate)
-        evaluate.count = int(st[_kernels._COUNT])
-        state.hist_times += [time.perf_counter()] * (int(st[_kernels._NHIST]) - found)
+        evaluate.count = int(st[_climb_kernel._COUNT])
+        state.hist_times += [time.perf_counter()] * (int(st[_climb_kernel._NHIST]) - found)
         if code == 1:
             stopped = "no_moves"
             break
@@ -392,7 +392,7 @@ class Climb:
             return False
         placement, order = state.best_placement.copy(), state.best_order.copy()
         if at_best:
-            trace = state.traces[state.st[_kernels._CUR]].copy()
+            trace = state.traces[state.st[_climb_kernel._CUR]].copy()
         else:
             trace = self.evaluate.new_trace()
             self.evaluate(placement, order, trace)

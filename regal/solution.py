@@ -19,8 +19,10 @@ import numpy as np
 from regal._io import atomic_text, open_text
 from regal.graph import Graph
 from regal.simulate import ScheduleError, simulate
+from regal.timed import DeviceModel, TimedSimulation, memory_limits, resimulate, timed_info
 
-__all__ = ["FORMAT", "Solution", "SolutionError", "make_solution", "load_solution", "solution_from_json"]
+__all__ = ["FORMAT", "Solution", "SolutionError", "make_solution", "load_solution", "solution_from_json",
+           "timed_solution"]
 
 FORMAT = "regal-solution/1"
 
@@ -196,7 +198,6 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
 def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:
     """A runtime solution's info["timed"] (regal.timed.timed_info) must be what the timed model
     gives for its placement, order, transfer order and device model."""
-    from regal.timed import memory_limits, resimulate
     try:
         sim = resimulate(graph, sol)
         limits = memory_limits(timed.get("memory_limit_bytes"), sol.num_devices)
@@ -212,6 +213,18 @@ def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:
     feasible = bool(np.all((limits < 0) | (sim.device_peak_bytes <= limits)))
     if timed.get("feasible") is not None and timed["feasible"] != feasible:
         fail(f"claims feasible {timed['feasible']} but the timed model gives {feasible}")
+
+
+def timed_solution(graph: Graph, placement, sim: TimedSimulation, devices: int, model: DeviceModel,
+                   method: str, memory_limit_bytes=None, evaluations: int = 0, seconds: float = 0.0,
+                   info: dict | None = None):
+    """A Solution of a timed schedule: its order is the dispatch order (which reproduces the
+    schedule), `peak_bytes` the section 3 value of that placement and order as for every
+    solution, and info["timed"] the section 4 values (`timed_info`)."""
+    info = dict(info or {})
+    info["timed"] = timed_info(graph, sim, devices, model, memory_limit_bytes)
+    return make_solution(graph, placement, sim.order, devices, method=method, evaluations=evaluations,
+                         seconds=seconds, info=info)
 
 
 def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:

@@ -16,7 +16,7 @@ applied in event-time order).
   `evaluate_population_timed` (parallel), and the runtime objective's `runtime_fitness`: the
   makespan when every device fits its memory limit, else a value above every feasible makespan
   that grows with the bytes over the limits.
-- `timed_solution`: a `Solution` whose `info["timed"]` holds the makespan, the timed peaks, the
+- `regal.solution.timed_solution`: a `Solution` whose `info["timed"]` holds the makespan, the timed peaks, the
   memory limit, the device model and the transfer order (`solution.load_solution` re-checks it).
 """
 
@@ -35,7 +35,7 @@ from regal.simulate import check_schedule, kernel_graph
 __all__ = ["DeviceModel", "TimedSimulation", "DEFAULT_BANDWIDTH_BYTES_PER_S", "DEFAULT_LATENCY_S",
            "simulate_timed", "run_timed", "timed_chromosome_length", "decode_timed", "encode_timed",
            "evaluate_population_timed", "runtime_fitness", "simulation_fitness", "makespan_bound", "memory_limits",
-           "timed_solution", "timed_info", "resimulate", "check_device_model", "excess_bytes", "parse_bytes",
+           "timed_info", "resimulate", "check_device_model", "excess_bytes", "parse_bytes",
            "parse_rate", "parse_seconds"]
 
 #: Default link bandwidth: 100 GB/s per direction between any two devices (an NVLink-class link,
@@ -367,19 +367,6 @@ def timed_info(graph: Graph, sim: TimedSimulation, devices: int, model: DeviceMo
         "device_model": model.to_json(devices),
         "transfers": [[ids[u], int(q)] for u, q in zip(sim.transfer_node, sim.transfer_device)],
     }
-
-
-def timed_solution(graph: Graph, placement, sim: TimedSimulation, devices: int, model: DeviceModel,
-                   method: str, memory_limit_bytes=None, evaluations: int = 0, seconds: float = 0.0,
-                   info: dict | None = None):
-    """A Solution of a timed schedule: its order is the dispatch order (which reproduces the
-    schedule), `peak_bytes` the section 3 value of that placement and order as for every
-    solution, and info["timed"] the section 4 values (`timed_info`)."""
-    from regal.solution import make_solution
-    info = dict(info or {})
-    info["timed"] = timed_info(graph, sim, devices, model, memory_limit_bytes)
-    return make_solution(graph, placement, sim.order, devices, method=method, evaluations=evaluations,
-                         seconds=seconds, info=info)
 
 
 def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -> TimedSimulation:

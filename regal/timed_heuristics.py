@@ -34,9 +34,9 @@ import numpy as np
 
 from regal import _timed
 from regal.graph import Graph, check_devices
-from regal.solution import Solution
+from regal.solution import Solution, timed_solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, memory_limits, run_timed,
-                         simulate_timed, timed_solution)
+                         simulate_timed)
 
 __all__ = ["upward_ranks", "heft_schedule", "heft_mem_schedule", "HEFT_MEM_CAPS", "critical_path_schedule",
            "one_device_schedule", "timed_starts", "TIMED_START_NAMES", "solve_heft", "solve_heft_mem",

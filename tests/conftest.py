@@ -7,19 +7,19 @@ import pytest
 def local_search_simulations(monkeypatch):
     """A list that grows by one per simulation the local search runs: its starts' (Python,
     `regal.local_search.peak_of`) and its climb kernel's, which the kernel counts in
-    `regal._kernels._score`, its only call of the simulator (read from the counter's rise over
+    `regal._climb._score`, its only call of the simulator (read from the counter's rise over
     each kernel call)."""
-    from regal import _kernels, local_search
+    from regal import _climb, local_search
     calls = []
-    real_peak, real_climb = local_search.peak_of, _kernels.climb
+    real_peak, real_climb = local_search.peak_of, _climb.climb
 
     def climb(*args):
         st = args[6]
-        before = int(st[_kernels._COUNT])
+        before = int(st[_climb._COUNT])
         code = real_climb(*args)
-        calls.extend([1] * (int(st[_kernels._COUNT]) - before))
+        calls.extend([1] * (int(st[_climb._COUNT]) - before))
         return code
 
     monkeypatch.setattr(local_search, "peak_of", lambda *a, **k: calls.append(1) or real_peak(*a, **k))
-    monkeypatch.setattr(_kernels, "climb", climb)
+    monkeypatch.setattr(_climb, "climb", climb)
     return calls

@@ -247,7 +247,7 @@ def test_fuzzed_policy_file_gives_a_valid_solution_or_one_line(files, tmp_path):
 # ------------------------------------------------------------------ HLO
 def test_fuzzed_hlo_is_a_graph_or_one_line(tmp_path):
     """`regal info` on mutated HLO text (and a mutated .hlo.gz): a summary or one line."""
-    from regal._io import load_graph
+    from regal.load import load_graph
     data = open(os.path.join(HERE, "data", "tiny.hlo"), "rb").read()
     rng = random.Random(SEED + 3)
     mutants = list(_byte_mutants(data, rng, 40))

@@ -1,0 +1,314 @@
+"""The local search's climb (`regal.local_search`) as one Numba kernel, `climb`, and its moves.
+
+`regal.local_search` in one kernel: the same moves, acceptance and kicks, and the same draws
+from the same numpy Generator (Numba's `random()` and `integers(lo, hi)` are numpy's, bit for
+bit, on the shared bit generator), so a climb gives the same schedules as the Python loop it
+replaced. Its state lives in arrays the caller keeps between calls:
+  st: int64[_ST]   the scalars below; quality: float64[4], each move kind's success estimate
+  traces: int64[2, n, d], the current schedule's step trace (row st[_CUR]) and scratch
+  hist: int64[*, 2], (evaluations, peak) each time the best peak fell, st[_NHIST] of them
+"""
+
+import numba
+import numpy as np
+
+from regal._jit import JIT as _JIT
+from regal._kernels import feasible_window, live_across, peak_hits, shift_node, simulate_peak, steps_at_peak
+
+_PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
+_BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
+_COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
+_ST = 13
+_KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
+_KIND_INFORMED = (False, False, True, True)
+_KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+@numba.njit(**_JIT)
+def _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
+           resident, reuse_ptr, reuse_idx, device_peak, trace, st, out):
+    """Simulate into trace, count the evaluation, write (peak, sum of device peaks, steps at peak) to out."""
+    peak = simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
+                         nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
+    st[_COUNT] += 1
+    out[0] = peak
+    out[1] = device_peak.sum()
+    out[2] = steps_at_peak(trace, order, resident, peak)
+
+
+@numba.njit(**_JIT)
+def _less(a0, a1, a2, b0, b1, b2):
+    return a0 < b0 or (a0 == b0 and (a1 < b1 or (a1 == b1 and a2 < b2)))
+
+
+@numba.njit(**_JIT)
+def _argmin_but(row, skip):
+    """The device with the least memory in row (int64[d]), skip excluded; ties to the lower."""
+    best, bv = -1, _INT64_MAX
+    for j in range(row.shape[0]):
+        if j != skip and (best < 0 or row[j] < bv):
+            best, bv = j, row[j]
+    return best
+
+
+@numba.njit(**_JIT)
+def _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift, rng, mv):
+    """Order move: v to another position in its feasible window (half the time within `shift`);
+    mv = (1, from, to) and True, or False if v has no room."""
+    lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, v, n)
+    p = pos[v]
+    if rng.random() < 0.5:
+        lo, hi = max(lo, p - shift), min(hi, p + shift)
+    if hi <= lo:
+        return False
+    q = rng.integers(lo, hi)
+    if q >= p:
+        q += 1
+    shift_node(order, pos, p, q)
+    mv[0], mv[1], mv[2] = 1, p, q
+    return True
+
+
+@numba.njit(**_JIT)
+def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
+              out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
+    """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
+    a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
+    delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
+    if there is no such tensor or it cannot move."""
+    m = peak_hits(trace, peak, hits)
+    if m == 0:
+        return False
+    h = rng.integers(0, m)
+    t, k = hits[h, 0], hits[h, 1]
+    m = live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, output, t, k, cand, last)
+    if m == 0:
+        return False
+    total = 0.0
+    for i in range(m):
+        total += float(nbytes[cand[i]])
+    x = rng.random() * total
+    acc, i = 0.0, m - 1
+    for j in range(m):  # the first cumulative weight > x (numpy.searchsorted, side="right")
+        acc += float(nbytes[cand[j]])
+        if acc > x:
+            i = j
+            break
+    u, lastpos = cand[i], last[i]
+    r = rng.random()
+    if d > 1 and r < 1 / 3:
+        placement[u] = _argmin_but(trace[t], k)
+        mv[0], mv[1], mv[2] = 0, u, k
+        return True
+    if r < 2 / 3:
+        lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, u, n)
+        if hi > t:
+            p = pos[u]
+            q = rng.integers(t, hi + 1)
+            shift_node(order, pos, p, q)
+            mv[0], mv[1], mv[2] = 1, p, q
+            return True
+    if lastpos >= n:
+        return False
+    c = order[lastpos]
+    lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, c, n)
+    if lo <= t and not resident[c]:
+        q = rng.integers(lo, t + 1)
+        shift_node(order, pos, lastpos, q)
+        mv[0], mv[1], mv[2] = 1, lastpos, q
+        return True
+    return False
+
+
+@numba.njit(**_JIT)
+def _focus_pool(order, placement, a, b, k, on_k, pool):
+    """Write the nodes at positions [a, b) of order to pool (with on_k, those on device k, or
+    all if none is); returns how many."""
+    m = 0
+    if on_k:
+        for i in range(a, b):
+            if placement[order[i]] == k:
+                pool[m] = order[i]
+                m += 1
+    if m == 0:
+        for i in range(a, b):
+            pool[m] = order[i]
+            m += 1
+    return m
+
+
+@numba.njit(**_JIT)
+def _propose(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx, out_ptr,
+             out_idx, nbytes, resident, output, movable, cand, last, pool, rng, focused, informed, directed,
+             focus_width, shift, mv):
+    """Apply one random move (near the peak if `focused`: a window of `focus_width` positions
+    around a random step at the peak; `informed`: aimed at the peak device; `directed`: that
+    share of focused moves is `_directed`'s), written to mv (kind 0 device / 1 order, a, b);
+    False if no node could move."""
+    if focused and directed > 0.0 and rng.random() < directed:
+        if _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                     out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
+            return True
+    a, b, k_peak, t_peak = 0, 0, 0, 0
+    if focused:  # the window of order positions [a, b) around a random step at the peak
+        m = peak_hits(trace, peak, hits)
+        if m:
+            h = rng.integers(0, m)
+            t_peak, k_peak = hits[h, 0], hits[h, 1]
+        else:
+            t_peak = rng.integers(0, n)
+        a, b = max(0, t_peak - focus_width), min(n, t_peak + focus_width + 1)
+    informed = informed and focused
+    if d > 1 and rng.random() < 0.5:  # device move
+        if focused:
+            m = _focus_pool(order, placement, a, b, k_peak, True, pool)
+            v = pool[rng.integers(0, m)]
+        else:
+            v = rng.integers(0, n)
+        old = placement[v]
+        if informed:
+            placement[v] = _argmin_but(trace[t_peak], old)
+        else:
+            new = rng.integers(0, d - 1)
+            placement[v] = new + 1 if new >= old else new
+        mv[0], mv[1], mv[2] = 0, v, old
+        return True
+    m = 0  # the focus: the window's nodes (informed, with d > 1: those on the peak device, if any)
+    if focused:
+        m = _focus_pool(order, placement, a, b, k_peak, informed and d > 1, pool)
+    v = -1
+    for _ in range(20):  # attempts at finding a node with room to move
+        if focused:
+            c = 0
+            for i in range(m):
+                if not resident[pool[i]]:
+                    c += 1
+            if c == 0:
+                focused = False
+                continue
+            j = rng.integers(0, c)
+            for i in range(m):
+                if not resident[pool[i]]:
+                    if j == 0:
+                        v = pool[i]
+                        break
+                    j -= 1
+        elif movable.shape[0]:
+            v = movable[rng.integers(0, movable.shape[0])]
+        else:
+            return False
+        if _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift, rng, mv):
+            return True
+    return False
+
+
+@numba.njit(**_JIT)
+def _undo(order, pos, placement, mv):
+    if mv[0] == 0:
+        placement[mv[1]] = mv[2]
+    else:
+        shift_node(order, pos, mv[2], mv[1])
+
+
+@numba.njit(**_JIT)
+def _keep_if_best(st, placement, order, best_placement, best_order, hist):
+    if _less(st[_PEAK], st[_SUM], st[_ATP], st[_BPEAK], st[_BSUM], st[_BATP]):
+        st[_BPEAK], st[_BSUM], st[_BATP] = st[_PEAK], st[_SUM], st[_ATP]
+        best_placement[:] = placement
+        best_order[:] = order
+        st[_SINCE] = 0
+        if st[_PEAK] < hist[st[_NHIST] - 1, 1] and st[_NHIST] < hist.shape[0]:
+            hist[st[_NHIST], 0] = st[_COUNT]
+            hist[st[_NHIST], 1] = st[_PEAK]
+            st[_NHIST] += 1
+
+
+@numba.njit(**_JIT)
+def climb(order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, n, d,
+          pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
+          nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
+          rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
+          temperature, horizon, adaptive, floor, rate):
+    """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
+    p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
+    without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
+    move."""
+    mv = np.zeros(3, dtype=np.int64)
+    new = np.zeros(3, dtype=np.int64)
+    nk = quality.shape[0]
+    while st[_COUNT] < stop:
+        cur = st[_CUR]
+        peak = st[_PEAK]
+        if st[_SINCE] >= patience:  # kick: back to the best, blind moves, one evaluation
+            placement[:] = best_placement
+            order[:] = best_order
+            for i in range(n):
+                pos[order[i]] = i
+            moved = 0
+            for _ in range(kick_moves):
+                moved += _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx,
+                                  succ_ptr, succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand,
+                                  last, pool, rng, False, False, 0.0, focus_width, shift, mv)
+            _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
+                   resident, reuse_ptr, reuse_idx, device_peak, traces[cur], st, new)
+            st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
+            st[_KICKS] += 1
+            st[_SINCE] = 0
+            if moved == 0:
+                return 1
+            _keep_if_best(st, placement, order, best_placement, best_order, hist)
+            continue
+        kind = -1
+        if adaptive:  # a kind with probability floor + (1 - nk floor) quality[k] / sum(quality)
+            total = 0.0
+            for j in range(nk):
+                total += quality[j]
+            x = rng.random() * total
+            u = rng.random()
+            if u < nk * floor:
+                kind = min(int(u / floor), nk - 1)
+            else:
+                kind = nk - 1
+                for j in range(nk):
+                    x -= quality[j]
+                    if x < 0.0:
+                        kind = j
+                        break
+            ok = _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx, succ_ptr,
+                          succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand, last, pool, rng,
+                          _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind], focus_width, shift, mv)
+        else:
+            focused = rng.random() < focus_fraction
+            ok = _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx, succ_ptr,
+                          succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand, last, pool, rng,
+                          focused, informed, directed, focus_width, shift, mv)
+        if not ok:
+            st[_SINCE] += 1
+            if movable.shape[0] == 0 and d == 1:
+                return 1
+            continue
+        _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
+               resident, reuse_ptr, reuse_idx, device_peak, traces[1 - cur], st, new)
+        st[_SINCE] += 1
+        better = _less(new[0], new[1], new[2], st[_PEAK], st[_SUM], st[_ATP])
+        equal = new[0] == st[_PEAK] and new[1] == st[_SUM] and new[2] == st[_ATP]
+        accept = better
+        if not accept and equal:
+            accept = rng.random() < p_equal
+        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
+            rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
+            hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
+            if hot > 0.0:
+                accept = rng.random() < np.exp(-rise / hot)
+        if accept:
+            st[_ACC] += 1
+            st[_SIDE] += equal
+            st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
+            st[_CUR] = 1 - cur
+            _keep_if_best(st, placement, order, best_placement, best_order, hist)
+        else:
+            _undo(order, pos, placement, mv)
+        if adaptive:
+            quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
+    return 0

@@ -1,0 +1,31 @@
+"""`regal.load`: any graph file regal reads, by its kind (the importers' one front door).
+
+regal-graph/1 JSON (`regal.graph.load`), XLA HLO text (`regal.hlo`) or ONNX (`regal.onnx`,
+imported only for an ONNX file: the onnx package is not paid for otherwise). A new importer
+adds its kind to `regal._io.graph_kind` and a branch here.
+"""
+
+from __future__ import annotations
+
+import os
+
+from regal._io import graph_kind
+from regal.graph import Graph, load
+from regal.hlo import load_hlo
+
+__all__ = ["load_graph"]
+
+
+def load_graph(path: str | os.PathLike, dims=None, name: str | None = None) -> Graph:
+    """Any graph file regal reads: regal-graph/1 JSON, XLA HLO text, or ONNX (`dims` gives
+    symbolic ONNX dimensions their values; `name` renames an imported module, a JSON graph keeps
+    its own). `regal.load` is this function."""
+    kind = graph_kind(path)
+    if kind == "onnx":
+        from regal.onnx import load_onnx  # the onnx package only for an ONNX file
+        return load_onnx(path, dims=dims, name=name)
+    if dims:
+        raise ValueError(f"{os.fspath(path)}: --dim applies to ONNX models only")
+    if kind == "hlo":
+        return load_hlo(path, name=name)
+    return load(path)
