@@ -50,9 +50,9 @@ from regal.heuristics import heuristic_solutions
 from regal.loop import Progress, check_search_size, numba_threads, run_loop, write_back
 from regal.policy.resolve import resolve_priors
 from regal.problems import RuntimeProblem
-from regal.solution import Solution
+from regal.solution import Solution, timed_solution
 from regal.timed import (DeviceModel, TimedSimulation, check_device_model, encode_timed, excess_bytes,
-                         memory_limits, timed_solution)
+                         memory_limits)
 from regal.timed_heuristics import timed_starts
 
 __all__ = ["optimize_runtime", "TimedClimb", "TimedPolish", "critical_nodes", "timed_seeds", "solve_brkga_runtime"]
@@ -304,7 +304,7 @@ def optimize_runtime(graph: Graph, devices: int = 1, budget: int = 5000, seed: i
         them (config.brkga.prior_share), else all; None / "none": uniform.
     The other arguments as in `regal.optimize`. The Solution's order is the dispatch order of
     the best schedule; info["timed"] holds its makespan, timed peaks, feasibility, the limit
-    and the device model, re-simulated from the solution (`regal.timed.timed_solution`).
+    and the device model, re-simulated from the solution (`regal.solution.timed_solution`).
     """
     t0 = time.perf_counter()
     check_arguments(graph, budget, config, time_limit_s)
