@@ -31,7 +31,7 @@ schedule never wins while a feasible one is known.
   placement, scheduling and transfer-priority heads; the shipped one is `policy="runtime"`),
   when one is given; none by default.
 
-Budget, time limit, callback and thread-count invariance as in `regal.memetic.optimize`.
+Budget, time limit, callback and thread-count invariance as in `regal.optimize` (`regal.flagship`).
 """
 
 from __future__ import annotations

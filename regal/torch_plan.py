@@ -363,7 +363,7 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     (`measure_nodes`, `calibrate`) before optimizing and predicting. On one device the plan
     makes its take-overs real (`realize_reuse`); on several it takes none over.
     """
-    from regal.memetic import optimize
+    from regal.flagship import optimize
     traced = trace_for(module, example_inputs, training)
     if calibrate_temps:
         traced = calibrate(traced, measure_nodes(traced, device))
