@@ -314,6 +314,7 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         alloc = _allocation(g, sol, deadline)
         doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
         doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
+        doc.update(packed_summary(g, sol))
         click.echo(json.dumps(doc, indent=1))
     else:
         _print_solution(g, sol, output, deadline)
@@ -360,6 +361,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     else:
         click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
                    "buffer assignment (SPEC section 3a)")
+    click.echo(packed_line(g, sol))
     lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"
@@ -405,9 +407,10 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
-@click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
+@click.option("--objective", type=click.Choice(["memory", "runtime", "arena"]), default="memory", show_default=True,
               help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
-                   "--memory-limit (section 4, docs/timed-model.md)")
+                   "--memory-limit (section 4, docs/timed-model.md); arena: the smallest packed arena "
+                   "(docs/packing.md)")
 @RUNTIME_OPTIONS
 @DIM_OPTION
 @_friendly_errors
@@ -419,6 +422,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     from regal.brkga import BrkgaConfig
     config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance, prior_share).validate()
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
+    if objective == "arena":
+        runtime = {"objective": "arena"}
     if output:
         check_writable(output, inputs=[graph_path])  # before the search, not after it
     from regal._stop import Deadline, stop_on_signals
@@ -482,6 +487,7 @@ def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
     deadline.at = None  # the time limit was the search's; only a stop request cuts the report
     if "timed" in sol.info:
         _report_timed(g, sol, output, as_json)
+        exit_for_limit(g, sol)
     else:
         _report(g, sol, output, as_json, deadline)
 
@@ -885,6 +891,11 @@ def plot_cmd(graph_path, solution_path, output):
 from regal.cli_torch import torch_cmd  # noqa: E402 - a command in its own module
 
 main.add_command(torch_cmd)
+
+from regal.cli_pack import exit_for_limit, fit_cmd, pack_cmd, packed_line, packed_summary  # noqa: E402 (issue 35)
+
+main.add_command(pack_cmd)
+main.add_command(fit_cmd)
 
 if __name__ == "__main__":
     main()

@@ -67,8 +67,11 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     if objective == "runtime":
         return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
                                 device_model=device_model, **common)
+    if objective == "arena":  # the smallest packed arena (issue 35)
+        from regal.arena_search import optimize_arena
+        return optimize_arena(graph, devices, budget, seed, **common)
     if objective != "memory":
-        raise ValueError(f"objective must be 'memory' or 'runtime', got {objective!r}")
+        raise ValueError(f"objective must be 'memory', 'runtime' or 'arena', got {objective!r}")
     if memory_limit_bytes is not None or device_model is not None:
         raise ValueError("memory_limit_bytes and device_model belong to objective='runtime'")
     return optimize_memory(graph, devices, budget, seed, **common)

@@ -192,6 +192,12 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
              f"{[int(x) for x in sol.device_peak_bytes]}")
     if isinstance(sol.info.get("timed"), Mapping):
         _check_timed(graph, sol, sol.info["timed"], fail)
+    if doc.get("memory_plan") is not None:  # the optional offsets (regal.memory_plan, issue 35)
+        from regal.memory_plan import check_plan_json
+        try:
+            check_plan_json(graph, sol.placement, sol.order, sol.num_devices, doc["memory_plan"])
+        except ValueError as e:
+            fail(str(e))
     return sol
 
 

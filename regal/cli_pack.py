@@ -1,0 +1,186 @@
+"""`regal pack` and `regal fit` (issue 35), and the helpers the other commands use to report a
+packed arena beside the peak and to end a run over its memory limit with the fit statuses.
+
+Exit statuses of `regal fit` (and of a runtime search over its --memory-limit): 0 fits (a
+checked plan), 4 does not fit (a lower bound of SPEC section 7 above the limit, named), 5
+undecided; 1 is a bad input, 2 a usage error, as everywhere in `regal`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+__all__ = ["pack_cmd", "fit_cmd", "EXIT_FITS", "EXIT_DOES_NOT_FIT", "EXIT_UNDECIDED", "packed_summary",
+           "exit_for_limit"]
+
+EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNDECIDED = 0, 4, 5
+
+#: Seconds per device the reports of `regal optimize` / `solve` / `evaluate` give the packer.
+REPORT_PACK_TIME_S = 1.0
+
+
+def _errors(fn):
+    """The library's validation errors as click's one-line `Error: ...` and exit status 1."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from regal.graph import GraphError
+        from regal.packing import PackingError
+        from regal.simulate import ScheduleError
+        from regal.solution import SolutionError
+        try:
+            return fn(*args, **kwargs)
+        except (GraphError, SolutionError, ScheduleError, PackingError, ValueError, OSError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise click.ClickException(msg) from None
+    return wrapper
+
+
+class _Size(click.ParamType):
+    """A size in bytes as --memory-limit takes it (16GiB, 1.5GB, 512MiB, a number of bytes)."""
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        from regal.timed import parse_bytes
+        try:
+            return parse_bytes(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+def _seconds(ctx, param, value):
+    import math
+    if value is not None and (not math.isfinite(value) or value < 0):
+        raise click.BadParameter(f"{value!r} is not a finite, non-negative number of seconds")
+    return value
+
+
+@click.command("pack", short_help="pack buffers into one arena (MiniMalloc's CSV in, offsets out)")
+@click.argument("csv_path", metavar="FILE.csv", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="OUT.csv: the same rows with an `offset` column")
+@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True, callback=_seconds,
+              help="seconds for the exact search (0: the greedy heuristic alone)")
+@click.option("--json", "as_json", is_flag=True, help='print {"packed_bytes", "bound_bytes", "optimal"}')
+@_errors
+def pack_cmd(csv_path, output, time_limit_s, as_json):
+    """Give every buffer of FILE.csv (MiniMalloc's `id,lower,upper,size`, lives half-open) an
+    offset so that no two live buffers overlap, in the smallest arena found: the greedy
+    heuristic, then MiniMalloc's exact search within the time limit. Every packing is checked;
+    one at the live-bytes bound (the most bytes live at once) is optimal."""
+    from regal.packing import pack, read_csv, write_csv
+    if output:
+        from regal._io import check_writable
+        check_writable(output, inputs=(csv_path,))
+    inst = read_csv(csv_path)
+    res = pack(inst, time_limit_s=time_limit_s)
+    if output:
+        write_csv(output, inst, res.offsets)
+    if as_json:
+        click.echo(json.dumps({"packed_bytes": res.packed_bytes, "bound_bytes": res.bound_bytes,
+                               "optimal": res.optimal}))
+        return
+    gap = "optimal" if res.optimal else f"+{(res.packed_bytes - res.bound_bytes) / max(res.bound_bytes, 1) * 100:.2f} % over it"
+    click.echo(f"{os.path.basename(csv_path)}: {len(inst.ids):,} buffers packed in {res.packed_bytes:,} B; "
+               f"live-bytes bound {res.bound_bytes:,} B ({gap}); {res.method}, {res.seconds:.2f} s")
+    if output:
+        click.echo(f"wrote {output}")
+
+
+@click.command("fit", short_help="will GRAPH fit in LIMIT per device? a checked plan, or a proof")
+@click.argument("graph_path", metavar="GRAPH")
+@click.option("--memory", "memory", required=True, type=_Size(), metavar="LIMIT",
+              help="bytes per device, e.g. 16GiB, 1.5GB, 512MiB")
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="PLAN.json: the regal-solution/1 file with its memory_plan, when it fits")
+@click.option("--time-limit", "time_limit_s", type=float, default=120.0, show_default=True, callback=_seconds,
+              help="seconds for the searches")
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+              help="the flagship's evaluations")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--json", "as_json", is_flag=True, help='print {"fits", "arena_bytes", "bound_bytes", "proof"}')
+@_errors
+def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_json):
+    """Whether GRAPH runs on --devices devices of LIMIT bytes each. Exit status 0: it fits, with
+    a checked memory plan (an offset for every buffer; written with -o); 4: it does not fit (a
+    lower bound of SPEC section 7 above the limit, named); 5: undecided within the time limit."""
+    from regal.cli import load_graph
+    from regal.fit import fit
+    if output:
+        from regal._io import check_writable
+        check_writable(output, inputs=(graph_path,))
+    g = load_graph(graph_path)
+    if devices > g.num_nodes:
+        raise click.BadParameter(f"{devices} devices for {g.num_nodes} nodes", param_hint="--devices")
+    res = fit(g, memory, devices, time_limit_s=time_limit_s, budget=budget, seed=seed)
+    if res.fits and output:
+        save_with_plan(g, res.solution, res.plan, output)
+    if as_json:
+        click.echo(json.dumps({"fits": res.fits, "arena_bytes": res.arena_bytes, "bound_bytes": res.bound_bytes,
+                               "proof": res.proof}))
+    else:
+        click.echo(res.proof)
+        if res.arena_bytes:
+            click.echo(f"arena per device {res.arena_bytes} B; peak {res.solution.peak_bytes:,} B; "
+                       f"lower bound {res.bound_bytes:,} B")
+        if res.fits and output:
+            click.echo(f"wrote {output}")
+    sys.exit(EXIT_FITS if res.fits else EXIT_DOES_NOT_FIT if res.fits is False else EXIT_UNDECIDED)
+
+
+def save_with_plan(g, sol, mp, path) -> None:
+    """Write the solution with its `memory_plan` field (SPEC section 2)."""
+    from regal._io import atomic_text
+    from regal.memory_plan import plan_json
+    doc = sol.to_json()
+    doc["memory_plan"] = plan_json(g, mp)
+    with atomic_text(path) as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+# ---------------------------------------------------------------- helpers for the other commands
+def packed_summary(g, sol, time_limit_s: float = REPORT_PACK_TIME_S) -> dict:
+    """{"arena_bytes": largest device arena of the solution's memory plan, "device_arena_bytes",
+    "arena_optimal"}: what the reports print beside the peak."""
+    from regal.memory_plan import plan
+    mp = plan(g, sol.placement, sol.order, sol.num_devices, time_limit_s=time_limit_s)
+    return {"arena_bytes": int(mp.arena_bytes.max()), "device_arena_bytes": [int(x) for x in mp.arena_bytes],
+            "arena_optimal": bool(mp.optimal.all())}
+
+
+def packed_line(g, sol) -> str:
+    """The text reports' line: the packed arena beside the peak."""
+    s = packed_summary(g, sol)
+    a = s["arena_bytes"]
+    extra = "at the peak" if a == sol.peak_bytes else f"+{(a - sol.peak_bytes) / max(sol.peak_bytes, 1) * 100:.2f} % over the peak"
+    return f"packed    {a:,} B in one arena per device ({extra}; offsets: regal fit -o)"
+
+
+def exit_for_limit(g, sol) -> None:
+    """After a runtime search with a memory limit: exit 4 when a lower bound valid in the timed
+    model (per op, resident share, largest resident; with one device SPEC section 7's bound) is
+    above the limit, 5 when the result is over the limit without such a proof; return when it
+    fits."""
+    timed = sol.info.get("timed") or {}
+    limits = timed.get("memory_limit_bytes")
+    if limits is None or timed.get("feasible", True):
+        return
+    from regal.fit import named_bounds
+    bounds = named_bounds(g, sol.num_devices)
+    if sol.num_devices > 1:
+        bounds.pop("one-device bound over d", None)
+    name = max(bounds, key=lambda k: bounds[k])
+    limit = min(int(x) for x in limits)
+    if bounds[name] > limit:
+        click.echo(f"does not fit: the {name} lower bound (SPEC section 7) is {bounds[name]:,} B, above the limit "
+                   f"of {limit:,} B", err=True)
+        sys.exit(EXIT_DOES_NOT_FIT)
+    click.echo(f"undecided: the best schedule found is over the limit of {limit:,} B; no lower bound shows "
+               "that none fits", err=True)
+    sys.exit(EXIT_UNDECIDED)

@@ -1,0 +1,365 @@
+"""Static memory packing: an offset for every buffer, so that no two live buffers overlap.
+
+A *packing instance* is a list of buffers, each live on a half-open interval of time
+`[lower, upper)` and `size` bytes long (MiniMalloc's CSV: `id,lower,upper,size`). A packing
+gives each an `offset`; it is valid when any two buffers whose lives intersect occupy disjoint
+byte ranges `[offset, offset + size)`, and its arena is the largest `offset + size`. No arena
+is smaller than the *live-bytes bound*, the most bytes live at one time; a packing at the bound
+is optimal.
+
+`pack(instance, time_limit_s)` returns the best packing it finds within the time limit:
+
+1. the fast heuristic: greedy placement (first fit and best fit) in several orders (size,
+   area, life, the busiest section first), the best kept; at the bound it stops there;
+2. MiniMalloc's exact search (`regal._pack_kernels.search`; Moffitt, ASPLOS 2023) at the
+   bound, its three preorders taking turns under doubling node limits as MiniMalloc does;
+3. if the bound is not reached, a bisection between the bound and the best arena found, each
+   capacity tried with a share of the time left.
+
+Buffers that live over the whole span of their component are stacked at its bottom first (an
+exchange argument: moving such a buffer to the top of any packing and lowering what was above
+it keeps the packing valid at the same arena), and independent components (no buffer live
+across a time between them) are packed apart. Every packing this module returns has passed
+`check`, which is independent of the packer. See `regal.memory_plan` for a graph's buffers.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from regal import _pack_kernels as K
+
+__all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound", "check", "pack",
+           "greedy_pack", "read_csv", "write_csv"]
+
+
+class PackingError(ValueError):
+    """A malformed instance or an invalid packing; the message names the buffer (or row)."""
+
+
+class Instance(NamedTuple):
+    """Buffers to pack: ids (tuple of str), lower, upper, size: int64[m] (lives [lower, upper))."""
+    ids: tuple
+    lower: np.ndarray
+    upper: np.ndarray
+    size: np.ndarray
+
+
+class Packing(NamedTuple):
+    """A checked packing. offsets: int64[m]; packed_bytes: max(offset + size), 0 when empty;
+    bound_bytes: the live-bytes bound; optimal: packed_bytes == bound_bytes, or a complete search
+    showed that nothing smaller fits; method: what found it; seconds: wall time."""
+    offsets: np.ndarray
+    packed_bytes: int
+    bound_bytes: int
+    optimal: bool
+    method: str
+    seconds: float
+
+
+def instance(lower, upper, size, ids=None) -> Instance:
+    """Validate and build an Instance (PackingError naming the first bad buffer)."""
+    lower, upper, size = (np.asarray(a) for a in (lower, upper, size))
+    m = lower.shape[0] if lower.ndim == 1 else -1
+    if lower.ndim != 1 or upper.shape != (m,) or size.shape != (m,):
+        raise PackingError("lower, upper and size must be one-dimensional arrays of one length")
+    ids = tuple(str(i) for i in range(m)) if ids is None else tuple(str(i) for i in ids)
+    if len(ids) != m:
+        raise PackingError(f"{len(ids)} ids for {m} buffers")
+    for name, a in (("lower", lower), ("upper", upper), ("size", size)):
+        if m and not np.issubdtype(a.dtype, np.integer):
+            raise PackingError(f"{name} must hold integers")
+    lower, upper, size = (np.ascontiguousarray(a, dtype=np.int64) for a in (lower, upper, size))
+    for bad, what in ((size < 0, "a negative size"), (upper < lower, "upper < lower")):
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise PackingError(f"buffer {ids[i]!r} has {what} (lower {lower[i]}, upper {upper[i]}, size {size[i]})")
+    return Instance(ids, lower, upper, size)
+
+
+def live_bytes_bound(lower, upper, size) -> int:
+    """The most bytes live at one time: a lower bound on any packing's arena."""
+    lower, upper, size = (np.asarray(a, dtype=np.int64) for a in (lower, upper, size))
+    keep = (size > 0) & (upper > lower)
+    if not keep.any():
+        return 0
+    t = np.concatenate([lower[keep], upper[keep]])
+    delta = np.concatenate([size[keep], -size[keep]])
+    order = np.lexsort((delta, t))  # at one time, frees (negative) before allocations
+    return int(np.cumsum(delta[order]).max())
+
+
+def check(inst: Instance, offsets) -> int:
+    """The arena of a valid packing of `inst`; PackingError naming two buffers that collide (or
+    a missing or negative offset). Independent of the packer: a sweep over time that keeps the
+    live buffers sorted by offset."""
+    offsets = np.asarray(offsets)
+    m = inst.size.shape[0]
+    if offsets.shape != (m,):
+        raise PackingError(f"{offsets.shape[0] if offsets.ndim else 0} offsets for {m} buffers")
+    if m and not np.issubdtype(offsets.dtype, np.integer):
+        raise PackingError("offsets must be integers")
+    offsets = offsets.astype(np.int64)
+    if (offsets < 0).any():
+        i = int(np.flatnonzero(offsets < 0)[0])
+        raise PackingError(f"buffer {inst.ids[i]!r} has a negative offset {offsets[i]}")
+    live = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
+    events = sorted([(int(inst.lower[i]), 1, int(i)) for i in live] + [(int(inst.upper[i]), 0, int(i)) for i in live])
+    import bisect
+    active: list[tuple[int, int, int]] = []  # (offset, end, buffer), sorted
+    for _, kind, i in events:
+        item = (int(offsets[i]), int(offsets[i] + inst.size[i]), i)
+        if kind == 0:
+            active.pop(bisect.bisect_left(active, item))
+            continue
+        k = bisect.bisect_left(active, item)
+        for j in (k - 1, k):
+            if 0 <= j < len(active) and active[j][0] < item[1] and item[0] < active[j][1]:
+                other = active[j][2]
+                raise PackingError(f"buffers {inst.ids[i]!r} and {inst.ids[other]!r} are live at the same time "
+                                   f"and overlap in [{max(item[0], active[j][0])}, {min(item[1], active[j][1])})")
+        active.insert(k, item)
+    return int((offsets[live] + inst.size[live]).max(initial=0))
+
+
+# ---------------------------------------------------------------- the packer
+class _Part(NamedTuple):
+    """One independent component, its full-span buffers stacked at the bottom (`base` bytes);
+    the rest's arrays, overlap graph (CSR), sections and busiest-section totals."""
+    members: np.ndarray     # indices into the instance of the buffers above the base
+    base_members: np.ndarray
+    base: int
+    size: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    ptr: np.ndarray
+    idx: np.ndarray
+    sections: tuple         # (sec_lo, sec_hi, sec_ptr, sec_idx), see `_sections`
+    busiest: np.ndarray     # int64: each buffer's largest section total
+    bound: int              # base + the rest's live-bytes bound
+
+
+def _components(lower, upper) -> list[np.ndarray]:
+    """Groups of buffers with no time between them that a buffer of another group crosses."""
+    order = np.argsort(lower, kind="stable")
+    reach = np.maximum.accumulate(upper[order])
+    cut = np.flatnonzero(lower[order][1:] >= reach[:-1]) + 1
+    return [g.astype(np.int64) for g in np.split(order, cut)]
+
+
+def _part(inst: Instance, members: np.ndarray) -> _Part:
+    lo, up = inst.lower[members], inst.upper[members]
+    full = (lo <= lo.min()) & (up >= up.max())
+    base_members, rest = members[full], members[~full]
+    lo, up, sz = inst.lower[rest], inst.upper[rest], inst.size[rest]
+    ptr, idx = K.overlaps(lo, up)
+    sections = _sections(lo, up)
+    sec_lo, sec_hi, sec_ptr, sec_idx = sections
+    totals = np.add.reduceat(sz[sec_idx], sec_ptr[:-1]) if sec_idx.size else np.zeros(0, dtype=np.int64)
+    busiest = K.busiest(np.ascontiguousarray(totals, dtype=np.int64), sec_lo, sec_hi)
+    base = int(inst.size[base_members].sum())
+    return _Part(rest, base_members, base, sz, lo, up, ptr, idx, sections, busiest,
+                 base + int(totals.max(initial=0)))
+
+
+def _sections(lower, upper):
+    """MiniMalloc's sections: for each distinct end time E, the buffers live just before it
+    (lower < E <= upper); each buffer spans a contiguous range [sec_lo, sec_hi) of them. Every
+    two overlapping buffers share one, and each is a set of pairwise overlapping buffers.
+    Returns (sec_lo, sec_hi: int64[m], sec_ptr: int64[S+1], sec_idx: int64[*])."""
+    ends = np.unique(upper)
+    sec_lo = np.searchsorted(ends, lower, side="right").astype(np.int64)
+    sec_hi = np.searchsorted(ends, upper, side="right").astype(np.int64)
+    span = sec_hi - sec_lo
+    owner = np.repeat(np.arange(lower.shape[0]), span)
+    which = (np.arange(owner.shape[0]) - np.repeat(np.cumsum(span) - span, span) + np.repeat(sec_lo, span))
+    order = np.argsort(which, kind="stable")
+    sec_ptr = np.concatenate([[0], np.cumsum(np.bincount(which, minlength=ends.shape[0]))]).astype(np.int64)
+    return sec_lo, sec_hi, sec_ptr, owner[order].astype(np.int64)
+
+
+def _orders(part: _Part) -> list[tuple[str, np.ndarray]]:
+    """Greedy orders, largest first: size, area, life length, the busiest section's total."""
+    sz, length = part.size, part.upper - part.lower
+    area = sz * length
+    keys = {"size": (sz, length), "area": (area, sz), "life": (length, sz), "section": (part.busiest, sz),
+            "section-area": (part.busiest, area)}
+    return [(name, np.lexsort((-b, -a)).astype(np.int64)) for name, (a, b) in keys.items()]
+
+
+#: The greedy placements `pack(..., quick=True)` tries (order, best fit): the packing-aware
+#: search's score, where every evaluation packs.
+QUICK = (("size", False), ("section", False))
+
+
+def _greedy(part: _Part, quick: bool = False) -> tuple[np.ndarray, int, str]:
+    """The best of the greedy placements (first fit and best fit, every order of `_orders`;
+    quick: those of QUICK)."""
+    best = (None, np.iinfo(np.int64).max, "")
+    for name, order in _orders(part):
+        for best_fit in (False, True):
+            if quick and (name, best_fit) not in QUICK:
+                continue
+            off, arena = K.greedy(part.size, part.ptr, part.idx, order, best_fit)
+            if arena < best[1]:
+                best = (off, int(arena), f"greedy-{name}")
+    return best
+
+
+def _search(part: _Part, capacity: int, deadline: float) -> tuple[np.ndarray | None, bool]:
+    """(offsets of the part's rest within `capacity` (its base included) by the exact search,
+    or None; whether a complete search showed that nothing fits)."""
+    cap = capacity - part.base
+    if cap < part.bound - part.base:
+        return None, True
+    width = part.upper - part.lower
+    area = part.size * width
+    out = np.empty(part.size.shape[0], dtype=np.int64)
+    limit = max(64, part.size.shape[0])
+    while time.perf_counter() < deadline:
+        limit *= 2
+        for heuristic in range(3):
+            status, _ = K.search(part.size, part.ptr, part.idx, *part.sections, width, area, heuristic, cap, limit,
+                                 deadline if np.isfinite(deadline) else 0.0, out)
+            if status == K.FOUND:
+                return out.copy(), False
+            if status == K.INFEASIBLE:
+                return None, True
+            if status == K.TIMEOUT:
+                return None, False
+    return None, False
+
+
+def greedy_pack(inst: Instance) -> Packing:
+    """The fast heuristic alone (step 1 of `pack`), checked."""
+    return pack(inst, time_limit_s=0.0)
+
+
+#: Share of `pack`'s time limit the search at the live-bytes bound may take; each later
+#: capacity of the bisection gets half of what is left.
+BOUND_SHARE = 0.5
+
+
+def pack(inst: Instance, time_limit_s: float | None = 10.0, quick: bool = False) -> Packing:
+    """The best packing found within `time_limit_s` seconds (None: until proven optimal or the
+    bisection ends; 0: the fast heuristic alone; quick: two greedy placements alone, `QUICK`),
+    checked by `check`."""
+    t0 = time.perf_counter()
+    deadline = float("inf") if time_limit_s is None else t0 + float(time_limit_s)
+    m = inst.size.shape[0]
+    offsets = np.zeros(m, dtype=np.int64)
+    live = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
+    bound = live_bytes_bound(inst.lower, inst.upper, inst.size)
+    if live.size == 0:
+        return Packing(offsets, 0, 0, True, "empty", time.perf_counter() - t0)
+    sub = Instance(inst.ids, inst.lower[live], inst.upper[live], inst.size[live])  # ids unused below
+    parts = [_part(sub, g) for g in _components(sub.lower, sub.upper)]
+    found, methods = [], []    # per part: (offsets of its rest, arena) of the best packing so far, and how
+    for p in parts:
+        if p.size.shape[0] == 0:
+            found.append((np.zeros(0, dtype=np.int64), p.base))
+            methods.append("stacked")
+            continue
+        off, arena, name = _greedy(p, quick)
+        found.append((off, p.base + arena))
+        methods.append(name)
+    arena = max(a for _, a in found)
+    proven = bound    # no arena below this fits (shown)
+    floor = bound     # the lowest capacity the bisection still tries
+    target = bound
+    while time_limit_s != 0 and not quick and arena > floor and time.perf_counter() < deadline:
+        left = deadline - time.perf_counter()
+        slot = time.perf_counter() + (left * BOUND_SHARE if target == bound else left / 2.0)
+        fits, shown = True, False
+        trial = list(found)
+        for k, (p, (_, a)) in enumerate(zip(parts, found)):
+            if a <= target:
+                continue
+            res, shown = _search(p, target, min(slot, deadline))
+            if res is None:
+                fits = False
+                break
+            trial[k] = (res, p.base + int((res + p.size).max(initial=0)))
+        if fits:
+            methods = ["minimalloc" if t is not f else mth for t, f, mth in zip(trial, found, methods)]
+            found = trial
+            arena = max(a for _, a in found)
+        else:
+            floor = target + 1
+            if shown:
+                proven = max(proven, target + 1)
+        target = (floor + arena) // 2
+    for p, (off, _) in zip(parts, found):
+        np.put(offsets, live[p.base_members], np.cumsum(sub.size[p.base_members]) - sub.size[p.base_members])
+        offsets[live[p.members]] = off + p.base
+    packed = check(inst, offsets)
+    method = "minimalloc" if "minimalloc" in methods else max(zip((a for _, a in found), methods))[1]
+    return Packing(offsets, packed, bound, bool(packed <= proven), method, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- MiniMalloc's CSV
+def read_csv(path: str | os.PathLike) -> Instance:
+    """Read MiniMalloc's CSV (`id,lower,upper,size`; an `offset` column, if any, is ignored).
+    PackingError naming the file, row and field of the first bad value."""
+    p = os.fspath(path)
+    try:
+        f = open(p, newline="")
+    except FileNotFoundError:
+        raise PackingError(f"{p}: no such file") from None
+    except OSError as e:
+        raise PackingError(f"{p}: cannot read ({e.strerror or type(e).__name__})") from None
+    ids, cols = [], {"lower": [], "upper": [], "size": []}
+    with f:
+        try:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise PackingError(f"{p}: empty file (expected the header id,lower,upper,size)")
+            header = [h.strip() for h in header]
+            missing = [c for c in ("id", "lower", "upper", "size") if c not in header]
+            if missing:
+                raise PackingError(f"{p}: row 1: header lacks column {missing[0]!r} (expected id,lower,upper,size)")
+            where = {c: header.index(c) for c in ("id", "lower", "upper", "size")}
+            seen = set()
+            for row_no, row in enumerate(reader, start=2):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) < len(header):
+                    raise PackingError(f"{p}: row {row_no}: {len(row)} fields, expected {len(header)}")
+                bid = row[where["id"]].strip()
+                if bid in seen:
+                    raise PackingError(f"{p}: row {row_no}: field 'id': buffer {bid!r} listed twice")
+                seen.add(bid)
+                ids.append(bid)
+                for c in ("lower", "upper", "size"):
+                    text = row[where[c]].strip()
+                    try:
+                        value = int(text)
+                    except ValueError:
+                        raise PackingError(f"{p}: row {row_no}: field {c!r}: {text!r} is not an integer") from None
+                    if value < 0:
+                        raise PackingError(f"{p}: row {row_no}: field {c!r}: {value} is negative")
+                    cols[c].append(value)
+                if cols["upper"][-1] < cols["lower"][-1]:
+                    raise PackingError(f"{p}: row {row_no}: field 'upper': {cols['upper'][-1]} is below lower "
+                                       f"{cols['lower'][-1]}")
+        except UnicodeDecodeError:
+            raise PackingError(f"{p}: not a text CSV file") from None
+        except csv.Error as e:
+            raise PackingError(f"{p}: not a CSV file ({e})") from None
+    return instance(np.asarray(cols["lower"], dtype=np.int64), np.asarray(cols["upper"], dtype=np.int64),
+                    np.asarray(cols["size"], dtype=np.int64), ids)
+
+
+def write_csv(path: str | os.PathLike, inst: Instance, offsets) -> None:
+    """Write the instance's rows with an `offset` column (MiniMalloc's solution CSV)."""
+    from regal._io import atomic_text
+    with atomic_text(path) as f:
+        f.write("id,lower,upper,size,offset\n")
+        for i in range(inst.size.shape[0]):
+            f.write(f"{inst.ids[i]},{inst.lower[i]},{inst.upper[i]},{inst.size[i]},{int(offsets[i])}\n")
