@@ -53,6 +53,8 @@ def _inductor_peak(program, args, device: str) -> int | str:
 
 def run_program(name: str, devices: list[int], budget: int, seed: int, device: str, inductor: bool) -> dict:
     module, inputs, mode = make(name)
+    module = module.to(device)   # traced on the device it runs on: its kernels' outputs and constants
+    inputs = tuple(x.to(device) for x in inputs)
     t0 = time.perf_counter()
     with torch.set_grad_enabled(mode is not None):
         traced = tp.trace_for(module, inputs, mode)
@@ -62,7 +64,9 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
     if device == "cuda":  # allocate the libraries' one-off workspaces before anything is measured
         tp.measure_peak(tp.plan_program(traced, tp._own_solution(traced)), traced.args, device)
     raw = traced.graph
-    cal = tp.calibrate(traced, tp.measure_nodes(traced, device))
+    memory = tp.measure_nodes(traced, device)
+    cal = tp.calibrate(traced, memory)
+    rec["bytes_mismatch"] = _mismatch(raw, memory)
     plain = cal._replace(graph=tp.without_reuse(cal.graph))
     own = tp._own_solution(plain)
     own_program = tp.plan_program(plain, own)
@@ -91,6 +95,18 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
     if inductor:
         rec["inductor"] = _inductor_peak(own_program, plain.args, device)
     return rec
+
+
+def _mismatch(graph, memory) -> dict:
+    """Nodes whose allocation inside the op (`measure_nodes`) differs from their regal bytes."""
+    rows = []
+    for v in range(graph.num_nodes):
+        got = memory.net_bytes.get(graph.ids[v])
+        if got is not None and got != int(graph.bytes[v]):
+            rows.append((abs(got - int(graph.bytes[v])), graph.ops[v], int(graph.bytes[v]), got))
+    rows.sort(reverse=True)
+    return {"nodes": len(rows), "abs_bytes": sum(r[0] for r in rows),
+            "largest": [{"op": op, "regal": b, "allocated": g} for _, op, b, g in rows[:5]]}
 
 
 def _pct(a: float, b: float) -> str:
@@ -144,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.device == "cuda":  # cuBLAS and cuDNN made deterministic, so outputs can be compared bit for bit
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
     cells = os.path.join(a.out, "cells")
     os.makedirs(cells, exist_ok=True)
     records = []

@@ -79,16 +79,41 @@ class _Labelled(torch.fx.Interpreter):
             return super().run_node(n)
 
 
+class _Counted(torch.fx.Interpreter):
+    """Runs a program node by node on CUDA, reading the caching allocator's counters around
+    each call node (host-side bookkeeping: exact, no synchronisation needed)."""
+
+    def __init__(self, gm, device):
+        super().__init__(gm)
+        self.device, self.net, self.temp = device, {}, {}
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        before = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+        out = super().run_node(n)
+        after = torch.cuda.memory_allocated(self.device)
+        self.net[n.name] = after - before
+        self.temp[n.name] = torch.cuda.max_memory_allocated(self.device) - after
+        return out
+
+
 def measure_nodes(traced: Traced, device: str | torch.device = "cpu") -> NodeMemory:
-    """Run the traced program once in its own order under the profiler and attribute the
-    allocator's events to the FX call node that made them."""
+    """Run the traced program once in its own order and attribute the allocator's activity to
+    the FX call node that caused it: on the CPU from the profiler's memory events inside each
+    node's range, on CUDA from the caching allocator's counters read around each node."""
     from torch.profiler import ProfilerActivity, profile
     device = torch.device(device)
     args = tuple(a.detach().to(device).clone() if isinstance(a, torch.Tensor) else a for a in traced.args)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with torch.no_grad(), profile(activities=acts, profile_memory=True) as prof:
+    if device.type == "cuda":
+        counted = _Counted(traced.graph_module, device)
+        with torch.no_grad():
+            counted.run(*args)
+        return NodeMemory(counted.net, counted.temp)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _Labelled(traced.graph_module).run(*args)
-    want = torch.autograd.DeviceType.CUDA if device.type == "cuda" else torch.autograd.DeviceType.CPU
+    want = torch.autograd.DeviceType.CPU
     events = list(prof.profiler.kineto_results.events())
     spans = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[7:]) for e in events
                    if e.name().startswith("regal::"))
@@ -197,6 +222,9 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
         return env[n]
 
     ids = graph.ids
+    # Folded nodes nothing reads (a getitem of an unused gradient, say) go right after their
+    # inputs: placed later, they would keep their input (a whole tuple of tensors) alive.
+    dead = [n for n in gm.graph.nodes if n.op == "call_function" and not n.users and n.name not in graph.index]
     for v in order:
         n = calls.get(ids[v])
         if n is None:
@@ -205,8 +233,13 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
             _emit_taken(new, n, [calls.get(ids[u]) for u in taken[v]], env, emit, graph.index)
         else:
             emit(n)
+        if dead:
+            ready = [m for m in dead if all(a in env for a in m.all_input_nodes)]
+            for m in ready:
+                emit(m)
+            dead = [m for m in dead if m not in env]
     if keep is None:
-        for n in gm.graph.nodes:   # folded nodes nothing reads (dead views) come last
+        for n in gm.graph.nodes:   # anything left (folded nodes of residents alone)
             if n.op == "call_function":
                 emit(n)
         out = next(n for n in gm.graph.nodes if n.op == "output")
