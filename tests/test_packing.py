@@ -21,6 +21,7 @@ def _random_instance(rng, m, horizon=12, life=8, size=8):
     return lower, lower + rng.integers(1, life + 1, m), rng.integers(1, size + 1, m)
 
 
+@pytest.mark.slow  # brute force on 150 instances: about 20 s
 def test_packer_is_optimal_on_tiny_instances_like_its_naive_twin():
     """On 150 random instances of up to 6 buffers the packer's arena is the brute-force optimum,
     its packing collides nowhere, and its bound is the naive live-bytes count."""

@@ -133,6 +133,7 @@ def test_take_overs_are_made_real_with_out_variants():
     assert tp.outputs_equal(real, plain)
 
 
+@pytest.mark.slow  # two measured PyTorch training runs and a flagship search: about 40 s
 def test_compare_runs_the_flagship_plan_and_never_measures_above_pytorchs_order():
     """`compare` on a training step: regal's measured peak is at most PyTorch's own order's,
     and each prediction is within 2 % of its measurement."""
