@@ -100,6 +100,7 @@ class _Builder:
         self.records: list[dict] = []
         self.struct: dict[torch.fx.Node, Any] = {}
         self.readers: dict[int, list[int]] = {}
+        self.writes: dict[Any, int] = {}   # storage -> the last node that wrote it in place
         self.folded = 0
 
     def resident(self, node: torch.fx.Node, nid: str, op: str, val) -> None:
@@ -118,7 +119,19 @@ class _Builder:
             s = self.struct.get(a, ())
             for x in (s if isinstance(s, tuple) else [v for e in s for v in e]):
                 out[x] = None
+            for t in _tensors(a.meta.get("val")) if self.writes else ():
+                w = self.writes.get(_storage(t))   # a write through another alias (a view)
+                if w is not None:
+                    out[w] = None
         return tuple(out)
+
+    def wrote(self, nodes, idx: int) -> None:
+        """`idx` wrote the storages of these FX nodes: later readers of any alias follow it."""
+        for n in nodes:
+            for t in _tensors(n.meta.get("val")):
+                key = _storage(t)
+                if key is not None:
+                    self.writes[key] = idx
 
 
 def _flat_nodes(arg) -> list:
@@ -139,6 +152,24 @@ def _schema_args(node: torch.fx.Node):
             yield a, node.args[k]
         elif a.name in node.kwargs:
             yield a, node.kwargs[a.name]
+
+
+#: Arguments ATen ops write without saying so in their schema: BatchNorm's running statistics,
+#: written when `training` is true (functionalization's `_native_batch_norm_legit` declares them).
+UNDECLARED_WRITES = {"native_batch_norm": ("running_mean", "running_var"),
+                     "cudnn_batch_norm": ("running_mean", "running_var"),
+                     "miopen_batch_norm": ("running_mean", "running_var")}
+
+
+def _written_args(node: torch.fx.Node) -> list:
+    """The FX arguments an ATen op writes in place: marked `(a!)` in its schema, or listed in
+    `UNDECLARED_WRITES`."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return []
+    args = dict((a.name, v) for a, v in _schema_args(node))
+    undeclared = UNDECLARED_WRITES.get(node.target._opname, ()) if args.get("training") else ()
+    return [n for a, v in _schema_args(node) if (a.alias_info is not None and a.alias_info.is_write)
+            or a.name in undeclared for n in _flat_nodes(v)]
 
 
 def _alias_args(node, ret) -> list:
@@ -174,7 +205,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     input_storages.pop(None, None)
     idx = len(b.records)
     per_out: list[tuple] = []
-    new_bytes, in_place, written = 0, False, []
+    new_bytes, in_place, written, written_nodes = 0, False, [], []
     for k, t in enumerate(outs):
         if not isinstance(t, torch.Tensor):
             per_out.append(())
@@ -189,14 +220,14 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
             if ret is not None and ret.alias_info is not None and ret.alias_info.is_write:
                 in_place = True
                 written.extend(base)
+                written_nodes.extend(aliased)
                 per_out.append(base + (idx,))
             else:
                 per_out.append(base)
             continue
         new_bytes += _nbytes(t, f"{what}: output {k}")
         per_out.append((idx,))
-    written_args = [v for a, v in _schema_args(node) if a.alias_info is not None and a.alias_info.is_write
-                    and isinstance(v, torch.fx.Node)] if isinstance(node.target, torch._ops.OpOverload) else []
+    written_args = _written_args(node)
     if not in_place and not written_args and all(idx not in p for p in per_out):
         b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
         b.folded += 1
@@ -206,6 +237,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         written.extend(b.leaves(v))
         b.struct[v] = b.leaves(v) + (idx,)
     control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs})
+    b.wrote(written_nodes + written_args, idx)
     for u in inputs:
         b.readers.setdefault(u, []).append(idx)
     moved = new_bytes + sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))

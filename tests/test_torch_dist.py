@@ -295,8 +295,6 @@ def test_importer_graph_implies_every_storage_order(name):
     assert missing_storage_orders(_traced(name)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="regal.torch: a write through a view (x[:2].add_) orders no later "
-                                       "reader of the base x; reported to the importer's owner")
 def test_importer_orders_readers_after_a_write_through_a_view():
     """`y[:2].add_(1)` writes y: a later reader of y must come after it in every order."""
     class M(torch.nn.Module):
