@@ -69,13 +69,9 @@ def optimize_arena(graph: Graph, devices: int = 1, budget: int = 5000, seed: int
     "arena_bytes" (the fast heuristic's, largest device) of the returned schedule."""
     t0 = time.perf_counter()
     deadline = None if time_limit_s is None else t0 + time_limit_s
-    if start is None:
-        from regal.flagship import optimize
-        peak_budget = max(1, int(round(budget * PEAK_SHARE)))
-        start = optimize(graph, devices, peak_budget, seed, time_limit_s=time_limit_s, **options)
-        climb_budget = budget - peak_budget
-    else:
-        climb_budget = budget
+    if start is None:  # regal.optimize(..., objective="arena") runs the flagship first
+        raise ValueError("optimize_arena climbs from a start: regal.optimize(graph, ..., objective='arena')")
+    climb_budget = budget
     placement = np.asarray(start.placement, dtype=np.int32)
     order = np.asarray(start.order, dtype=np.int32)
     best = _score(graph, placement, order, devices)

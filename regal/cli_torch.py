@@ -3,7 +3,7 @@
 `FN()` returns `(module, example_inputs)`. The command traces it (`regal.torch.trace`: the
 forward pass, or one training step with `--train sgd|adam`), runs it in its own order and in
 the order (and on the devices) regal's flagship chooses, and reports each device's peak as
-regal predicts it and as PyTorch's allocator measured it (`regal.torch_plan.compare`).
+regal predicts it and as PyTorch's allocator measured it (`regal.torch_compare.compare`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def torch_cmd(program, devices, train, budget, seed, as_json):
     except ImportError:
         raise click.ClickException("regal torch needs PyTorch: pip install regal[torch]") from None
     from regal.graph import GraphError
-    from regal.torch_plan import compare
+    from regal.torch_compare import compare
     module, inputs = load_program(program)
     try:
         cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed)

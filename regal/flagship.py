@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from regal._stop import Deadline
+from regal.arena_search import PEAK_SHARE as ARENA_PEAK_SHARE, optimize_arena
 from regal.brkga import BrkgaConfig
 from regal.config import FlagshipConfig
 from regal.graph import Graph
@@ -67,9 +68,11 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     if objective == "runtime":
         return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
                                 device_model=device_model, **common)
-    if objective == "arena":  # the smallest packed arena (issue 35)
-        from regal.arena_search import optimize_arena
-        return optimize_arena(graph, devices, budget, seed, **common)
+    if objective == "arena":  # the smallest packed arena (issue 35): the flagship, then a climb
+        peak_budget = max(1, int(round(budget * ARENA_PEAK_SHARE)))
+        start = optimize_memory(graph, devices, peak_budget, seed, **common)
+        return optimize_arena(graph, devices, budget - peak_budget, seed, start=start, time_limit_s=time_limit_s,
+                              method=method, deadline=deadline)
     if objective != "memory":
         raise ValueError(f"objective must be 'memory', 'runtime' or 'arena', got {objective!r}")
     if memory_limit_bytes is not None or device_model is not None:

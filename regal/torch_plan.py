@@ -43,7 +43,7 @@ from regal.simulate import simulate
 from regal.solution import Solution
 from regal.torch import Traced
 
-__all__ = ["Comparison", "PlanRun", "Measured", "NodeMemory", "calibrate", "compare", "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
+__all__ = ["PlanRun", "Measured", "NodeMemory", "calibrate", "own_solution", "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
            "outputs_equal"]
 
 
@@ -363,6 +363,11 @@ def run_plan(traced: Traced, solution: Solution, *, device: str = "cpu", realize
                    outputs_equal(got, reference)), got
 
 
+def own_solution(traced: Traced) -> Solution:
+    """PyTorch's own order as a one-device solution of the traced graph."""
+    return _own_solution(traced)
+
+
 def _own_solution(traced: Traced) -> Solution:
     from regal.solution import make_solution
     g = traced.graph
@@ -375,43 +380,6 @@ def without_reuse(graph: Graph) -> Graph:
     for r in recs:
         r.pop("reuse", None)
     return Graph.from_records(recs, name=graph.name, meta=graph.meta, source=graph.name)
-
-
-class Comparison(NamedTuple):
-    """`compare`'s answer: PyTorch's own order and regal's plan, predicted and measured."""
-    devices: int
-    pytorch: PlanRun            # the traced program in its own order, on one device
-    regal: PlanRun              # the flagship's plan, one entry per device
-    solution: Solution
-    graph: Graph                # the graph optimized (measured temp_bytes, `reuse` where real)
-
-
-def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
-            seed: int = 0, device: str = "cpu", calibrate_temps: bool = True) -> Comparison:
-    """Trace `module` (forward, or one training step with `training` = "sgd" / "adam"), run
-    it in PyTorch's own order, optimize it with the flagship on `devices`, run regal's plan,
-    and measure both with PyTorch's allocator.
-
-    `calibrate_temps`: book each op's scratch memory as measured in the own-order run
-    (`measure_nodes`, `calibrate`) before optimizing and predicting. On one device the plan
-    makes its take-overs real (`realize_reuse`); on several it takes none over.
-    """
-    from regal.flagship import optimize
-    traced = trace_for(module, example_inputs, training)
-    if calibrate_temps:
-        traced = calibrate(traced, measure_nodes(traced, device))
-    plain = traced._replace(graph=without_reuse(traced.graph))
-    own = _own_solution(plain)
-    reference = measure_peak(plan_program(plain, own), plain.args, device)
-    pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
-    if devices == 1:
-        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
-        run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
-        return Comparison(1, pytorch, run, sol, traced.graph)
-    from regal.torch_dist import run_placed
-    sol = optimize(plain.graph, devices=devices, budget=budget, seed=seed)
-    run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
-    return Comparison(devices, pytorch, run, sol, plain.graph)
 
 
 def trace_for(module, example_inputs, training: str | None) -> Traced:

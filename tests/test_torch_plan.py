@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 import regal  # noqa: E402
 import regal.torch as rt  # noqa: E402
 import regal.torch_plan as tp  # noqa: E402
+import regal.torch_compare as tc  # noqa: E402
 from regal.solution import make_solution  # noqa: E402
 
 
@@ -138,7 +139,7 @@ def test_compare_runs_the_flagship_plan_and_never_measures_above_pytorchs_order(
     """`compare` on a training step: regal's measured peak is at most PyTorch's own order's,
     and each prediction is within 2 % of its measurement."""
     _, module, inputs = PROGRAMS[1]
-    cmp = tp.compare(module, inputs, 1, training="adam", budget=300, seed=0)
+    cmp = tc.compare(module, inputs, 1, training="adam", budget=300, seed=0)
     assert cmp.regal.outputs_match
     assert cmp.regal.measured_peak_bytes[0] <= cmp.pytorch.measured_peak_bytes[0]
     for run in (cmp.pytorch, cmp.regal):
