@@ -51,7 +51,52 @@ def _inductor_peak(program, args, device: str) -> int | str:
         return f"failed: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
 
 
-def run_program(name: str, devices: list[int], budget: int, seed: int, device: str, inductor: bool) -> dict:
+def _eager_peak(module, inputs, mode, device: str) -> int | str:
+    """The peak of one eager step as PyTorch runs it without regal: `module(*inputs)`, or a
+    training step (loss.backward(), then torch.optim's single-tensor SGD with momentum 0.9 or
+    Adam, warmed by one step so their state exists), gradients set to None before it."""
+    try:
+        if mode is None:
+            module.eval()
+            return tp.measure_peak(lambda *xs: module(*xs), inputs, device).peak_bytes
+        from regal.torch import _default_loss
+        module.train()
+        params = [p for p in module.parameters() if p.requires_grad]
+        opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=False) if mode == "sgd"
+               else torch.optim.Adam(params, lr=1e-3, foreach=False))
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            _default_loss(module(*inputs), *inputs).backward()
+            opt.step()
+        step()
+        opt.zero_grad(set_to_none=True)
+        resident = [*module.parameters(), *module.buffers(), *inputs,
+                    *(t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor))]
+        base = tp._storage_bytes(resident)
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            step()
+            torch.cuda.synchronize()
+            return int(torch.cuda.max_memory_allocated() - before + base)
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+        live = high = 0
+        for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                           if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU):
+            live += b
+            high = max(high, live)
+        return int(base + high)
+    except Exception as e:  # noqa: BLE001
+        return f"failed: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+
+
+def run_program(name: str, devices: list[int], budget: int, seed: int, device: str, inductor: bool,
+                done: dict | None = None) -> dict:
+    """One program's record; with `done` (an earlier record of it), only what it lacks."""
     module, inputs, mode = make(name)
     module = module.to(device)   # traced on the device it runs on: its kernels' outputs and constants
     inputs = tuple(x.to(device) for x in inputs)
@@ -74,7 +119,11 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
     rec["pytorch"] = {"predicted": int(own.peak_bytes), "measured": ref.peak_bytes, "reserved": ref.reserved_bytes,
                       "importer": int(simulate(tp.without_reuse(raw), own.placement, own.order, 1).peak_bytes)}
     rec["temp_bytes_total"] = int(cal.graph.temp_bytes.sum())
+    done = done or {}
     for d in devices:
+        if f"regal_d{d}" in done:
+            rec[f"regal_d{d}"] = done[f"regal_d{d}"]
+            continue
         t1 = time.perf_counter()
         if d == 1:
             sol = regal.optimize(cal.graph, devices=1, budget=budget, seed=seed)
@@ -82,18 +131,31 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
             importer = [int(simulate(raw, sol.placement, sol.order, 1).peak_bytes)]
             taken = len(tp.taken_over(cal.graph, sol.order))
         else:
-            from regal.torch_dist import run_placed
+            from regal.torch_dist import colocate_writes, run_placed
             sol = regal.optimize(plain.graph, devices=d, budget=budget, seed=seed)
             run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
             importer = [int(x) for x in simulate(tp.without_reuse(raw), sol.placement, sol.order, d).device_peak_bytes]
             taken = 0
+            colocated = colocate_writes(plain, sol)
+            if colocated is not sol:  # the same plan with its 0-byte in-place writes on their targets' homes
+                crun, _ = run_placed(plain, colocated, device_type=torch.device(device).type)
+                rec[f"regal_d{d}_colocated"] = {"predicted": [int(x) for x in crun.predicted_peak_bytes],
+                                                "measured": [int(x) for x in crun.measured_peak_bytes],
+                                                "outputs_match": bool(crun.outputs_match),
+                                                "moved": int(colocated.info.get("colocated_writes", 0))}
         rec[f"regal_d{d}"] = {"predicted": [int(x) for x in run.predicted_peak_bytes],
                               "measured": [int(x) for x in run.measured_peak_bytes],
                               "reserved": [int(x) for x in run.reserved_bytes], "importer": importer,
                               "outputs_match": bool(run.outputs_match), "taken_over": taken,
                               "seconds": round(time.perf_counter() - t1, 2)}
-    if inductor:
+    for key in done:
+        if key.startswith("regal_d") and key not in rec:
+            rec[key] = done[key]
+    if "inductor" in done:
+        rec["inductor"] = done["inductor"]
+    elif inductor:
         rec["inductor"] = _inductor_peak(own_program, plain.args, device)
+    rec["eager"] = done["eager"] if "eager" in done else _eager_peak(module, inputs, mode, device)
     return rec
 
 
@@ -115,35 +177,42 @@ def _pct(a: float, b: float) -> str:
 
 def table(records: list[dict], devices: list[int]) -> str:
     mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
-    head = ("| program | nodes | PyTorch order: measured MB (pred. err.) | regal d=1: measured MB (pred. err.) | "
-            "regal vs PyTorch | Inductor MB | outputs |")
-    lines = [head, "|" + "---|" * 7]
+    head = ("| program | nodes | eager MB | PyTorch order: measured MB (pred. err.) | regal d=1: measured MB "
+            "(pred. err.) | regal vs PyTorch | Inductor MB | outputs |")
+    lines = [head, "|" + "---|" * 8]
     for r in records:
         if "error" in r:
-            lines.append(f"| {r['program']} | | failed: {r['error'][:80]} | | | | |")
+            lines.append(f"| {r['program']} | | | failed: {r['error'][:80]} | | | | |")
             continue
         p = r["pytorch"]
         g = r.get("regal_d1")
         ind = r.get("inductor")
         ind_s = mb(ind) if isinstance(ind, int) else ("n/a" if ind is None else "failed")
+        eag = r.get("eager")
+        eag_s = mb(eag) if isinstance(eag, int) else ("n/a" if eag is None else "failed")
         if g:
             gm, gp = g["measured"][0], g["predicted"][0]
-            lines.append(f"| {r['program']} | {r['nodes']:,} | {mb(p['measured'])} ({_pct(p['predicted'], p['measured'])}) | "
+            lines.append(f"| {r['program']} | {r['nodes']:,} | {eag_s} | {mb(p['measured'])} "
+                         f"({_pct(p['predicted'], p['measured'])}) | "
                          f"{mb(gm)} ({_pct(gp, gm)}) | {_pct(gm, p['measured'])} | {ind_s} | "
                          f"{'equal' if g['outputs_match'] else 'DIFFER'} |")
     multi = [d for d in devices if d > 1]
     if multi:
-        lines += ["", "| program | d | per-device measured MB | per-device predicted MB | worst error | outputs |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| program | d | per-device measured MB | per-device predicted MB | worst error | outputs | "
+                      "writes colocated: worst error, max measured MB |", "|---|---|---|---|---|---|---|"]
         for r in records:
             for d in multi:
                 g = r.get(f"regal_d{d}")
                 if not g:
                     continue
                 err = max(abs(pp - mm) / mm for pp, mm in zip(g["predicted"], g["measured"]))
+                c = r.get(f"regal_d{d}_colocated")
+                c_s = "no write moved" if c is None else (
+                    f"{100 * max(abs(pp - mm) / mm for pp, mm in zip(c['predicted'], c['measured'])):.1f} %, "
+                    f"{mb(max(c['measured']))} ({c['moved']} moved)")
                 lines.append(f"| {r['program']} | {d} | {' / '.join(mb(x) for x in g['measured'])} | "
                              f"{' / '.join(mb(x) for x in g['predicted'])} | {100 * err:.1f} % | "
-                             f"{'equal' if g['outputs_match'] else 'DIFFER'} |")
+                             f"{'equal' if g['outputs_match'] else 'DIFFER'} | {c_s} |")
     return "\n".join(lines)
 
 
@@ -179,11 +248,12 @@ def main(argv: list[str] | None = None) -> int:
                     rec = json.load(f)
             except (OSError, json.JSONDecodeError):
                 print(f"{path}: unreadable cached cell, redone", flush=True)
-            if rec is not None and not all(f"regal_d{d}" in rec for d in a.devices):
-                rec = None
+        done = None
+        if rec is not None and ("error" in rec or not all(f"regal_d{d}" in rec for d in a.devices)):
+            done, rec = (None if "error" in rec else rec), None
         if rec is None:
             try:
-                rec = run_program(name, a.devices, a.budget, a.seed, a.device, not a.no_inductor)
+                rec = run_program(name, a.devices, a.budget, a.seed, a.device, not a.no_inductor, done)
             except Exception as e:  # noqa: BLE001 - one failing program does not stop the table
                 traceback.print_exc()
                 rec = {"program": name, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
