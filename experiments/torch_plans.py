@@ -56,9 +56,10 @@ def _eager_peak(module, inputs, mode, device: str) -> int | str:
     training step (loss.backward(), then torch.optim's single-tensor SGD with momentum 0.9 or
     Adam, warmed by one step so their state exists), gradients set to None before it."""
     try:
-        if mode is None:
+        if mode is None:  # measure_peak counts the inputs it is given; the module's tensors too
             module.eval()
-            return tp.measure_peak(lambda *xs: module(*xs), inputs, device).peak_bytes
+            held = tp._storage_bytes([*module.parameters(), *module.buffers()])
+            return held + tp.measure_peak(lambda *xs: module(*xs), inputs, device).peak_bytes
         from regal.torch import _default_loss
         module.train()
         params = [p for p in module.parameters() if p.requires_grad]

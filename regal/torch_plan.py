@@ -43,7 +43,8 @@ from regal.simulate import simulate
 from regal.solution import Solution
 from regal.torch import Traced
 
-__all__ = ["PlanRun", "Measured", "NodeMemory", "calibrate", "own_solution", "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
+__all__ = ["PlanRun", "Measured", "NodeMemory", "SeededOp", "calibrate", "own_solution", "seed_random_ops",
+           "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
            "outputs_equal"]
 
 
@@ -383,8 +384,45 @@ def without_reuse(graph: Graph) -> Graph:
 
 
 def trace_for(module, example_inputs, training: str | None) -> Traced:
-    """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer."""
+    """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer,
+    its random ops each on a stream of their own (`seed_random_ops`)."""
     from regal.torch import trace
     if training is None:
-        return trace(module, example_inputs, False, reuse=True)
-    return trace(module, example_inputs, True, optimizer=training, reuse=True)
+        return seed_random_ops(trace(module, example_inputs, False, reuse=True))
+    return seed_random_ops(trace(module, example_inputs, True, optimizer=training, reuse=True))
+
+
+class SeededOp:
+    """An ATen random op (dropout's mask, `rand`) drawing from a stream of its own: the global
+    generator is seeded with `seed` around the call and put back after. So what it draws does
+    not depend on which ops ran before it, and any order of a plan returns the same values."""
+
+    def __init__(self, op, seed: int):
+        self.op, self.seed = op, int(seed)
+        self.__name__ = f"seeded_{getattr(op, '_opname', 'op')}"
+
+    def __call__(self, *args, **kwargs):
+        devices = sorted({t.device.index or 0 for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                          if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.seed)
+            return self.op(*args, **kwargs)
+
+
+def seed_random_ops(traced: Traced) -> Traced:
+    """`traced` with every seeded-random ATen op (tag `nondeterministic_seeded`) called through
+    `SeededOp`, its seed taken from the node's name: the own order and every plan then draw the
+    same numbers, so their outputs can be compared bit for bit."""
+    import zlib
+    gm = traced.graph_module
+    random = [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+              and torch.Tag.nondeterministic_seeded in n.target.tags]
+    if not random:
+        return traced
+    graph = torch.fx.Graph()
+    env: dict = {}
+    for n in gm.graph.nodes:
+        env[n] = graph.node_copy(n, lambda a: env[a])
+        if n in random:
+            env[n].target = SeededOp(n.target, zlib.crc32(n.name.encode()))
+    return traced._replace(graph_module=torch.fx.GraphModule(gm, graph))
