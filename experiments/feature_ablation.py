@@ -8,21 +8,20 @@ train splits, the torch/layers twins leaving together), one scheduling-head poli
 imitates the structural teacher for --imitate steps (imitation only: REINFORCE did not improve on
 it in `experiments.transfer`), then its priors run in REGAL's paper setting (plain BRKGA, 5,000
 evaluations) on the left-out source's test graphs. Reported: mean % lower peak than plain BRKGA
-on the same seed. Policies are cached under experiments/cache/feature_ablation/; results go to
-experiments/results/transfer/feature_ablation.md.
+on the same seed. Runs fan out over Dask (a local cluster of --workers processes); policies and
+runs (one file each, `experiments.transfer.run_many`) are cached under
+experiments/cache/feature_ablation/; results go to experiments/results/transfer/feature_ablation.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from experiments.transfer import ROOT, RESULTS, corpus, fold_graphs, run_one
+from experiments.transfer import ROOT, RESULTS, corpus, fold_graphs, run_many
 
 CACHE = os.path.join(ROOT, "experiments", "cache", "feature_ablation")
 VARIANTS = {"v2": (), "-sizes": ("sizes",), "-structure": ("structure",), "-graph": ("graph",), "-op": ("op",)}
@@ -64,8 +63,9 @@ def main(argv=None) -> None:
                     cells += [(held, name, p + ":S", g["path"], d, s) for name, p in policies.items()]
     tasks = [{"setting": "paper", "policy": c[2], "path": c[3], "devices": c[4], "seed": c[5], "budget": 5000}
              for c in cells]
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        peaks = {c: r["peak"] for c, r in zip(cells, pool.map(run_one, tasks))}
+    from regal.parallel import dask_client
+    with dask_client(workers=args.workers) as client:
+        peaks = {c: r["peak"] for c, r in zip(cells, run_many(tasks, os.path.join(CACHE, "runs"), client))}
     ref = {(c[0], c[3], c[4], c[5]): pk for c, pk in peaks.items() if c[1] == "plain"}
     lines = ["# Feature-group ablation of the v2 features on left-out sources", "",
              f"Command: `{' '.join(['python -m experiments.feature_ablation', *(argv if argv is not None else sys.argv[1:])])}`",

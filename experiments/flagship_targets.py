@@ -1,6 +1,6 @@
 """Issue 10's targets, read off a finished `flagship` experiment: one table per (dataset, d).
 
-    python -m experiments.flagship_targets [--results experiments/results/flagship]
+    python -m experiments.flagship_targets [--results experiments/results/flagship-no60]
                                            [--cache experiments/cache/flagship]
 
 From the experiment's cells (peaks re-simulated by the report) and its solution files:
@@ -141,7 +141,7 @@ def table(results: str, cache: str, also: list[str] = ()) -> list[str]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=os.path.join("experiments", "results", "flagship"))
+    ap.add_argument("--results", default=os.path.join("experiments", "results", "flagship-no60"))
     ap.add_argument("--cache", default=os.path.join("experiments", "cache", "flagship"))
     ap.add_argument("--also", nargs="+", default=[], metavar="RESULTS",
                     help="other experiments' results folders: their peaks count toward the best known, and a "

@@ -5,20 +5,20 @@
 On each corpus source's test split (--graphs graphs spread over its families, <= 3,000 nodes),
 5,000 evaluations: mean % lower peak than plain BRKGA on the same seed of the `default` policy
 (v1 features, both heads), the `transfer` policy (v2 features, scheduling head) and the teacher's
-scheduling half (no network). Writes experiments/results/transfer/policies.md.
+scheduling half (no network). Runs on Dask (a local cluster of --workers processes), each run
+cached as a file under experiments/cache/policy_sources/ (`experiments.transfer.run_many`). Writes
+experiments/results/transfer/policies.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from experiments.transfer import RESULTS, corpus, run_one, spread
+from experiments.transfer import RESULTS, ROOT, corpus, run_many, spread
 
 POLICIES = ("default", "transfer", "teacher-schedule")
 CAVEAT = ("Not a transfer result: `transfer` was trained on the train splits of all six sources, so "
@@ -40,8 +40,10 @@ def main(argv=None) -> None:
     cells = [{"setting": "paper", "policy": pol, "path": p, "devices": d, "seed": seed, "budget": 5000}
              for paths in tests.values() for p in paths for d in args.devices for seed in args.seeds
              for pol in ("none",) + POLICIES]
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        peaks = {(r["policy"], r["path"], r["devices"], r["seed"]): r["peak"] for r in pool.map(run_one, cells)}
+    from regal.parallel import dask_client
+    with dask_client(workers=args.workers) as client:
+        runs = run_many(cells, os.path.join(ROOT, "experiments", "cache", "policy_sources"), client)
+    peaks = {(r["policy"], r["path"], r["devices"], r["seed"]): r["peak"] for r in runs}
     lines = ["# Shipped policies per graph source, REGAL's paper setting", "",
              f"Command: `{' '.join(['python -m experiments.policy_sources', *(argv if argv is not None else sys.argv[1:])])}`", "",
              "Mean % lower peak than plain BRKGA 5K (same seed), test split of each source, "

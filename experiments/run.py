@@ -1,14 +1,19 @@
-"""Run one experiment from its config file and write its tables and plots.
+"""The one experiment runner: run an experiment from its config file and write its tables and plots.
 
     python -m experiments.run experiments/configs/table1.json [--workers 2] [--scheduler tcp://HOST:PORT]
 
-Cells fan out over Dask: a local cluster of --workers processes by default, or the existing
-cluster at --scheduler; nothing else changes. Finished cells are cached under the config's cache
-folder, so an interrupted run resumes where it stopped. Results go to experiments/results/<name>/:
-cells.csv, per_graph.csv, summary.csv, README.md (the table, with the exact command, the commit and
-the machine), and the plots the config asks for.
+Every table of experiments/results/ is a config of this runner (experiments/results/INDEX.md lists
+them). A config's "kind" says what its table is: "table" (the default: methods against a
+reference, below), "runtime" (the runtime objective under memory limits, `experiments.runtime`)
+or "tune" (a grid of values of one `regal.FlagshipConfig` field against local search,
+`experiments.tune_flagship`). Cells fan out over Dask: a local cluster of --workers processes by
+default, or the existing cluster at --scheduler; nothing else changes. Finished cells are cached
+(`experiments.runner`: one file per cell) under experiments/cache/<cache>/ (the config's "cache",
+default its name), so an interrupted run resumes where it stopped. Results go to
+experiments/results/<name>/: cells.csv, per_graph.csv, summary.csv, README.md (the table, with
+the exact command, the commit and the machine), and the plots the config asks for.
 
-Config keys: name; datasets: [{label, split, synthetic (bool), max_nodes, spread
+Config keys: name; kind; cache; description; datasets: [{label, split, synthetic (bool), max_nodes, spread
 (k graphs round-robin over model families), limit (the first k)}]; devices; seeds;
 reference (method name, default "brkga"); methods: [{name, solver, options, seeds}];
 long_reference (a long plain-BRKGA run, for "evaluations to match"); plots: any of
@@ -20,64 +25,44 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 
-from experiments import report
+from experiments import report, runtime, tune_flagship
+from experiments.runner import (ROOT, Method, cells_for, commit, dataset_graphs, load_results,  # noqa: F401
+                                machine, run_cells)
 from regal._io import atomic_text
-from experiments.runner import Method, cells_for, load_results, run_cells
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
-    """The graph files of one dataset entry of a config; the entry's own "manifest" (a path
-    relative to the repository) wins over the run's."""
-    from regal.dataset import split_paths
-    manifest = os.path.join(ROOT, ds["manifest"]) if ds.get("manifest") else manifest
-    paths = split_paths(ds["split"], manifest=manifest, synthetic=ds.get("synthetic", False),
-                        max_nodes=ds.get("max_nodes"))
-    if ds.get("spread"):
-        from regal.dataset import spread
-        paths = spread(paths, ds["spread"], manifest=manifest, synthetic=ds.get("synthetic", False))
-    return paths[:ds["limit"]] if ds.get("limit") else paths
-
-
-def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
-               platform.processor() or "unknown cpu")
-    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
-
-
-def commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    # the results folder is what a run writes, so its own changes do not make the code dirty
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!experiments/results"],
-                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
 
 
 def run(config_path: str, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
         manifest: str | None = None, cache_dir: str | None = None, results_dir: str | None = None) -> dict:
     """Run the experiment of `config_path` (cached cells are reused) and write its results.
 
-    Returns {"counts", "summary", "rows", "per_graph", "table"}.
+    One Dask client (a local cluster of `workers`, or `scheduler`) runs every cell of every kind.
+    Returns the kind's results; a "table": {"counts", "summary", "rows", "per_graph", "table"}.
     """
     with open(config_path) as f:
         cfg = json.load(f)
-    name = cfg["name"]
-    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", name)
-    results_dir = results_dir or os.path.join(ROOT, "experiments", "results", name)
+    kind = cfg.get("kind", "table")
+    if kind not in KINDS:
+        raise ValueError(f"{config_path}: kind {kind!r} is not one of {sorted(KINDS)}")
+    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", cfg.get("cache", cfg["name"]))
+    results_dir = results_dir or os.path.join(ROOT, "experiments", "results", cfg["name"])
     os.makedirs(results_dir, exist_ok=True)
+    from regal.parallel import dask_client
+    with dask_client(scheduler, workers) as client:
+        return KINDS[kind](cfg, config_path, client, progress=progress, manifest=manifest, cache_dir=cache_dir,
+                           results_dir=results_dir)
+
+
+def run_table(cfg: dict, config_path: str, client, progress: bool = True, manifest: str | None = None,
+              cache_dir: str = "", results_dir: str = "") -> dict:
+    """The "table" kind: every method on every graph, d and seed against the reference."""
     methods = [Method.from_config(m) for m in cfg["methods"]]
     reference = cfg.get("reference", "brkga")
     cells, label_of = _cells(cfg, methods, manifest)
     t0 = time.time()
-    from regal.parallel import dask_client
-    with dask_client(scheduler, workers) as client:
-        counts = run_cells(cells, cache_dir, client=client, progress=progress)
+    counts = run_cells(cells, cache_dir, client=client, progress=progress)
     rows = _labelled_rows(cells, cache_dir, label_of)
     method_names = [m.name for m in methods]
     graph_rows = report.per_graph(rows, reference, exclude_from_best=cfg.get("exclude_from_best", ()))
@@ -94,6 +79,9 @@ def run(config_path: str, scheduler: str | None = None, workers: int | None = No
     with atomic_text(os.path.join(results_dir, "README.md")) as f:
         f.write(doc)
     return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+
+
+KINDS = {"table": run_table, "runtime": runtime.run_config, "tune": tune_flagship.run_config}
 
 
 def _cells(cfg: dict, methods: list, manifest: str | None) -> tuple[list, dict]:

@@ -1,6 +1,9 @@
-"""Run (method x graph x devices x seed) cells on Dask, cached on disk, and aggregate them.
+"""The experiments' one back end and one cache: (method x graph x devices x seed) cells on Dask,
+each cached as a file, and aggregated.
 
-A cell's result is its `regal-solution/1` file, `CACHE/<method>-<hash>/<graph>/d<D>_s<S>.json`,
+A cell's result is its `regal-solution/1` file, `CACHE/<method>-<hash>/<graph>/d<D>_s<S>.json`
+(`d<D>_<variant>_s<S>.json` for a cell of a variant, e.g. a memory limit of the runtime
+experiment: `Cell.variant` names it, `Cell.extra` holds the options it adds),
 written atomically by the worker that ran it. A finished cell is never run again, so an
 interrupted experiment resumes where it stopped, and deleting one file recomputes only that cell.
 The hash covers the method's solver and options, so changing a method's settings starts a new
@@ -14,8 +17,12 @@ Methods are named in the experiment config:
     {"name": "cpsat", "solver": "cpsat", "options": {"time_limit_s": 30}, "seeds": [0], "devices": [2]}
 ("seeds" and "devices", optional, narrow the experiment's own for that method.)
 `solver` is a method of the registry, `regal.methods` (default: the config's name); a `policy`
-option that is a path is relative to the repository. A solution file carries the solver's own
-method name; reports label it with the config's `name`.
+option that is a path is relative to the repository; a `config` option that is an object of
+`regal.FlagshipConfig` fields (`{"anneal_temperature": 0}`) is that config. A solution file carries
+the solver's own method name; reports label it with the config's `name`.
+
+Scripts whose cells are not registry methods (training folds, policy files) use the same back end
+and cache through `run_files`: each job writes one result file, a job whose file exists is not run.
 """
 
 from __future__ import annotations
@@ -26,9 +33,39 @@ import os
 import time
 from typing import NamedTuple
 
-__all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "load_results", "check_stamp", "graph_digest"]
+__all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "run_files", "json_job", "load_results", "check_stamp",
+           "graph_digest", "flagship_config", "dataset_graphs", "machine", "commit", "ROOT"]
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def dataset_graphs(ds: dict, manifest: str | None = None) -> list[str]:
+    """The graph files of one dataset entry of a config; the entry's own "manifest" (a path
+    relative to the repository) wins over the run's."""
+    from regal.dataset import split_paths
+    manifest = os.path.join(ROOT, ds["manifest"]) if ds.get("manifest") else manifest
+    paths = split_paths(ds["split"], manifest=manifest, synthetic=ds.get("synthetic", False),
+                        max_nodes=ds.get("max_nodes"))
+    if ds.get("spread"):
+        from regal.dataset import spread
+        paths = spread(paths, ds["spread"], manifest=manifest, synthetic=ds.get("synthetic", False))
+    return paths[:ds["limit"]] if ds.get("limit") else paths
+
+
+def machine() -> str:
+    import platform
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+               platform.processor() or "unknown cpu")
+    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+def commit() -> str:
+    import subprocess
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    # the results folder is what a run writes, so its own changes do not make the code dirty
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!experiments/results"],
+                           capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return (out.stdout.strip() or "unknown") + ("+dirty" if dirty else "")
 
 
 class Method(NamedTuple):
@@ -55,6 +92,8 @@ class Cell(NamedTuple):
     graph_path: str
     devices: int
     seed: int
+    variant: str = ""    # names a cell's extra options in its file name ("" for none)
+    extra: tuple = ()    # (option, value) pairs the variant adds to the method's options
 
     @property
     def graph_name(self) -> str:
@@ -62,7 +101,8 @@ class Cell(NamedTuple):
         return base[:-8] if base.endswith(".json.gz") else os.path.splitext(base)[0]
 
     def path(self, cache_dir: str) -> str:
-        return os.path.join(cache_dir, self.method.key, self.graph_name, f"d{self.devices}_s{self.seed}.json")
+        variant = f"_{self.variant}" if self.variant else ""
+        return os.path.join(cache_dir, self.method.key, self.graph_name, f"d{self.devices}{variant}_s{self.seed}.json")
 
 
 _DIGESTS: dict = {}
@@ -140,15 +180,32 @@ def _options(method: Method) -> dict:
     policy = opts.get("policy")
     if isinstance(policy, str) and policy not in POLICY_NAMES and not os.path.isabs(policy):
         opts["policy"] = os.path.join(_ROOT, policy)
+    if isinstance(opts.get("config"), dict):
+        opts["config"] = flagship_config(opts["config"].items())
     if regal.methods.get(method.solver).takes_threads:
         opts.setdefault("num_threads", 1)
     return opts
 
 
+def flagship_config(settings):
+    """The default `regal.FlagshipConfig` with each (NAME, VALUE) of `settings` set, VALUE cast to
+    the field's type (KeyError naming an unknown field; `brkga` is not set this way)."""
+    import regal
+    default = regal.FlagshipConfig()
+    fields = default._asdict()
+    changes = {}
+    for name, value in settings:
+        if name not in fields or name == "brkga":
+            raise KeyError(name)
+        kind = type(fields[name])
+        changes[name] = kind(int(value)) if kind in (bool, int) else kind(value)
+    return default._replace(**changes)
+
+
 def _task(cell: Cell, cache_dir: str) -> tuple:
     """The arguments of `regal.parallel.solve_to_file` for one cell: plain values only, so a
     worker needs regal installed and nothing of this repository."""
-    return (cell.method.solver, _options(cell.method), cell.graph_path, cell.devices, cell.seed,
+    return (cell.method.solver, _options(cell.method) | dict(cell.extra), cell.graph_path, cell.devices, cell.seed,
             cell.path(cache_dir), cell.method.name)
 
 
@@ -161,30 +218,48 @@ def run_cell(cell: Cell, cache_dir: str) -> dict:
 def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = True) -> dict:
     """Run every cell that has no current file yet (stale ones, of a graph file that changed
     since, are dropped first); returns counts of cached, computed and stale cells."""
+    from regal.parallel import solve_to_file
     stale = _refresh(cells, cache_dir)
-    todo = [c for c in cells if not os.path.exists(c.path(cache_dir))]
-    done = len(cells) - len(todo)
+    counts = run_files([(c.path(cache_dir), solve_to_file, _task(c, cache_dir)) for c in cells], client, progress)
+    return {"cells": len(cells), "cached": counts["cached"], "computed": counts["computed"], "stale": stale}
+
+
+def run_files(jobs: list[tuple], client=None, progress: bool = True) -> dict:
+    """The one back end: run each job `(out, fn, args)` whose file `out` does not exist yet,
+    `fn(*args)` writing it (atomically), on the Dask `client` (in this process when None).
+    Returns counts of jobs cached and computed."""
+    todo = [j for j in jobs if not os.path.exists(j[0])]
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=len(cells), initial=done, unit="cell", desc="cells", smoothing=0.05)
+        bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="cell", desc="cells", smoothing=0.05)
     if client is None:
-        for c in todo:
-            run_cell(c, cache_dir)
+        for _, fn, args in todo:
+            fn(*args)
             if bar is not None:
                 bar.update(1)
     else:
         from dask.distributed import as_completed
-
-        from regal.parallel import solve_to_file
-        futures = [client.submit(solve_to_file, *_task(c, cache_dir), pure=False) for c in todo]
+        futures = [client.submit(fn, *args, pure=False) for _, fn, args in todo]
         for fut in as_completed(futures):
             fut.result()
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
-    return {"cells": len(cells), "cached": done, "computed": len(todo), "stale": stale}
+    return {"cached": len(jobs) - len(todo), "computed": len(todo)}
+
+
+def json_job(fn, out: str, *args) -> None:
+    """A `run_files` job for a function that returns a JSON value: run it and write the value to
+    `out` (atomically), so the script's cell is cached like a solver's."""
+    import json as _json
+
+    from regal._io import atomic_text
+    value = fn(*args)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with atomic_text(out) as f:
+        _json.dump(value, f)
 
 
 def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
@@ -199,6 +274,8 @@ def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
         with open(path) as f:
             doc = json.load(f)
         row = {"method": c.method.name, "graph": c.graph_name, "devices": c.devices, "seed": c.seed}
+        if c.variant:
+            row["variant"] = c.variant
         if "refused" in doc:
             rows.append(row | {"peak_bytes": None, "refused": doc["refused"]})
             continue

@@ -1,17 +1,21 @@
-"""Issue 16's runtime experiment (REGAL's paper Table 2 on our data): the shortest makespan under a
-memory limit, per graph and device count, by the flagship and its baselines.
+"""The runner's "runtime" kind (issue 16's runtime experiment, REGAL's paper Table 2 on our data):
+the shortest makespan under a memory limit, per graph and device count, by the flagship and its
+baselines.
 
-    python -m experiments.runtime experiments/configs/runtime.json
+    python -m experiments.run experiments/configs/runtime.json [--workers N]
 
 For each graph and d, the memory limit is each `limit_factors` entry times the peak (SPEC.md
 section 3) of the peak-memory flagship's solution (`regal.optimize`, the config's `peak_budget`,
 seed 0), so the limit binds; `null` runs without a limit. Every method then runs on the
 timed model (SPEC.md section 4, docs/timed-model.md) with the config's `device_model`, and
 every number below is re-simulated from the solution files (`load_solution` re-checks the timed
-values). Cells are cached under experiments/cache/<name>/; results go to
-experiments/results/<name>/: cells.csv, summary.csv and README.md. A method's `max_nodes` skips
-larger graphs (CP-SAT with intervals: small graphs only); a graph file that changed since its
-cells were solved (`graph.sha1` in each graph's folder, as in experiments.runner) runs again.
+values). Cells run on the runner's Dask client and are cached by `experiments.runner` (the peak
+cells as method "peak-regal", the others as variants named by their limit: `d2_1.5x_s0.json`);
+results go to experiments/results/<name>/: cells.csv, summary.csv and README.md. A method's
+`max_nodes` skips larger graphs (CP-SAT with intervals: small graphs only); a graph file that
+changed since its cells were solved runs again. When a method reports a proven lower bound
+(`info["bound_s"]`: CP-SAT with intervals, without a limit), a table of every method's gap to it
+follows (the runtime_cpsat config).
 
 Per (limit, d) and method: the share of runs that end feasible; the mean % makespan reduction
 over the reference (plain BRKGA on the timed chromosome, same seed), over the runs where both
@@ -21,82 +25,44 @@ over the runs where the method is feasible; and the mean makespan ratio to HEFT 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 
 import numpy as np
 
-from experiments.run import ROOT, commit, dataset_graphs, machine
-from experiments.runner import check_stamp
+from experiments.runner import (ROOT, Cell, Method, commit, dataset_graphs, load_results, machine,
+                                run_cells)
 from regal._io import atomic_text
 
-__all__ = ["run"]
-
-
-def _graph_name(path: str) -> str:
-    base = os.path.basename(path)
-    return base[:-8] if base.endswith(".json.gz") else os.path.splitext(base)[0]
-
-
-def _cached_solution(path: str, graph, make):
-    """The solution at `path`, else `make()` written there first; re-simulated on reading."""
-    from regal.solution import load_solution
-    if not os.path.exists(path):
-        sol = make()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        sol.save(path)
-    return load_solution(path, graph)
+__all__ = ["run_config"]
 
 
 def _factor_label(f) -> str:
     return "none" if f is None else f"{f:g}x"
 
 
-def run(config_path: str, cache_dir: str | None = None, results_dir: str | None = None) -> dict:
-    import regal
-    import regal.methods
-    from regal.timed import check_device_model
-    with open(config_path) as f:
-        cfg = json.load(f)
-    name = cfg["name"]
-    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", name)
-    results_dir = results_dir or os.path.join(ROOT, "experiments", "results", name)
-    os.makedirs(results_dir, exist_ok=True)
-    paths = [(ds["label"], p) for ds in cfg["datasets"] for p in dataset_graphs(ds)]
+def run_config(cfg: dict, config_path: str, client, progress: bool = True, manifest: str | None = None,
+               cache_dir: str = "", results_dir: str = "") -> dict:
+    """Run the runtime experiment of `cfg` on `client` (cached cells are reused) and write its
+    results; returns {"rows", "summary", "pairs", "counts"}."""
     t0 = time.time()
+    graphs = [(ds["label"], p) for ds in cfg["datasets"] for p in dataset_graphs(ds, manifest)]
+    peaks = _peaks(cfg, graphs, client, progress, cache_dir)
+    cells, cell_of = _cells(cfg, graphs, peaks)
+    counts = run_cells(cells, cache_dir, client=client, progress=progress)
+    label_of = {p: label for label, p in graphs}
     rows = []
-    for label, path in paths:
-        g = regal.load(path)
-        gname = _graph_name(path)
-        for folder in ["peak-regal"] + [m["name"] for m in cfg["methods"]]:
-            check_stamp(os.path.join(cache_dir, folder, gname), path)  # cells of an older graph file go
-        for d in cfg["devices"]:
-            model = check_device_model(cfg.get("device_model"), d)
-            peak_sol = _cached_solution(os.path.join(cache_dir, "peak-regal", gname, f"d{d}_s0.json"), g,
-                                        lambda: regal.optimize(g, d, budget=cfg["peak_budget"], seed=0,
-                                                               num_threads=1))
-            for factor in cfg["limit_factors"]:
-                limit = None if factor is None else int(factor * peak_sol.peak_bytes)
-                for m in cfg["methods"]:
-                    if g.num_nodes > m.get("max_nodes", g.num_nodes):
-                        continue
-                    spec = regal.methods.get(m["solver"])
-                    for seed in m.get("seeds", cfg["seeds"]):
-                        opts = dict(m.get("options", {}), device_model=model, memory_limit_bytes=limit)
-                        if spec.takes_threads:
-                            opts["num_threads"] = 1
-                        cell = os.path.join(cache_dir, m["name"], gname, f"d{d}_{_factor_label(factor)}_s{seed}.json")
-                        print(f"{gname} d={d} limit={_factor_label(factor)} {m['name']} seed {seed}", flush=True)
-                        sol = _cached_solution(cell, g, lambda: regal.methods.solve(m["solver"], g, d, seed=seed,
-                                                                                      **opts))
-                        timed = sol.info["timed"]
-                        rows.append({"dataset": label, "graph": gname, "nodes": g.num_nodes, "devices": d,
-                                     "limit": _factor_label(factor), "limit_bytes": limit,
-                                     "method": m["name"], "seed": seed, "makespan_s": timed["makespan_s"],
-                                     "timed_peak_bytes": timed["peak_bytes"], "feasible": timed["feasible"],
-                                     "seconds": sol.seconds, "evaluations": sol.evaluations})
+    for r in load_results(cells, cache_dir):
+        c = cell_of[(r["method"], r["graph"], r["devices"], r["seed"], r["variant"])]
+        if r["peak_bytes"] is None:  # refused: the method cannot take this graph
+            continue
+        timed = r["info"]["timed"]
+        rows.append({"dataset": label_of[c.graph_path], "graph": r["graph"], "nodes": r["nodes"],
+                     "devices": r["devices"], "limit": r["variant"],
+                     "limit_bytes": dict(c.extra)["memory_limit_bytes"], "method": r["method"], "seed": r["seed"],
+                     "makespan_s": timed["makespan_s"], "timed_peak_bytes": timed["peak_bytes"],
+                     "feasible": timed["feasible"], "seconds": r["seconds"], "evaluations": r["evaluations"],
+                     "bound_s": r["info"].get("bound_s"), "status": r["info"].get("status", "")})
     summary = _summary(rows, [m["name"] for m in cfg["methods"]], cfg.get("reference", "brkga-runtime"),
                        _ratio_methods(cfg))
     pairs = _pairs(rows, cfg.get("pairs", []))
@@ -105,8 +71,42 @@ def run(config_path: str, cache_dir: str | None = None, results_dir: str | None 
     if pairs:
         _write_csv(os.path.join(results_dir, "pairs.csv"), pairs)
     with atomic_text(os.path.join(results_dir, "README.md")) as f:
-        f.write(_readme(cfg, config_path, rows, summary, time.time() - t0, len(paths), pairs))
-    return {"rows": rows, "summary": summary, "pairs": pairs}
+        f.write(_readme(cfg, config_path, rows, summary, time.time() - t0, len(graphs), pairs))
+    return {"rows": rows, "summary": summary, "pairs": pairs, "counts": counts}
+
+
+def _peaks(cfg: dict, graphs: list, client, progress: bool, cache_dir: str) -> dict:
+    """(graph name, d) -> the peak of the peak-memory flagship's solution (`peak_budget`
+    evaluations, seed 0), which the memory limits are factors of; none when no limit is asked."""
+    if all(f is None for f in cfg["limit_factors"]):
+        return {}
+    method = Method("peak-regal", "regal", {"budget": cfg["peak_budget"]})
+    cells = [Cell(method, p, d, 0) for _, p in graphs for d in cfg["devices"]]
+    run_cells(cells, cache_dir, client=client, progress=progress)
+    return {(r["graph"], r["devices"]): r["peak_bytes"] for r in load_results(cells, cache_dir)}
+
+
+def _cells(cfg: dict, graphs: list, peaks: dict) -> tuple[list, dict]:
+    """Every (method, graph, d, seed, limit) cell (a method's `max_nodes` leaves larger graphs
+    out), and each cell by (method, graph, d, seed, limit label)."""
+    from regal.parallel import cached_graph
+    from regal.timed import check_device_model
+    cells = []
+    for _, path in graphs:
+        num_nodes = cached_graph(path).num_nodes
+        for d in cfg["devices"]:
+            model = check_device_model(cfg.get("device_model"), d)
+            for factor in cfg["limit_factors"]:
+                for m in cfg["methods"]:
+                    if num_nodes > m.get("max_nodes", num_nodes):
+                        continue
+                    method = Method.from_config(m)
+                    cell = Cell(method, path, d, 0)
+                    limit = None if factor is None else int(factor * peaks[(cell.graph_name, d)])
+                    extra = (("device_model", model), ("memory_limit_bytes", limit))
+                    cells += [Cell(method, path, d, seed, _factor_label(factor), extra)
+                              for seed in m.get("seeds", cfg["seeds"])]
+    return cells, {(c.method.name, c.graph_name, c.devices, c.seed, c.variant): c for c in cells}
 
 
 def _pairs(rows: list[dict], pairs: list) -> list[dict]:
@@ -207,6 +207,32 @@ def _write_csv(path: str, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def _bounds(rows: list[dict], methods: list[str]) -> list[str]:
+    """Every method's gap to a proven lower bound on the makespan (`bound_s`: CP-SAT with
+    intervals), per d, over the graphs that have one, without a memory limit only (there it is a
+    bound on every schedule's makespan); nothing when no run reports one."""
+    bounds = {(r["graph"], r["devices"], r["limit"]): r["bound_s"] for r in rows
+              if r.get("bound_s") and r["limit"] == "none"}
+    if not bounds:
+        return []
+    status = {(r["graph"], r["devices"]): r["status"] for r in rows if r.get("bound_s") and r["limit"] == "none"}
+    lines = ["", "Gap: mean % of the makespan above the proven lower bound; 'at bound': runs within 0.01 % "
+             "of it. Every schedule, CP-SAT's included, is replayed by the timed model (non-delay).", "",
+             "| limit | d | method | runs | mean gap to bound % | median gap % | at bound |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for limit, d in sorted({(k[2], k[1]) for k in bounds}):
+        for m in methods:
+            sel = [r for r in rows if r["method"] == m and r["devices"] == d and r["limit"] == limit
+                   and (r["graph"], d, limit) in bounds]
+            if not sel:
+                continue
+            gaps = np.array([100 * (r["makespan_s"] / bounds[(r["graph"], d, limit)] - 1) for r in sel])
+            lines.append(f"| {limit} | {d} | {m} | {len(sel)} | {gaps.mean():.3f} | {np.median(gaps):.3f} | "
+                         f"{int((gaps <= 0.01).sum())}/{len(sel)} |")
+    solved = sum(s == "OPTIMAL" for s in status.values())
+    return lines + ["", f"The bound's solver proved its model optimal on {solved} of {len(status)} (graph, d) cells."]
+
+
 def _fmt(x, spec=".2f", none="-"):
     return none if x is None else format(x, spec)
 
@@ -218,7 +244,7 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
     ref = cfg.get("reference", "brkga-runtime")
     ratios = _ratio_methods(cfg)
     lines = [f"# {cfg['name']}", "", cfg.get("description", ""), "",
-             f"Command: `python -m experiments.runtime {os.path.relpath(config_path, ROOT)}`  ",
+             f"Command: `python -m experiments.run {os.path.relpath(config_path, ROOT)}`  ",
              f"Commit: {commit()}  ", f"Machine: {machine()}  ",
              f"Graphs: {num_graphs}; devices {cfg['devices']}; seeds: "
              + "; ".join(f"{m['name']} {m.get('seeds', cfg['seeds'])}"
@@ -253,21 +279,10 @@ def _readme(cfg: dict, config_path: str, rows: list, summary: list, wall_s: floa
             lines.append(f"| {p['dataset']} | {p['limit']} | {p['devices']} | {p['method']} | {p['versus']} | "
                          f"{p['runs']} | {_fmt(p['reduction_pct'])} | {p['better']} / {p['worse']} | "
                          f"{p['feasible_only_method']} / {p['feasible_only_versus']} |")
+    lines += _bounds(rows, [m["name"] for m in cfg["methods"]])
     secs = {}
     for r in rows:
         secs.setdefault(r["method"], []).append(r["seconds"])
     lines += ["", "Seconds per run (median): " + ", ".join(f"{m} {np.median(v):.2f}" for m, v in secs.items()), ""]
     return "\n".join(lines)
 
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("config")
-    args = ap.parse_args(argv)
-    out = run(args.config)
-    print(f"{len(out['rows'])} cells")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,21 +17,22 @@ graphs, two synthetic generators), in turn:
      scheduling half, the imitation-only policy and the fold's policy; and REGAL's paper setting
      (priors in plain BRKGA, no seeding or polish) with none / teacher / imitation / fold policy.
 
-Everything is cached under experiments/cache/transfer/ (policies per fold, one JSON line per
-finished run), so an interrupted run resumes. Results: experiments/results/transfer/ (runs.csv,
-README.md with the tables, the command and the commit).
+Training and the runs fan out over the experiments' one back end (Dask: a local cluster of
+--workers processes) and everything is cached under experiments/cache/transfer/ (policies per
+fold; each finished run one file, `run_many`, the runner's cache: `experiments.runner.run_files`),
+so an interrupted run resumes. Results: experiments/results/transfer/ (runs.csv, README.md with
+the tables, the command and the commit).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
-import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -214,31 +215,54 @@ def _key(c: dict) -> str:
     return f"{c['held']}|{c['variant']}|{c['name']}|{c['devices']}|{c['seed']}|{c['budget']}"
 
 
-def evaluate(cells: list[dict], workers: int, log) -> list[dict]:
-    path = os.path.join(CACHE, "runs.jsonl")
-    done = {}
-    if os.path.exists(path):
-        for line in open(path):
-            if line.strip():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:  # a line cut off by a kill
-                    continue
-                done[_key(r)] = r
-    todo = [c for c in cells if _key(c) not in done]
-    log(f"{len(cells) - len(todo)} of {len(cells)} runs cached, {len(todo)} to go")
-    t0 = time.time()
+def run_file(cache: str, task: dict) -> str:
+    """Where the result of one `run_one` task is cached: CACHE/<graph>/<setting>-d<D>-s<S>-<hash of
+    the task>.json."""
+    digest = hashlib.sha1(json.dumps(task, sort_keys=True).encode()).hexdigest()[:12]
+    name = os.path.basename(task["path"]).split(".")[0]
+    return os.path.join(cache, name, f"{task['setting']}-d{task['devices']}-s{task['seed']}-{digest}.json")
+
+
+def run_many(tasks: list[dict], cache: str, client, log=None) -> list[dict]:
+    """`run_one` of every task on the Dask `client` (in this process when None), each result
+    cached as one file under `cache` (`experiments.runner.run_files`): a task whose file exists
+    is not run again, so an interrupted run resumes. Returns the results in the tasks' order."""
+    from experiments.runner import json_job, run_files
+    files = [run_file(cache, t) for t in tasks]
     # grouped by graph so a worker's graph and priors caches hit
-    todo.sort(key=lambda c: (c["path"], c["devices"], c["policy"]))
-    # spawned, not forked: the parent has loaded JAX and OpenMP, which do not survive a fork
-    with open(path, "a") as f, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for i, r in enumerate(pool.map(run_one, todo, chunksize=4)):
-            f.write(json.dumps(r) + "\n")
-            f.flush()
-            done[_key(r)] = r
-            if (i + 1) % 50 == 0:
-                log(f"  {i + 1}/{len(todo)} runs, {time.time() - t0:.0f} s")
-    return [done[_key(c)] for c in cells]
+    jobs = sorted(zip(files, tasks), key=lambda ft: (ft[1]["path"], ft[1]["devices"], ft[1]["policy"]))
+    counts = run_files([(f, json_job, (run_one, f, t)) for f, t in jobs], client, progress=False)
+    if log is not None:
+        log(f"{counts['cached']} of {len(tasks)} runs cached, {counts['computed']} computed")
+    out = []
+    for f in files:
+        with open(f) as fh:
+            out.append(json.load(fh))
+    return out
+
+
+def evaluate(cells: list[dict], client, log) -> list[dict]:
+    """Every evaluation cell's run, cached under CACHE/runs/ (runs of an older version's
+    runs.jsonl, one JSON line per run, are taken over as files first)."""
+    cache = os.path.join(CACHE, "runs")
+    old = os.path.join(CACHE, "runs.jsonl")
+    if os.path.exists(old):
+        done = {}
+        for line in open(old):
+            try:
+                r = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:  # a line cut off by a kill
+                continue
+            if r is not None:
+                done[_key(r)] = r
+        from regal._io import atomic_text
+        for c in cells:
+            path = run_file(cache, c)
+            if _key(c) in done and not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with atomic_text(path) as f:
+                    json.dump(done[_key(c)], f)
+    return run_many(cells, cache, client, log)
 
 
 # ------------------------------------------------------------------------------------- report
@@ -298,6 +322,22 @@ def report(rows: list[dict], folds: dict, args, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cells(folds: dict, policies: dict, args) -> list[dict]:
+    """The evaluation cells: every fold's test graph, d, seed and variant (`VARIANTS`)."""
+    cells = []
+    for held, (imitation, trained) in policies.items():
+        for g in folds[held]["test"]:
+            for d in args.devices:
+                for s in args.seeds:
+                    for variant, setting, policy in VARIANTS:
+                        policy = {"@imitation": imitation, "@trained": trained,
+                                  "@trained:S": trained + ":S"}.get(policy, policy)
+                        cells.append({"held": held, "variant": variant, "setting": setting, "policy": policy,
+                                      "name": g["name"], "path": g["path"], "nodes": g["nodes"], "devices": d,
+                                      "seed": s, "budget": 5000})
+    return cells
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sources", default=None, help="comma-separated sources (default: every source)")
@@ -347,21 +387,9 @@ def main(argv=None) -> None:
     with dask_client(workers=args.workers) as client:
         for held in held_out:
             policies[held] = train_fold(held, folds[held], args, log, client)
-    if args.train_only:
-        return
-    cells = []
-    for held in held_out:
-        imitation, trained = policies[held]
-        for g in folds[held]["test"]:
-            for d in args.devices:
-                for s in args.seeds:
-                    for variant, setting, policy in VARIANTS:
-                        policy = {"@imitation": imitation, "@trained": trained,
-                                  "@trained:S": trained + ":S"}.get(policy, policy)
-                        cells.append({"held": held, "variant": variant, "setting": setting, "policy": policy,
-                                      "name": g["name"], "path": g["path"], "nodes": g["nodes"], "devices": d,
-                                      "seed": s, "budget": 5000})
-    rows = evaluate(cells, args.workers, log)
+        if args.train_only:
+            return
+        rows = evaluate(_cells(folds, policies, args), client, log)
     os.makedirs(RESULTS, exist_ok=True)
     from regal._io import atomic_text
     with atomic_text(os.path.join(RESULTS, "runs.csv")) as f:

@@ -1,24 +1,28 @@
-"""Choose one of the flagship's settings on valid splits, and check it on sources it was not chosen on.
+"""The runner's "tune" kind: one of the flagship's settings tried on valid splits against local search.
+
+    python -m experiments.run experiments/configs/tune/NAME.json [--workers N]
 
     python -m experiments.tune_flagship --name anneal-tuning \\
         --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
         --devices 1 2 4 --seeds 0 1 --set anneal_temperature 0 0.01 0.02 0.04 0.08
 
-For each value of a field of `regal.FlagshipConfig` (`--set NAME V1 V2 ...`; `--fix NAME V`
-holds another at V), the flagship (`regal.optimize(..., config=FlagshipConfig()._replace(NAME=V))`,
-5,000 evaluations) runs on every graph, device count and seed, beside the
-local-search baseline on the same seeds; the table gives, per source (the graph file's folder)
-and d, the mean % lower peak than local search and on how many graphs the flagship's mean over
-seeds is no worse. A graph spec is `MANIFEST:SPLIT:LIMIT` (a corpus manifest's split is
-`SOURCE:SPLIT`; LIMIT graphs evenly spaced over the split, 0 for all); `--min-nodes` keeps the
-large ones. `--reuse FILE [NAME=VALUE]` takes the local-search cells of an earlier run's raw
-peaks (FILE.json) instead of running them again and, with NAME=VALUE, that run's flagship cells
-at NAME=VALUE for the values of `--set` equal to the setting's present default (valid only
-while the default flagship and the baseline are unchanged since that run). Each value after the
-first is also compared with the first run by run (paired: same graph, d and seed), with a 95 %
-bootstrap interval, so that a difference of means within the seeds' noise reads as such;
-`--table` prints the table again from an earlier run's raw peaks. Runs on a process pool
-(`--workers`); writes `experiments/results/flagship-tuning/<name>.md` and the raw peaks beside it.
+A tune config (`"kind": "tune"`) names a grid: `"set": {FIELD: [V1, V2, ...]}` for a field of
+`regal.FlagshipConfig` (`"fix": {OTHER: V}` holds others), `"graphs"` (specs
+`MANIFEST:SPLIT:LIMIT`: a corpus manifest's split is `SOURCE:SPLIT`, LIMIT graphs evenly spaced
+over the split, 0 for all), `"min_nodes"` (only the larger graphs), devices, seeds and `"budget"`
+(5,000). For each value the flagship (`regal.optimize(..., config=FlagshipConfig()._replace(FIELD=V))`)
+runs on every graph, device count and seed, beside the local-search baseline on the same seeds,
+as cells of the one runner (Dask, cached; the tune configs share the cache "flagship-tuning", so
+the local-search cells and a value run before are not run again). The table gives, per source (the
+graph file's folder) and d, the mean % lower peak than local search and on how many graphs the
+flagship's mean over seeds is no worse; each value after the first is also compared with the first
+run by run (paired: same graph, d and seed), with a 95 % bootstrap interval, so that a difference of
+means within the seeds' noise reads as such. Writes experiments/results/<name>/README.md and the raw
+peaks (peaks.json) beside it.
+
+The command line writes such a config (experiments/configs/tune/<name>.json) and runs it. The 34
+tuning runs made before the runner had this kind are in experiments/results/flagship-tuning/
+(experiments/results/INDEX.md).
 """
 
 from __future__ import annotations
@@ -28,74 +32,72 @@ import json
 import os
 import statistics
 import sys
-from multiprocessing import Pool
+import time
 
 import numpy as np
 
+from experiments.runner import (ROOT, Method, cells_for, commit, flagship_config, load_results, machine,
+                                run_cells)
 from regal._io import atomic_text
 
-RESULTS = os.path.join("experiments", "results", "flagship-tuning")
+__all__ = ["run_config", "graph_paths", "table"]
+
+#: The cache every tune config shares unless it names another (local-search cells run once).
+CACHE = "flagship-tuning"
 
 
 def graph_paths(spec: str) -> list[str]:
-    """The graph files of MANIFEST:SPLIT:LIMIT (LIMIT evenly spaced, 0: all)."""
+    """The graph files of MANIFEST:SPLIT:LIMIT (LIMIT evenly spaced, 0: all; MANIFEST relative
+    to the repository)."""
     from regal.dataset import split_paths
     manifest, *split, limit = spec.split(":")
-    paths = split_paths(":".join(split), manifest)
+    paths = split_paths(":".join(split), os.path.join(ROOT, manifest))
     if int(limit) and len(paths) > int(limit):
         paths = [paths[i] for i in np.linspace(0, len(paths) - 1, int(limit)).round().astype(int)]
     return paths
 
 
-def config_with(settings) -> "regal.FlagshipConfig":
-    """The default FlagshipConfig with each (NAME, VALUE) of `settings` set, VALUE cast to the
-    field's type (KeyError naming an unknown field)."""
-    import regal
-    default = regal.FlagshipConfig()
-    fields = default._asdict()
-    changes = {}
-    for name, value in settings:
-        if name not in fields or name == "brkga":
-            raise KeyError(name)
-        kind = type(fields[name])
-        changes[name] = kind(int(value)) if kind in (bool, int) else kind(value)
-    return default._replace(**changes)
-
-
-def _run(job: tuple) -> tuple:
-    """One cell: (path, d, seed, setting value or None for local search) -> peak bytes."""
-    path, devices, seed, name, value, budget, fixed = job
-    import regal
-    import regal.methods
-    graph = regal.load(path)
-    if value is None:
-        return job[:5], regal.methods.solve("local-search", graph, devices, seed=seed, budget=budget).peak_bytes
-    config = config_with([*fixed, (name, value)])
-    return job[:5], regal.optimize(graph, devices, budget=budget, seed=seed, config=config).peak_bytes
+def run_config(cfg: dict, config_path: str, client, progress: bool = True, manifest: str | None = None,
+               cache_dir: str = "", results_dir: str = "") -> dict:
+    """Run the grid of `cfg` on `client` (cached cells are reused) and write its table; returns
+    {"peaks", "table", "counts"}, peaks keyed (path, d, seed, FIELD, value; None: local search)."""
+    (name, values), = cfg["set"].items()
+    values = [float(v) for v in values]
+    fixed = tuple(cfg.get("fix", {}).items())
+    flagship_config([*fixed, (name, values[0])])  # KeyError for a field FlagshipConfig lacks
+    t0 = time.time()
+    paths = [p for spec in cfg["graphs"] for p in graph_paths(spec)]
+    if cfg.get("min_nodes"):
+        from regal.parallel import cached_graph
+        paths = [p for p in paths if cached_graph(p).num_nodes >= cfg["min_nodes"]]
+    budget = cfg.get("budget", 5000)
+    methods = {None: Method("local-search", "local-search", {"budget": budget})}
+    for v in values:
+        methods[v] = Method(f"{name}={v:g}", "regal", {"budget": budget, "config": dict(fixed) | {name: v}})
+    cells = cells_for(list(methods.values()), paths, cfg["devices"], cfg["seeds"])
+    counts = run_cells(cells, cache_dir, client=client, progress=progress)
+    value_of = {m.name: v for v, m in methods.items()}
+    path_of = {c.graph_name: c.graph_path for c in cells}
+    peaks = {(path_of[r["graph"]], r["devices"], r["seed"], name, value_of[r["method"]]): r["peak_bytes"]
+             for r in load_results(cells, cache_dir)}
+    lines = table(paths, cfg["devices"], cfg["seeds"], name, values, peaks)
+    command = f"python -m experiments.run {os.path.relpath(config_path, ROOT)}"
+    with atomic_text(os.path.join(results_dir, "README.md")) as f:
+        f.write(f"# {cfg['name']}\n\n{cfg.get('description', '')}\n\nCommand: `{command}`  \nCommit: {commit()}  \n"
+                f"Machine: {machine()}  \n{len(paths)} graphs, {budget:,} evaluations, seeds "
+                f"{', '.join(map(str, cfg['seeds']))}" + (f", {', '.join(f'{k}={v}' for k, v in fixed)} fixed"
+                                                          if fixed else "")
+                + f"; {counts['computed']} of {counts['cells']} cells computed in this run, wall time "
+                  f"{time.time() - t0:.0f} s.\n\n" + "\n".join(lines) + "\n")
+    with atomic_text(os.path.join(results_dir, "peaks.json")) as f:
+        json.dump({_key(k): v for k, v in sorted(peaks.items(), key=lambda kv: _key(kv[0]))}, f, indent=0)
+    return {"peaks": peaks, "table": lines, "counts": counts}
 
 
 def _key(cell: tuple) -> str:
-    """A cell (path, d, seed[, NAME, value]) as the raw peaks file names it: PATH|D|SEED|..."""
-    return "|".join([os.path.relpath(os.path.normpath(cell[0])), *map(str, cell[1:])])
-
-
-def _reused(reuse: list, jobs: list, name: str, default: float) -> dict:
-    """The cells of `jobs` an earlier run's raw peaks hold (`--reuse FILE [NAME=VALUE]`)."""
-    earlier = json.load(open(reuse[0]))
-    old = reuse[1].split("=") if len(reuse) > 1 else None
-    local = {k.rsplit("|", 2)[0]: v for k, v in earlier.items() if k.endswith("|None")}  # PATH|D|SEED
-    out = {}
-    for job in jobs:
-        value = job[4]
-        if value is None:
-            hit = local.get(_key(job[:3]))
-        elif old is not None and value == default:
-            hit = earlier.get(_key((*job[:3], old[0], float(old[1]))))
-        else:
-            hit = None
-        if hit is not None:
-            out[job[:5]] = hit
-    return out
+    """A cell (path, d, seed, NAME, value) as the raw peaks file names it: PATH|D|SEED|NAME|VALUE,
+    PATH relative to the repository."""
+    return "|".join([os.path.relpath(os.path.normpath(cell[0]), ROOT), *map(str, cell[1:])])
 
 
 def table(paths, devices, seeds, name, values, peaks) -> list[str]:
@@ -132,7 +134,7 @@ def _paired(paths, d, seeds, name, base, value, peaks) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--name", required=True, help="the results file's name")
+    ap.add_argument("--name", required=True, help="the config's and its results folder's name")
     ap.add_argument("--graphs", nargs="+", required=True, help="MANIFEST:SPLIT:LIMIT ...")
     ap.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
@@ -142,42 +144,26 @@ def main(argv=None) -> int:
                     help="another field of regal.FlagshipConfig held at VALUE in every flagship run")
     ap.add_argument("--min-nodes", type=int, default=0, help="only the graphs with at least this many nodes")
     ap.add_argument("--budget", type=int, default=5000)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--reuse", nargs="+", metavar=("FILE", "NAME=VALUE"),
-                    help="an earlier run's raw peaks: its local-search cells, and its flagship cells at NAME=VALUE "
-                         "for the present default")
-    ap.add_argument("--table", action="store_true",
-                    help="no runs: the table again from <name>.json (written by an earlier run of the same arguments)")
+    ap.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: cores)")
+    ap.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
     args = ap.parse_args(argv)
     name, values = args.set[0], [float(v) for v in args.set[1:]]
-    fixed = tuple((other, float(v)) for other, v in args.fix)
+    fixed = {other: float(v) for other, v in args.fix}
     try:
-        config_with([*fixed, (name, values[0])])
+        flagship_config([*fixed.items(), (name, values[0])])
     except KeyError as e:
         ap.error(f"no setting {e.args[0]} (a field of regal.FlagshipConfig)")
-    paths = [p for spec in args.graphs for p in graph_paths(spec)]
-    if args.min_nodes:
-        import regal
-        paths = [p for p in paths if regal.load(p).num_nodes >= args.min_nodes]
-    jobs = [(p, d, s, name, v, args.budget, fixed) for p in paths for d in args.devices for s in args.seeds
-            for v in [None, *values]]
-    if args.table:
-        raw = json.load(open(os.path.join(RESULTS, f"{args.name}.json")))
-        peaks = {j[:5]: raw[_key(j[:5])] for j in jobs}
-        print("\n".join(table(paths, args.devices, args.seeds, name, values, peaks)))
-        return 0
-    peaks = _reused(args.reuse, jobs, name, float(getattr(config_with(()), name))) if args.reuse else {}
-    with Pool(args.workers) as pool:
-        peaks.update(pool.imap_unordered(_run, [j for j in jobs if j[:5] not in peaks], chunksize=1))
-    lines = table(paths, args.devices, args.seeds, name, values, peaks)
-    print("\n".join(lines))
-    os.makedirs(RESULTS, exist_ok=True)
     command = "python -m experiments.tune_flagship " + " ".join(sys.argv[1:] if argv is None else argv)
-    with atomic_text(os.path.join(RESULTS, f"{args.name}.md")) as f:
-        f.write(f"# {args.name}\n\nCommand: `{command}`\n\n{len(paths)} graphs, {args.budget:,} evaluations, "
-                f"seeds {', '.join(map(str, args.seeds))}.\n\n" + "\n".join(lines) + "\n")
-    with atomic_text(os.path.join(RESULTS, f"{args.name}.json")) as f:
-        json.dump({_key(k): v for k, v in sorted(peaks.items(), key=lambda kv: _key(kv[0]))}, f, indent=0)
+    cfg = {"name": args.name, "kind": "tune", "cache": CACHE, "description": f"Written by `{command}`.",
+           "graphs": args.graphs, "min_nodes": args.min_nodes, "devices": args.devices, "seeds": args.seeds,
+           "budget": args.budget, "set": {name: values}, "fix": fixed}
+    path = os.path.join(ROOT, "experiments", "configs", "tune", f"{args.name}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with atomic_text(path) as f:
+        json.dump(cfg, f, indent=1)
+    from experiments.run import run  # the runner imports this module for its "tune" kind
+    out = run(path, args.scheduler, args.workers)
+    print("\n".join(out["table"]))
     return 0
 
 

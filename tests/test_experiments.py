@@ -169,9 +169,10 @@ def test_a_configs_policy_name_stays_a_name_and_a_relative_path_becomes_absolute
 
 
 def test_runtime_experiment_skips_large_graphs_for_a_method_and_reruns_a_changed_graph(tmp_path):
-    """experiments.runtime: a method's `max_nodes` leaves larger graphs out; cells are cached,
-    and a graph file that changed has its cells solved again."""
-    from experiments.runtime import run
+    """The runner's "runtime" kind: a method's `max_nodes` leaves larger graphs out; cells are
+    cached (the runner's cache, a limit's cells as a variant), and a graph file that changed has
+    its cells solved again."""
+    from experiments.runtime import run_config
     from regal.graph import Graph, load
     gdir = tmp_path / "graphs"
     gdir.mkdir()
@@ -183,26 +184,32 @@ def test_runtime_experiment_skips_large_graphs_for_a_method_and_reruns_a_changed
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"format": "regal-manifest/1", "root": "graphs", "graphs": graphs,
                                     "splits": {"test": sorted(graphs)}}))
-    config = tmp_path / "rt.json"
-    config.write_text(json.dumps({
-        "name": "rt", "datasets": [{"label": "t", "split": "test", "manifest": str(manifest)}], "devices": [2],
-        "seeds": [0], "limit_factors": [None], "peak_budget": 200, "reference": "heft",
-        "methods": [{"name": "heft", "solver": "heft"},
-                    {"name": "cpsat-runtime", "solver": "cpsat-runtime", "options": {"time_limit_s": 1},
-                     "max_nodes": 20}]}))
+    cfg = {"name": "rt", "kind": "runtime", "datasets": [{"label": "t", "split": "test", "manifest": str(manifest)}],
+           "devices": [2], "seeds": [0], "limit_factors": [None, 1.5], "peak_budget": 200, "reference": "heft",
+           "methods": [{"name": "heft", "solver": "heft"},
+                       {"name": "cpsat-runtime", "solver": "cpsat-runtime", "options": {"time_limit_s": 1},
+                        "max_nodes": 20}]}
     cache, results = tmp_path / "cache", tmp_path / "results"
-    out = run(str(config), cache_dir=str(cache), results_dir=str(results))
-    cells = {(r["method"], r["graph"]) for r in out["rows"]}
-    assert cells == {("heft", "random300"), ("heft", "random301"), ("cpsat-runtime", "random300")}
-    small = cache / "cpsat-runtime" / "random300" / "d2_none_s0.json"
+    results.mkdir()
+
+    def run():
+        return run_config(cfg, str(tmp_path / "rt.json"), None, progress=False, cache_dir=str(cache),
+                          results_dir=str(results))
+    out = run()
+    cells = {(r["method"], r["graph"], r["limit"]) for r in out["rows"]}
+    assert cells == {(m, g, lim) for lim in ("none", "1.5x")
+                     for m, g in (("heft", "random300"), ("heft", "random301"), ("cpsat-runtime", "random300"))}
+    limits = {(r["graph"], r["limit"]): r["limit_bytes"] for r in out["rows"]}
+    assert limits[("random300", "none")] is None and limits[("random300", "1.5x")] > 0
+    (small,) = glob.glob(str(cache / "cpsat-runtime-*" / "random300" / "d2_none_s0.json"))
+    assert glob.glob(str(cache / "peak-regal-*" / "random300" / "d2_s0.json"))
     before = os.path.getmtime(small)
-    run(str(config), cache_dir=str(cache), results_dir=str(results))
-    assert os.path.getmtime(small) == before  # cached
+    assert run()["counts"]["computed"] == 0 and os.path.getmtime(small) == before  # cached
     recs = load(gdir / "random300.json.gz").to_records()
     recs[-1]["bytes"] += 7
     save(Graph.from_records(recs, name="random300"), gdir / "random300.json.gz")
-    run(str(config), cache_dir=str(cache), results_dir=str(results))
-    assert os.path.getmtime(small) != before  # the graph changed: solved again
+    assert run()["counts"]["stale"] == 4  # the graph changed: its cells (2 methods x 2 limits) solved again
+    assert os.path.getmtime(small) != before
 
 
 def test_runtime_summary_is_per_dataset():
@@ -236,3 +243,62 @@ def test_runtime_pairs_compare_a_method_with_its_ablation_run_by_run():
     (p,) = _pairs(rows, [["p", "q"]])
     assert p["runs"] == 2 and abs(p["reduction_pct"] - 0.0) < 1e-9 and (p["better"], p["worse"]) == (1, 1)
     assert (p["feasible_only_method"], p["feasible_only_versus"]) == (1, 0)
+
+
+def test_a_tune_config_runs_its_grid_as_runner_cells_equal_to_the_flagship_with_that_setting(tmp_path):
+    """The runner's "tune" kind: every value of the grid is the flagship with that FlagshipConfig
+    field (peaks equal `regal.optimize(..., config=...)`), local search is the baseline, and a
+    second config sharing the cache runs nothing it already has."""
+    import regal
+    from experiments.tune_flagship import run_config
+    gdir = tmp_path / "graphs"
+    gdir.mkdir()
+    graphs = {}
+    for s in (400, 401):
+        g = random_dag(s, num_nodes=30)
+        save(g, gdir / f"{g.name}.json.gz")
+        graphs[g.name] = {"path": f"{g.name}.json.gz", "nodes": g.num_nodes, "family": "random"}
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"format": "regal-manifest/1", "root": "graphs", "graphs": graphs,
+                                    "splits": {"valid": sorted(graphs)}}))
+    cfg = {"name": "t", "kind": "tune", "graphs": [f"{manifest}:valid:0"], "devices": [2], "seeds": [0],
+           "budget": 150, "set": {"anneal_temperature": [0, 0.02]}}
+    cache = tmp_path / "cache"
+    for sub in ("r1", "r2"):
+        (tmp_path / sub).mkdir()
+    out = run_config(cfg, str(tmp_path / "t.json"), None, progress=False, cache_dir=str(cache),
+                     results_dir=str(tmp_path / "r1"))
+    assert out["counts"]["computed"] == 2 * 3
+    for p in (str(gdir / f"{n}.json.gz") for n in graphs):
+        g = regal.load(p)
+        want = regal.optimize(g, 2, budget=150, seed=0, config=regal.FlagshipConfig()._replace(anneal_temperature=0.0))
+        assert out["peaks"][(p, 2, 0, "anneal_temperature", 0.0)] == want.peak_bytes
+        ls = regal.methods.solve("local-search", g, 2, seed=0, budget=150)
+        assert out["peaks"][(p, 2, 0, "anneal_temperature", None)] == ls.peak_bytes
+    assert "| 2 | 0.02 |" in open(tmp_path / "r1" / "README.md").read()
+    cfg2 = dict(cfg, name="t2", set={"anneal_temperature": [0.02, 0.04]})
+    out2 = run_config(cfg2, str(tmp_path / "t2.json"), None, progress=False, cache_dir=str(cache),
+                      results_dir=str(tmp_path / "r2"))
+    assert out2["counts"]["computed"] == 2  # only 0.04 is new; local search and 0.02 are cached
+
+
+def test_the_runner_refuses_a_config_of_an_unknown_kind(tmp_path):
+    """experiments.run: a config's "kind" is one the runner has, else a ValueError naming it
+    (before any cluster starts)."""
+    from experiments.run import KINDS, run
+    assert set(KINDS) == {"table", "runtime", "tune"}
+    config = tmp_path / "x.json"
+    config.write_text(json.dumps({"name": "x", "kind": "plots"}))
+    with pytest.raises(ValueError, match="plots"):
+        run(str(config), results_dir=str(tmp_path / "out"))
+
+
+def test_run_files_runs_only_the_jobs_without_a_file(tmp_path):
+    """experiments.runner.run_files (the scripts' back end and cache): a job whose result file
+    exists is not run again; json_job writes a function's value as that file."""
+    from experiments.runner import json_job, run_files
+    jobs = [(str(tmp_path / f"{i}.json"), json_job, (pow, str(tmp_path / f"{i}.json"), i, 2)) for i in range(3)]
+    assert run_files(jobs, progress=False) == {"cached": 0, "computed": 3}
+    assert [json.load(open(j[0])) for j in jobs] == [0, 1, 4]
+    os.remove(jobs[1][0])
+    assert run_files(jobs, progress=False) == {"cached": 2, "computed": 1}
