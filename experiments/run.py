@@ -1,6 +1,7 @@
 """The one experiment runner: run an experiment from its config file and write its tables and plots.
 
     python -m experiments.run experiments/configs/table1.json [--workers 2] [--scheduler tcp://HOST:PORT]
+                              [--out DIR] [--cache DIR]
 
 Every table of experiments/results/ is a config of this runner (experiments/results/INDEX.md lists
 them). A config's "kind" says what its table is: "table" (the default: methods against a
@@ -9,9 +10,10 @@ or "tune" (a grid of values of one `regal.FlagshipConfig` field against local se
 `experiments.tune_flagship`). Cells fan out over Dask: a local cluster of --workers processes by
 default, or the existing cluster at --scheduler; nothing else changes. Finished cells are cached
 (`experiments.runner`: one file per cell) under experiments/cache/<cache>/ (the config's "cache",
-default its name), so an interrupted run resumes where it stopped. Results go to
-experiments/results/<name>/: cells.csv, per_graph.csv, summary.csv, README.md (the table, with
-the exact command, the commit and the machine), and the plots the config asks for.
+default its name; --cache DIR), so an interrupted run resumes where it stopped. Results go to
+experiments/results/<name>/ (--out DIR: to DIR instead, the shipped results untouched): cells.csv,
+per_graph.csv, summary.csv, README.md (the table, with the exact command, the commit and the
+machine), and the plots the config asks for.
 
 Config keys: name; kind; cache; description; datasets: [{label, split, synthetic (bool), max_nodes, spread
 (k graphs round-robin over model families), limit (the first k)}]; devices; seeds;
@@ -198,14 +200,19 @@ def _focus_tables(method: str, reference: str, summary, graph_rows) -> str:
     return "\n".join(lines)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
     ap.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: cores)")
     ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args()
-    out = run(args.config, args.scheduler, args.workers, progress=not args.no_progress)
+    ap.add_argument("--out", metavar="DIR", default=None,
+                    help="write the results to DIR (default: experiments/results/<name>/, the shipped ones)")
+    ap.add_argument("--cache", metavar="DIR", default=None,
+                    help="the cells' cache (default: experiments/cache/<cache or name>/)")
+    args = ap.parse_args(argv)
+    out = run(args.config, args.scheduler, args.workers, progress=not args.no_progress, cache_dir=args.cache,
+              results_dir=args.out)
     print(out["table"])
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from typing import NamedTuple
 
@@ -263,24 +264,38 @@ def json_job(fn, out: str, *args) -> None:
 
 
 def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
-    """One row per finished cell, its peak re-simulated from the solution file."""
+    """One row per finished cell, its peak re-simulated from the solution file. A cell file that
+    cannot be read back (cut off, not JSON, a schedule that does not re-simulate to its claimed
+    peak) is named in one line on stderr, discarded and computed again here."""
     from regal.parallel import cached_graph
-    from regal.solution import load_solution
     rows = []
     for c in cells:
         path = c.path(cache_dir)
         if not os.path.exists(path) or not _is_current(c, cache_dir):
             continue
-        with open(path) as f:
-            doc = json.load(f)
-        row = {"method": c.method.name, "graph": c.graph_name, "devices": c.devices, "seed": c.seed}
-        if c.variant:
-            row["variant"] = c.variant
-        if "refused" in doc:
-            rows.append(row | {"peak_bytes": None, "refused": doc["refused"]})
-            continue
-        g = cached_graph(c.graph_path)
-        sol = load_solution(path, g)  # validates the schedule and recomputes the peak
-        rows.append(row | {"nodes": g.num_nodes, "peak_bytes": sol.peak_bytes, "seconds": sol.seconds,
-                           "evaluations": sol.evaluations, "info": sol.info})
+        g = cached_graph(c.graph_path)  # a broken graph file is its own error, not the cell's
+        try:
+            rows.append(_cell_row(c, path, g))
+        except (ValueError, KeyError, TypeError) as e:  # JSON, UTF-8, SolutionError, ScheduleError
+            reason = (str(e).splitlines() or [""])[0] or type(e).__name__
+            print(f"experiments: {path}: corrupt cached cell ({reason}); discarded and computed again",
+                  file=sys.stderr, flush=True)
+            os.remove(path)
+            run_cell(c, cache_dir)
+            rows.append(_cell_row(c, path, g))
     return rows
+
+
+def _cell_row(c: Cell, path: str, g) -> dict:
+    """The row of one cell's file; ValueError (or KeyError, TypeError) for one that is corrupt."""
+    from regal.solution import load_solution
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    row = {"method": c.method.name, "graph": c.graph_name, "devices": c.devices, "seed": c.seed}
+    if c.variant:
+        row["variant"] = c.variant
+    if isinstance(doc, dict) and "refused" in doc:
+        return row | {"peak_bytes": None, "refused": doc["refused"]}
+    sol = load_solution(path, g)  # validates the schedule and recomputes the peak
+    return row | {"nodes": g.num_nodes, "peak_bytes": sol.peak_bytes, "seconds": sol.seconds,
+                  "evaluations": sol.evaluations, "info": sol.info}

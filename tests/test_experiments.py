@@ -302,3 +302,47 @@ def test_run_files_runs_only_the_jobs_without_a_file(tmp_path):
     assert [json.load(open(j[0])) for j in jobs] == [0, 1, 4]
     os.remove(jobs[1][0])
     assert run_files(jobs, progress=False) == {"cached": 2, "computed": 1}
+
+
+def test_a_corrupt_cached_cell_is_named_discarded_and_computed_again(tmp_path, capsys):
+    """A cut-off cell file, one that is not UTF-8 and one whose peak was edited are each named in
+    one line on stderr, removed and solved again; the rows equal an untouched cache's (issue 37)."""
+    from experiments.runner import Method, cells_for, load_results, run_cells
+    paths = []
+    for s in range(2):
+        g = random_dag(400 + s, num_nodes=30)
+        paths.append(str(tmp_path / f"{g.name}.json.gz"))
+        save(g, paths[-1])
+    cells = cells_for([Method("brkga", "brkga", {"budget": 200})], paths, [1, 2], [0])
+    cache = str(tmp_path / "cache")
+    run_cells(cells, cache, progress=False)
+    good = load_results(cells, cache)
+    files = [c.path(cache) for c in cells]
+    text = open(files[0]).read()
+    open(files[0], "w").write(text[:len(text) // 2])
+    open(files[1], "wb").write(b"\xff\xfe not utf-8")
+    doc = json.loads(open(files[2]).read())
+    doc["peak_bytes"] -= 1
+    open(files[2], "w").write(json.dumps(doc))
+    capsys.readouterr()
+    rows = load_results(cells, cache)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "Traceback" not in "".join(err)
+    for line, path in zip(err, files):
+        assert path in line and "corrupt cached cell" in line and "computed again" in line
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in ("seconds", "info")} for r in rs]  # noqa: E731
+    assert strip(rows) == strip(good)
+    assert strip(load_results(cells, cache)) == strip(good) and not capsys.readouterr().err  # repaired for good
+
+
+def test_experiments_run_writes_elsewhere_with_out(monkeypatch, tmp_path, capsys):
+    """`python -m experiments.run CONFIG --out DIR --cache DIR` hands both folders to run() (the
+    shipped results and cache are left alone); without them, run() picks its defaults (issue 37)."""
+    import experiments.run as er
+    calls = []
+    monkeypatch.setattr(er, "run", lambda *a, **kw: calls.append((a, kw)) or {"table": "T"})
+    er.main(["cfg.json", "--out", str(tmp_path / "mine"), "--cache", str(tmp_path / "cache"), "--no-progress"])
+    er.main(["cfg.json"])
+    assert calls[0][1]["results_dir"] == str(tmp_path / "mine") and calls[0][1]["cache_dir"] == str(tmp_path / "cache")
+    assert calls[1][1]["results_dir"] is None and calls[1][1]["cache_dir"] is None
+    assert capsys.readouterr().out == "T\nT\n"
