@@ -43,7 +43,7 @@ from regal.solution import Solution, make_solution
 from regal.torch import Traced
 from regal.torch_plan import Measured, PlanRun, measure_peak, outputs_equal, own_order, plan_program
 
-__all__ = ["Transfer", "PlacedPlan", "placed_plan", "device_programs", "program_peak_bytes", "run_placed",
+__all__ = ["Transfer", "PlacedPlan", "colocate_writes", "placed_plan", "device_programs", "program_peak_bytes", "run_placed",
            "storage_order_edges", "UNDECLARED_WRITES"]
 
 
@@ -523,3 +523,35 @@ def _gather(traced: Traced, programs, got: list[dict]) -> Measured:
             args[i] = a
     peak = max(int(r["peak"]) for r in got)
     return Measured(peak, max(int(r["reserved"]) for r in got), outputs, tuple(args))
+
+
+def colocate_writes(traced: Traced, solution: Solution) -> Solution:
+    """`solution` with every in-place node that allocates nothing (the optimizer's `add_` on a
+    parameter, an in-place ReLU) moved to the home device of the storage it writes.
+
+    SPEC.md section 3 books such a node at 0 bytes wherever it runs, but away from its
+    target's home it must receive the target (its bytes) and send the written version on to
+    its readers: a search that spreads chained updates over devices to balance 0-byte nodes
+    plans copies the model does not see. On its target's device the node costs what the
+    model says. The peaks are re-simulated; the order is unchanged.
+    """
+    if solution.num_devices == 1:
+        return solution
+    al = _alias(traced)
+    graph = traced.graph
+    placement = np.asarray(solution.placement, dtype=np.int32).copy()
+    moved = 0
+    for n, storages in al.writes.items():
+        v = al.regal.get(n)
+        if v is None or not storages or graph.bytes[v] != 0 or al.creates.get(n):
+            continue
+        home = al.home_node[storages[0]]
+        if home is not None and placement[v] != placement[home]:
+            placement[v] = placement[home]
+            moved += 1
+    if not moved:
+        return solution
+    info = {**solution.info, "colocated_writes": moved}
+    return make_solution(graph, placement, solution.order, solution.num_devices, solution.method,
+                         solution.evaluations, solution.seconds, info)
+
