@@ -162,18 +162,22 @@ def _regal(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "regal.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_regal_torch_json_contract(tmp_path):
-    """`regal torch FILE.py:FN --json` prints one JSON object with the contract's keys."""
+@pytest.mark.parametrize("devices", [1, 2])
+def test_regal_torch_json_contract(tmp_path, devices):
+    """`regal torch FILE.py:FN --json` prints one JSON object with the contract's keys: lists
+    per device for regal's plan, one entry (one device) for PyTorch's own order."""
     f = tmp_path / "prog.py"
     f.write_text(PROG)
-    r = _regal("torch", f"{f}:make", "--devices", "1", "--train", "sgd", "--budget", "200", "--seed", "1", "--json")
+    r = _regal("torch", f"{f}:make", "--devices", str(devices), "--train", "sgd", "--budget", "200", "--seed", "1",
+               "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc) == {"devices", "pytorch", "regal", "outputs_match"}
-    assert doc["devices"] == 1 and doc["outputs_match"] is True
-    for k in ("pytorch", "regal"):
+    assert doc["devices"] == devices and doc["outputs_match"] is True
+    for k, n in (("pytorch", 1), ("regal", devices)):
         assert set(doc[k]) == {"predicted_peak_bytes", "measured_peak_bytes"}
-        assert len(doc[k]["measured_peak_bytes"]) == 1 and doc[k]["measured_peak_bytes"][0] > 0
+        assert len(doc[k]["measured_peak_bytes"]) == n == len(doc[k]["predicted_peak_bytes"])
+        assert all(m > 0 for m in doc[k]["measured_peak_bytes"])
 
 
 def test_regal_torch_table_for_a_person(tmp_path):
