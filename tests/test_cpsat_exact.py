@@ -54,6 +54,7 @@ def test_cpsat_proves_brute_force_optimum_on_one_device():
     assert got == want
 
 
+@pytest.mark.slow  # 15 CP-SAT proofs: about 8 s
 def test_cpsat_proves_brute_force_optimum_on_two_devices():
     """On 15 random 7-node DAGs, d = 2, CP-SAT from a poor hint reaches the brute-force optimum, proven."""
     got = []
@@ -64,6 +65,7 @@ def test_cpsat_proves_brute_force_optimum_on_two_devices():
     assert got == want
 
 
+@pytest.mark.slow  # the DP against brute force on 30 DAGs: about 18 s under load
 def test_exact_matches_brute_force_on_one_device():
     """On the same 30 DAGs the DP, plain and with all reductions, returns the brute-force optimum."""
     got, num_lazy = [], 0
@@ -76,6 +78,7 @@ def test_exact_matches_brute_force_on_one_device():
     assert num_lazy >= 10  # the lazy-node reduction is exercised
 
 
+@pytest.mark.slow  # 12 CP-SAT proofs: about 7 s
 def test_exact_and_cpsat_agree_on_larger_graphs():
     """On 12 random DAGs of 14-22 nodes (too big to brute-force), plain DP, reduced DP and CP-SAT agree."""
     got, want = [], []
@@ -227,6 +230,7 @@ def test_cpsat_hint_is_a_solution_when_the_last_node_has_consumers():
 
 
 # ---------------------------------------------------------------------------- in-place reuse
+@pytest.mark.slow  # 20 CP-SAT proofs and brute force: about 8 s
 def test_exact_and_cpsat_match_brute_force_with_reuse_fields():
     """With `reuse` fields (SPEC section 3), d = 1: plain DP, reduced DP and CP-SAT (which models
     taking over exactly) reach the brute-force optimum on 20 random 9-node DAGs, proven."""

@@ -162,7 +162,7 @@ def _regal(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "regal.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
-@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("devices", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: a process per device
 def test_regal_torch_json_contract(tmp_path, devices):
     """`regal torch FILE.py:FN --json` prints one JSON object with the contract's keys: lists
     per device for regal's plan, one entry (one device) for PyTorch's own order."""
