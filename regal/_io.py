@@ -295,3 +295,57 @@ def libc_flush() -> None:
         ctypes.CDLL(None).fflush(None)
     except (OSError, AttributeError):
         pass
+
+
+class LockedError(OSError):
+    """Another process holds the lock of a directory (`directory_lock`); the message names it."""
+
+
+#: The directories this process holds `directory_lock` on: {real path: (file descriptor, depth)}.
+_HELD_LOCKS: dict = {}
+
+
+@contextlib.contextmanager
+def directory_lock(folder: str | os.PathLike, name: str = ".regal.lock", what: str = "another run") -> Iterator[str]:
+    """Hold an exclusive lock on `folder` (created if missing) while the body runs: `flock` on
+    `folder/name`, which holds the holder's pid. The kernel drops the lock when its holder ends,
+    however it ends (kill -9 included), so a crashed run never leaves it stuck; the file stays.
+    A second holder, in another process, gets `LockedError` at once ("FOLDER: in use by WHAT
+    (pid N)"); within one process the lock is re-entrant. POSIX only; elsewhere nothing is locked."""
+    os.makedirs(folder, exist_ok=True)
+    key = os.path.realpath(folder)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield key
+        return
+    if key in _HELD_LOCKS:
+        fd, depth = _HELD_LOCKS[key]
+        _HELD_LOCKS[key] = (fd, depth + 1)
+        try:
+            yield key
+        finally:
+            fd, depth = _HELD_LOCKS[key]
+            _HELD_LOCKS[key] = (fd, depth - 1)
+        return
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise LockedError(f"{os.fspath(folder)}: in use by {what}"
+                          + (f" (pid {holder})" if holder.isdigit() else "")
+                          + f"; wait for it to end, or use another directory") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD_LOCKS[key] = (fd, 1)
+    try:
+        yield key
+    finally:
+        del _HELD_LOCKS[key]
+        os.close(fd)  # releases the lock

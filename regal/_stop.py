@@ -59,9 +59,9 @@ class Deadline:
         self.requests = 0
 
     def request_stop(self, reason: str = "stopped") -> None:
-        """Expire now (the first reason is kept)."""
+        """Expire now (the first request's reason is kept; it replaces the time limit's)."""
         self.requests += 1
-        if self.reason is None:
+        if self.reason is None or self.reason == "time_limit":
             self.reason = reason
 
     @property
@@ -144,14 +144,18 @@ def stop_on_signals(deadline: Deadline, signals=STOP_SIGNALS) -> Iterator[Deadli
             signal.signal(getattr(signal, name), old)
 
 
-def interruptible(fn: Callable[..., T], deadline: Deadline | None, *args, poll_s: float = 0.02, **kwargs) -> T:
+def interruptible(fn: Callable[..., T], deadline: Deadline | None, *args, poll_s: float = 0.02,
+                  requests_only: bool = False, **kwargs) -> T:
     """`fn(*args, **kwargs)`, returned; or `Stopped` within about `poll_s` once `deadline` has
     expired, even while `fn` is inside a long call that does not poll (it runs in a daemon
     thread, which finishes on its own and whose result is then dropped). An exception of `fn`
-    is raised here. Without a deadline, or when already expired, no thread is started."""
+    is raised here. Without a deadline, or when already expired, no thread is started.
+    requests_only: only a stop request leaves `fn` behind, not the time limit (work every result
+    needs, such as loading the kernels, goes on past the limit)."""
     if deadline is None:
         return fn(*args, **kwargs)
-    deadline.check()
+    if deadline.expired() and (deadline.stop_requested or not requests_only):
+        raise Stopped(deadline.reason)
     box: list = []
 
     def work():
@@ -164,7 +168,7 @@ def interruptible(fn: Callable[..., T], deadline: Deadline | None, *args, poll_s
     thread.start()
     while thread.is_alive():
         thread.join(poll_s)
-        if not box and deadline.expired():
+        if not box and deadline.expired() and (deadline.stop_requested or not requests_only):
             raise Stopped(deadline.reason)
     ok, value = box[0]
     if ok:

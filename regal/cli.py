@@ -12,6 +12,7 @@ import functools
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -55,10 +56,26 @@ def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
 
 
 def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
-    """A graph file, or an HLO or ONNX module imported on the fly (`regal.load`)."""
+    """A graph file, or an HLO or ONNX module imported on the fly (`regal.load`); an ONNX
+    dimension left without a value is named with the option that gives it (--dim NAME=VALUE)."""
     from regal.load import load_graph as load
     start_numba()
-    return load(path, dims=parse_dims(dims) or None)
+    with _dim_option_advice():
+        return load(path, dims=parse_dims(dims) or None)
+
+
+@contextlib.contextmanager
+def _dim_option_advice():
+    """The ONNX importer's error for a dimension without a value, with the command line's advice
+    (--dim NAME=VALUE) in place of the library's (a Python keyword argument)."""
+    try:
+        yield
+    except GraphError as e:
+        head, sep, _ = str(e).partition(": pass dims={")
+        if not sep:
+            raise
+        name = re.search(r"symbolic dimension '([^']*)'", head)
+        raise GraphError(f"{head}: pass --dim {name.group(1) if name else 'NAME'}=VALUE") from None
 
 
 class _Seconds(click.ParamType):
@@ -99,24 +116,56 @@ def RUNTIME_OPTIONS(fn):
 #: Exit status of a search stopped by SIGINT, SIGTERM or SIGHUP: the best solution so far was
 #: written (1 is an error, 2 a usage error).
 EXIT_INTERRUPTED = 3
-STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+#: The commands that stop gracefully on a signal (`regal._stop.STOP_SIGNALS`): `_Main.main`
+#: installs their handlers first thing, so that a signal in any phase, start-up included, ends
+#: them with status 3 (and their best result written when there is one).
+STOPPABLE_COMMANDS = ("optimize", "solve", "train")
+
+#: (Deadline, start) of the stoppable command this process runs, set by `_Main.main`.
+_COMMAND_DEADLINE: list = []
 
 
 @contextlib.contextmanager
-def _stop_signals(stop: list):
-    """While the body runs, Ctrl-C, `kill` (SIGTERM: what timeout, Slurm and Kubernetes send
-    before they kill) and a closed terminal (SIGHUP) append the signal's name to `stop`, which the
-    search's callback reads to finish early, instead of killing the process."""
-    def handler(signum, frame):
-        stop.append(signal.Signals(signum).name)
-
-    previous = {name: signal.signal(getattr(signal, name), handler) for name in STOP_SIGNALS
-                if hasattr(signal, name)}
-    try:
+def _stop_from_the_start(argv, program: bool = False):
+    """For a stoppable command (`argv[0]`), a `Deadline` that SIGINT, SIGTERM and SIGHUP expire
+    from here on, while the command's modules are still loading; nothing for other commands
+    (they keep the default signals: nothing of theirs is worth finishing). program: run as the
+    program itself (`_exit_stopped` may then end the process at once)."""
+    from regal._stop import Deadline, stop_on_signals
+    if not argv or argv[0] not in STOPPABLE_COMMANDS:
         yield
+        return
+    deadline = Deadline()
+    _COMMAND_DEADLINE.append((deadline, time.perf_counter(), program))
+    try:
+        with stop_on_signals(deadline):
+            yield
     finally:
-        for name, old in previous.items():
-            signal.signal(getattr(signal, name), old)
+        _COMMAND_DEADLINE.pop()
+
+
+def command_deadline(time_limit_s: float | None = None):
+    """The `Deadline` a stoppable command polls, with `time_limit_s` counted from the start of
+    `main`: the one `_Main.main` installed the signal handlers for (a signal since then has
+    already expired it), or a fresh one when the command runs without `main`."""
+    from regal._stop import Deadline
+    if not _COMMAND_DEADLINE:
+        return Deadline(time_limit_s)
+    deadline, start, _ = _COMMAND_DEADLINE[-1]
+    return deadline.limit(time_limit_s, start)
+
+
+def _exit_stopped() -> None:
+    """Exit with status 3 (EXIT_INTERRUPTED). Run as the program, at once (`os._exit`, the output
+    flushed): what the stop left behind (a training step in a helper thread, a Dask cluster whose
+    workers end with this process) is not waited for; else by SystemExit."""
+    if _COMMAND_DEADLINE and _COMMAND_DEADLINE[-1][2]:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def use_jax_cache() -> None:
@@ -145,6 +194,7 @@ def start_numba() -> None:
     those imports failing, Numba falls back to its own loops for np.dot and np.convolve and does
     not type cffi functions, in this process; the modules themselves stay importable.
     """
+    use_workqueue_threads()
     try:
         from numba.core.registry import cpu_target
     except ImportError:  # another Numba layout: it starts the usual way on the first kernel
@@ -158,6 +208,22 @@ def start_numba() -> None:
         for name in blocked:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+
+
+def use_workqueue_threads() -> None:
+    """Decode populations on Numba's own thread pool (the "workqueue" threading layer) instead of
+    OpenMP's, for the command line only, unless NUMBA_THREADING_LAYER names one: OpenMP's idle
+    workers spin after every parallel region, which on a busy machine takes the core the search's
+    own thread needs; on the shared 2-core machine, BRKGA 5K on 2 OpenMP threads took 2.5x as
+    long as on 1, and 1.0x on 2 workqueue threads (benchmarks/results/threads.md, issue 36). The
+    library leaves the choice to its caller (no global configuration at import or call time)."""
+    if "NUMBA_THREADING_LAYER" in os.environ:
+        return
+    import numba
+    from numba.np.ufunc import parallel
+    if getattr(parallel, "_is_initialized", False):  # too late: the pool is running
+        return
+    numba.config.THREADING_LAYER = "workqueue"
 
 
 def skip_flax_interop() -> None:
@@ -185,11 +251,20 @@ class _Main(click.Group):
     """The `regal` group. Run as the program itself (the console script or `python -m
     regal.cli`, with no `args`), it ends the process with `os._exit` once a quick command has
     returned and its output is flushed: tearing down the interpreter (Numba's and LLVM's modules,
-    OpenMP's threads) would add 0.2 s to every run. Called with `args` (a test's CliRunner, an
-    application), it behaves as any click group."""
+    OpenMP's threads) would add 0.2 s to every run; so does a stoppable command that a signal
+    stopped (a training step it left behind may still run inside JAX in a helper thread, and the
+    interpreter's finalization would abort under it). Called with `args` (a test's CliRunner, an
+    application), it behaves as any click group. For a stoppable command it first installs the
+    signal handlers (`_stop_from_the_start`)."""
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
-        if args is not None or not standalone_mode or not set(sys.argv[1:2]) & set(QUICK_EXIT_COMMANDS):
+        program = args is None and standalone_mode
+        with _stop_from_the_start(sys.argv[1:] if args is None else list(args), program):
+            return self._main(args, *rest, standalone_mode=standalone_mode, **kwargs)
+
+    def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
+        command = set(sys.argv[1:2])
+        if args is not None or not standalone_mode or not command & set(QUICK_EXIT_COMMANDS + STOPPABLE_COMMANDS):
             return super().main(args, *rest, standalone_mode=standalone_mode, **kwargs)
         try:
             super().main(args, *rest, standalone_mode=True, **kwargs)
@@ -201,6 +276,9 @@ class _Main(click.Group):
         elif not isinstance(code, int):
             print(code, file=sys.stderr)
             code = 1
+        stopped = bool(_COMMAND_DEADLINE) and _COMMAND_DEADLINE[-1][0].stop_requested
+        if not command & set(QUICK_EXIT_COMMANDS) and not stopped:
+            sys.exit(code)  # `regal train` ran to its end: the interpreter's usual finalization
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -297,7 +375,8 @@ def import_onnx_cmd(model, output, name, dims):
     """Import an ONNX MODEL (.onnx or .onnx.gz; weights are not read) as a regal-graph/1 file."""
     from regal.graph import save
     from regal.onnx import load_onnx
-    g = load_onnx(model, dims=parse_dims(dims) or None, name=name)
+    with _dim_option_advice():
+        g = load_onnx(model, dims=parse_dims(dims) or None, name=name)
     save(g, output)
     click.echo(f"{output}: {g.num_nodes:,} nodes, {g.num_data_edges:,} data edges, "
                f"{g.num_control_edges:,} control edges")
@@ -314,7 +393,8 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         alloc = _allocation(g, sol, deadline)
         doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
         doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
-        doc.update(packed_summary(g, sol))
+        packed = _packed(g, sol, deadline)
+        doc.update(packed or {"arena_bytes": None, "device_arena_bytes": None, "arena_optimal": None})
         click.echo(json.dumps(doc, indent=1))
     else:
         _print_solution(g, sol, output, deadline)
@@ -345,6 +425,16 @@ def _allocation(g: Graph, sol, deadline=None):
         return None
 
 
+def _packed(g: Graph, sol, deadline=None) -> dict | None:
+    """`packed_summary` (the packed arena beside the peak: up to a second per device), or None
+    when a stop request (`deadline`) comes first."""
+    from regal._stop import Stopped, interruptible
+    try:
+        return interruptible(packed_summary, deadline, g, sol)
+    except Stopped:
+        return None
+
+
 def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     d = sol.num_devices
     click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
@@ -361,7 +451,8 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     else:
         click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
                    "buffer assignment (SPEC section 3a)")
-    click.echo(packed_line(g, sol))
+    packed = _packed(g, sol, deadline)
+    click.echo("packed    (not computed: stopped)" if packed is None else packed_line(g, sol, packed))
     lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"
@@ -426,8 +517,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
         runtime = {"objective": "arena"}
     if output:
         check_writable(output, inputs=[graph_path])  # before the search, not after it
-    from regal._stop import Deadline, stop_on_signals
-    deadline = Deadline(time_limit_s)  # the limit counts from here: loading and seeds included
+    from regal._stop import stop_on_signals
+    deadline = command_deadline(time_limit_s)  # from the start of main: loading and seeds included
     with stop_on_signals(deadline):  # a signal stops whatever runs within a second (exit 3)
         _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
                   threads, runtime, output, deadline)
@@ -452,7 +543,8 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
               threads, runtime, output, deadline):
     import regal.methods
     g = _load_or_exit(graph_path, dims, deadline)
-    priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective)
+    priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
+    from regal.policy.names import needs_network
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
@@ -466,7 +558,7 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
 
     try:
         sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, deadline=deadline,
-                                  policy=policy if priors is None else "none", priors=priors, seeding=seeding,
+                                  policy="none" if needs_network(policy) else policy, priors=priors, seeding=seeding,
                                   polish=polish, config=config, callback=callback, num_threads=threads,
                                   **runtime)
     finally:
@@ -485,6 +577,8 @@ def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
     if output:
         sol.save(output)
     deadline.at = None  # the time limit was the search's; only a stop request cuts the report
+    if deadline.reason == "time_limit":
+        deadline.reason = None
     if "timed" in sol.info:
         _report_timed(g, sol, output, as_json)
         exit_for_limit(g, sol)
@@ -627,10 +721,17 @@ class _PolicyJob:
             self.pid = None
             self.value = (None, None)
 
-    def result(self):
+    def result(self, deadline=None):
+        """(priors, seconds); (None, None) once `deadline` expires before the answer (the child
+        is ended: a stop or the time limit does not wait for JAX)."""
         if self.pid is None:
             return self.value
         import pickle
+        import select
+        while deadline is not None and not select.select([self.read], [], [], 0.02)[0]:
+            if deadline.expired():
+                self.cancel()
+                return self.value
         try:
             with os.fdopen(self.read, "rb") as f:
                 data = f.read()
@@ -650,16 +751,19 @@ class _PolicyJob:
         raise RuntimeError(f"the policy's process failed:\n{value}")
 
 
-def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool, objective: str = "memory"):
+def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool, objective: str = "memory",
+                    deadline=None):
     """(priors, seconds) of a trained `policy` for `g` (None, None for 'none' or a teacher's name),
     with everything the search loads (kernels, the priors' quantile tables) loaded, so that the
-    search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`)."""
-    from regal.flagship import warmup
+    search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`).
+    A stop request (`deadline`) while the kernels load ends the command with status 3 (there is
+    no solution yet); the deadline expiring while the policy runs drops it: (None, None), and
+    the search, without priors, stops after its first slice."""
     from regal.policy.names import check_objective, needs_network
     check_objective(policy, objective)
     job = _PolicyJob(policy, g, devices, objective) if needs_network(policy) else None
     try:
-        warmup(devices, seeding=seeding, polish=polish)
+        _warm_up(deadline, devices, seeding, polish)
         if job is None:
             return None, None
         from regal.priors import prepare_tables
@@ -670,9 +774,23 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
         if job is not None:
             job.cancel()
         raise
-    priors, seconds = job.result()
-    prepare_tables((a, b) for a, b, _ in priors.groups)
+    priors, seconds = job.result(deadline)
+    if priors is not None:
+        prepare_tables((a, b) for a, b, _ in priors.groups)
     return priors, seconds
+
+
+def _warm_up(deadline, devices: int, seeding: bool, polish: bool) -> None:
+    """`regal.warmup` (the kernels, compiled or loaded from Numba's cache: seconds when the cache
+    is cold) while this thread watches `deadline`: a stop request ends the command with status 3
+    within a poll interval; the time limit lets it finish (every result needs the kernels)."""
+    from regal._stop import Stopped, interruptible
+    from regal.flagship import warmup
+    try:
+        interruptible(warmup, deadline, devices, seeding=seeding, polish=polish, requests_only=True)
+    except Stopped:
+        click.echo(f"stopped ({deadline.reason}) while loading the search's kernels: no solution to write", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _is_solution_file(path: str) -> bool:
@@ -694,13 +812,14 @@ def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
+@DIM_OPTION
 @_friendly_errors
-def evaluate_cmd(graph_path, solution_path, as_json):
+def evaluate_cmd(graph_path, solution_path, as_json, dims):
     """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
     one. The two files may come in either order."""
     from regal.solution import load_solution
     graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
-    g = load_graph(graph_path)
+    g = load_graph(graph_path, dims)
     sol = load_solution(solution_path, g)
     alloc = _allocation(g, sol)
     if as_json:
@@ -753,8 +872,8 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     if output:
         from regal._io import check_writable
         check_writable(output, inputs=[graph_path])
-    from regal._stop import Deadline, Stopped, interruptible, stop_on_signals
-    deadline = Deadline(time_limit_s)
+    from regal._stop import Stopped, interruptible, stop_on_signals
+    deadline = command_deadline(time_limit_s)
     with stop_on_signals(deadline):
         g = _load_or_exit(graph_path, dims, deadline)
         if _takes_deadline(spec):  # it polls the deadline and returns its best so far
@@ -815,7 +934,8 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
               help="device counts, cycled over steps (repeat the option)")
 @click.option("--steps", default=400, show_default=True, type=click.IntRange(1))
 @click.option("--samples", default=6, show_default=True, type=click.IntRange(2))
-@click.option("--budget", default=5000, show_default=True, type=click.IntRange(1))
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+              help="evaluations of each BRKGA run (each sample's and the plain reference's)")
 @click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
 @click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=float)
 @click.option("--imitate", "imitation_steps", default=400, show_default=True, type=click.IntRange(0),
@@ -830,13 +950,21 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
               help="node features: v2 is source-invariant (regal.policy.features), v1 REGAL's original")
 @click.option("--workers", default=None, type=click.IntRange(1), help="local Dask workers (default: cores)")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0),
+              help="the network's initialization, the order of the graphs and the BRKGA seeds drawn")
 @click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT")
-@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="OUT: the directory to write (and resume from); one run at a time")
+@click.option("--out", "out_alias", default=None, type=click.Path(file_okay=False), hidden=True)  # the old spelling
 @_friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
               budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
-              scheduler, seed, fresh, out_dir):
+              scheduler, seed, fresh, out_dir, out_alias):
+    if out_dir and out_alias and out_dir != out_alias:
+        raise click.UsageError("give the directory once: -o/--output (--out is its old spelling)")
+    out_dir = out_dir or out_alias
+    if not out_dir:
+        raise click.UsageError("Missing option '-o' / '--output' (the directory to write).")
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
@@ -857,32 +985,65 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
                      learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
                      imitation_steps=imitation_steps, objective=objective)
-    try:
-        if not fresh:  # a checkpoint of another setting fails now, not once a cluster has started
-            check_resume(out_dir, run_setup(tc, pc, train_paths, valid_paths))
-        click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
-                   f"devices {list(devices)}, heads {sorted(active)}")
-        with dask_client(scheduler, workers) as client:
-            pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh, log=click.echo)
+    from regal._io import directory_lock
+    from regal._stop import Stopped, interruptible, stop_on_signals
+    deadline = command_deadline()
+    try:  # one run per directory, held from before the cluster starts; a signal writes the checkpoint (exit 3)
+        with stop_on_signals(deadline), directory_lock(out_dir, what="another regal train"):
+            if not fresh:  # a checkpoint of another setting fails now, not once a cluster has started
+                check_resume(out_dir, run_setup(tc, pc, train_paths, valid_paths))
+            click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
+                       f"devices {list(devices)}, heads {sorted(active)}")
+            interruptible(_start_jax, deadline)  # seconds, before the cluster: a stop needs no cluster closed
+            # a stop ends the process without closing the cluster (its workers end with it); the
+            # multiprocessing resource tracker, started with the cluster, then cleans up its
+            # semaphores without a warning (it takes this process's -W options)
+            sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+            with dask_client(scheduler, workers) as client:  # a stop exits inside: its workers end with us
+                try:
+                    pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh,
+                                log=click.echo, deadline=deadline)
+                except Stopped as e:
+                    _stopped_before_training(e)
+                if "stopped" in pol.meta:
+                    click.echo(f"stopped ({pol.meta['stopped']}) at step {pol.meta['step']}: the same command "
+                               f"resumes from {os.path.join(out_dir, 'checkpoint.npz')}", err=True)
+                    _exit_stopped()
     except CheckpointError as e:
         option = _RESUME_OPTIONS.get(getattr(e, "field", None))
         raise click.ClickException(f"{e} ({'option ' + option + '; ' if option else ''}--fresh starts over)") from None
+    except Stopped as e:
+        _stopped_before_training(e)
     click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
                f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
+
+
+def _stopped_before_training(e) -> None:
+    click.echo(f"stopped ({e.reason}) before the first step: no checkpoint written", err=True)
+    _exit_stopped()
+
+
+def _start_jax() -> None:
+    """Import JAX, Haiku and optax (a few seconds: training's start)."""
+    skip_flax_interop()
+    import haiku  # noqa: F401
+    import jax  # noqa: F401
+    import optax  # noqa: F401
 
 
 @main.command("plot", short_help="draw memory over the schedule of a solution (PNG)")
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")
+@DIM_OPTION
 @_friendly_errors
-def plot_cmd(graph_path, solution_path, output):
+def plot_cmd(graph_path, solution_path, output, dims):
     """Plot memory over the schedule of SOLUTION on GRAPH: one line per device, the peak marked,
     and which device ran each node. The two files may come in either order."""
     from regal.plot import plot_solution
     from regal.solution import load_solution
     graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
-    g = load_graph(graph_path)
+    g = load_graph(graph_path, dims)
     sol = load_solution(solution_path, g)
     plot_solution(g, sol, output)
     click.echo(f"wrote {output} (peak {human_bytes(sol.peak_bytes)})")

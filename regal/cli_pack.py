@@ -154,9 +154,10 @@ def packed_summary(g, sol, time_limit_s: float = REPORT_PACK_TIME_S) -> dict:
             "arena_optimal": bool(mp.optimal.all())}
 
 
-def packed_line(g, sol) -> str:
-    """The text reports' line: the packed arena beside the peak."""
-    s = packed_summary(g, sol)
+def packed_line(g, sol, summary: dict | None = None) -> str:
+    """The text reports' line: the packed arena beside the peak (`summary`: packed_summary's, if
+    computed already)."""
+    s = packed_summary(g, sol) if summary is None else summary
     a = s["arena_bytes"]
     extra = "at the peak" if a == sol.peak_bytes else f"+{(a - sol.peak_bytes) / max(sol.peak_bytes, 1) * 100:.2f} % over the peak"
     return f"packed    {a:,} B in one arena per device ({extra}; offsets: regal fit -o)"

@@ -150,7 +150,12 @@ def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, p
     stopped = "budget"
     spent = (lambda: 0) if improver is None else (lambda: improver.spent)  # noqa: E731
     while state.evaluations + spent() < budget:
-        candidates, state = brkga.ask(state, config, priors)
+        if state.generation == 0 and len(initial) and expired(deadline):
+            # stopped before the search began: the initial chromosomes (the seeds) alone, not a
+            # slice of random ones (drawing and decoding those takes a second on 100,000 nodes)
+            candidates = np.array(initial[:config.population_size], dtype=np.float64)
+        else:
+            candidates, state = brkga.ask(state, config, priors)
         if state.generation == 0:
             for i, keys in enumerate(initial[:candidates.shape[0]]):
                 candidates[i] = keys

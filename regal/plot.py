@@ -51,7 +51,7 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     computes = ~graph.resident[solution.order]
     scale, unit = (_MIB, "MiB") if sim.peak_bytes >= _MIB else (1.0, "bytes")
     digits = 2 if scale > 1 else 0
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True,
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True, layout="constrained",
                                   gridspec_kw={"height_ratios": [3, 1]})
     for k in range(d):
         ax.step(steps, trace[:, k] / scale, where="mid", lw=1.1, color=f"C{k}",
@@ -63,19 +63,23 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     ax.set_ylabel(f"memory ({unit})")
     ax.set_ylim(0, max(sim.peak_bytes, lb) / scale * 1.22)  # room for the labels inside the axes
     ax.set_xlim(-0.5, graph.num_nodes - 0.5)
-    ax.legend(fontsize=8, loc="upper left", title="at step 0: the resident tensors (weights, inputs)",
-              title_fontsize=7)
+    # the legends sit right of the axes: inside they covered the peak's label wherever it was
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              title="at step 0: the resident tensors\n(weights, inputs)", title_fontsize=7)
     ax.set_title(title or f"{graph.name}: {solution.method}, {d} device{'s' if d > 1 else ''}")
-    for k in range(d):
+    for k in range(d):  # every node on its device's row: computed ones as ticks, resident ones as dots
         sel = computes & (running == k)
         ax2.scatter(steps[sel], np.full(sel.sum(), k), s=4, color=f"C{k}", marker="|",
                     label=f"device {k}: {int((solution.placement == k).sum()):,} nodes")
+    for k in range(d):
+        sel = ~computes & (running == k)
+        ax2.scatter(steps[sel], np.full(sel.sum(), k), s=6, color=f"C{k}", marker="o", edgecolors="k",
+                    linewidths=0.3, label="resident (weights, inputs)" if k == 0 and (~computes).any() else None)
     ax2.set_yticks(range(d))
     ax2.set_ylim(-0.5, d - 0.5)
     ax2.set_ylabel("device")
     ax2.set_xlabel("step of the global order")
-    ax2.legend(fontsize=7, loc="upper right", ncol=min(d, 4), markerscale=3)
-    fig.tight_layout()
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, markerscale=2)
     from regal._io import atomic_savefig
     atomic_savefig(fig, path, dpi=120)
     plt.close(fig)

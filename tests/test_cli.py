@@ -339,3 +339,33 @@ def test_remaining_bad_files_are_one_line_errors(graph_file, tmp_path):
         r = _invoke(*args)
         assert r.exit_code == 1, (args, r.output)
         assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output, (args, r.output)
+
+
+def test_every_command_that_reads_a_graph_takes_dim(tmp_path):
+    """evaluate and plot take --dim like info, optimize and import-onnx; without it, every one of
+    them names the option (--dim batch=VALUE), never Python's dims={...} (issue 37, item 7)."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parent.parent / "data" / "onnx" / "resnet50.onnx.gz"
+    sol = tmp_path / "sol.json"
+    r = _invoke("optimize", model, "--dim", "batch=8", "-d", 2, "-n", 100, "-o", sol)
+    assert r.exit_code == 0, r.output
+    r = _invoke("evaluate", model, sol, "--dim", "batch=8", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["peak_bytes"] == json.loads(sol.read_text())["peak_bytes"]
+    r = _invoke("plot", sol, model, "--dim", "batch=8", "-o", tmp_path / "m.png")
+    assert r.exit_code == 0 and (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
+    for args in (("info", model), ("optimize", model, "-n", 10), ("evaluate", model, sol),
+                 ("plot", model, sol, "-o", tmp_path / "m.png"), ("import-onnx", model, "-o", tmp_path / "g.json")):
+        r = _invoke(*args)
+        assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, (args, r.output)
+        assert "--dim batch=VALUE" in r.output and "dims=" not in r.output, (args, r.output)
+
+
+def test_a_time_limit_does_not_cut_the_report(graph_file):
+    """A search ended by --time-limit still reports the allocation and the packed arena (only a
+    stop request cuts the report short)."""
+    g, p = graph_file
+    r = _invoke("optimize", p, "-d", 2, "-n", 10 ** 8, "--time-limit", 0.3, "--policy", "none")
+    assert r.exit_code == 0 and "stopped   time_limit" in r.output, r.output
+    assert "not computed" not in r.output and "allocated " in r.output and "packed    " in r.output
+    doc = json.loads(_invoke("optimize", p, "-n", 10 ** 8, "--time-limit", 0.3, "--policy", "none", "--json").output)
+    assert isinstance(doc["allocation_bytes"], int) and isinstance(doc["arena_bytes"], int)

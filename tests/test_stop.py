@@ -201,3 +201,28 @@ def test_a_stopped_flagship_returns_its_best_so_far():
         early = regal.optimize(g, devices=2, budget=400, seed=1, deadline=gone, objective=objective)
         assert early.info["stopped"] == "interrupted (SIGINT)" and 1 <= early.evaluations < 400
         assert early.info.get("seeding", []) == [] or objective == "runtime"
+
+
+def test_a_flagship_stopped_during_its_seeds_evaluates_only_the_seeds(monkeypatch):
+    """Stopped while the seeds are computed, the search evaluates the seeds it has and no random
+    chromosomes (their drawing and decoding took a second on 60,000 nodes): the best seed comes back."""
+    import regal
+    import regal.memetic
+    g = random_dag(12, num_nodes=80)
+    d = Deadline()
+    real = regal.memetic._seed_solutions
+    seen = []
+
+    def seeds_then_stop(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.extend(out[0])
+        d.request_stop("interrupted (SIGTERM)")
+        return out
+
+    monkeypatch.setattr(regal.memetic, "_seed_solutions", seeds_then_stop)
+    sol = regal.optimize(g, devices=2, budget=5000, seed=0, deadline=d, policy="none")
+    assert sol.info["stopped"] == "interrupted (SIGTERM)" and len(seen) > 1
+    # the seeds, and the simulations the packed seeds cost beyond them: not a population of 100
+    assert len(seen) <= sol.evaluations <= 2 * len(seen) < 100
+    from regal.simulate import simulate
+    assert sol.peak_bytes == min(simulate(g, p, o, 2).peak_bytes for _, p, o in seen)

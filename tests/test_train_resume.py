@@ -209,3 +209,152 @@ def test_cli_train_refuses_a_mismatch_or_a_damaged_checkpoint_in_one_line(graphs
     r = CliRunner().invoke(main, base[:-1] + [str(broken)])
     assert r.exit_code == 1 and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert "checkpoint.npz" in r.output and "--fresh" in r.output
+
+
+# ------------------------------------------------------------------ stop and lock (issue 37, items 1 and 5)
+def _copy_dir(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return str(dst)
+
+
+def test_a_stop_writes_the_checkpoint_of_the_last_finished_step(graphs, checkpointed, tmp_path):
+    """`train(deadline=...)` stopped before its next step writes the checkpoint of the step it
+    holds (same state) and returns that step's policy, marked stopped; before any state exists
+    (the network's start, the warm start) it raises Stopped and writes nothing."""
+    from regal._stop import Deadline, Stopped
+    out = _copy_dir(checkpointed, tmp_path / "run")
+    before = dict(np.load(os.path.join(out, "checkpoint.npz"), allow_pickle=False))
+    os.remove(os.path.join(out, "checkpoint.npz"))
+    np.savez(os.path.join(out, "checkpoint.npz"), **before)
+    stop = Deadline()
+
+    def log(msg):  # the stop comes once the checkpoint is read, before the next step
+        if msg.startswith("resumed from"):
+            stop.request_stop("interrupted (SIGTERM)")
+
+    pol = train(graphs[:2], graphs[2:], out, tc=TINY, resume=True, log=log, deadline=stop)
+    assert pol.meta["stopped"] == "interrupted (SIGTERM)" and pol.meta["step"] == 2
+    with np.load(os.path.join(out, "checkpoint.npz"), allow_pickle=False) as z:
+        assert sorted(z.files) == sorted(before) and all(np.array_equal(z[k], before[k]) for k in z.files)
+    for folder in (out, str(tmp_path / "fresh")):  # stopped before the network exists: nothing written
+        with pytest.raises(Stopped):
+            train(graphs[:2], graphs[2:], folder, tc=TINY, resume=True, log=QUIET, deadline=stop)
+    assert not os.path.exists(tmp_path / "fresh" / "checkpoint.npz")
+
+
+def _hold_lock(folder):
+    """A process that holds `folder`'s training lock until killed; returns once it holds it."""
+    import subprocess
+    import sys
+    code = ("import sys, time\nfrom regal._io import directory_lock\n"
+            f"with directory_lock({str(folder)!r}, what='another regal train'):\n"
+            "    print('held', flush=True)\n    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_one_training_run_per_directory(graphs, checkpointed, tmp_path):
+    """A second `regal train` into a directory in use exits 1 with one line naming it and the
+    holder's pid, before any cluster starts; once the holder is killed (-9), the lock is free."""
+    import signal
+    from regal._io import LockedError, directory_lock
+    from regal.cli import main
+    out = _copy_dir(checkpointed, tmp_path / "run")
+    holder = _hold_lock(out)
+    try:
+        args = ["train", "--manifest", _manifest(tmp_path, graphs), "-d", "1", "-d", "2", "--samples", "2",
+                "-n", "60", "--imitate", "0", "-o", out]
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1 and f"pid {holder.pid}" in r.output and out in r.output
+        with pytest.raises(LockedError):
+            train(graphs[:2], graphs[2:], out, tc=TINY, resume=True, log=QUIET)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with directory_lock(out):  # a crashed holder leaves nothing stuck
+        with directory_lock(out):  # re-entrant within one process
+            pass
+
+
+def test_train_options_match_the_other_commands(graphs, checkpointed, tmp_path):
+    """`regal train` takes -n/--budget, -s/--seed (with help) and -o/--output like optimize and
+    solve; the old --out still works, unlisted."""
+    from regal.cli import main
+    r = CliRunner().invoke(main, ["train", "--help"])
+    assert "-n, --budget" in r.output and "-s, --seed" in r.output and "-o, --output" in r.output
+    assert "--out " not in r.output and "--out\n" not in r.output
+    seed_help = r.output.split("-s, --seed", 1)[1].split("\n  -", 1)[0]
+    assert "seed" in seed_help.lower() and len(seed_help.split()) > 3
+    base = ["train", "--manifest", _manifest(tmp_path, graphs), "-d", "1", "-d", "2", "--samples", "2",
+            "--imitate", "0"]
+    for spelling in (["-o", checkpointed], ["--output", checkpointed], ["--out", checkpointed]):
+        r = CliRunner().invoke(main, base + ["-n", "61"] + spelling)  # the checkpoint has 60: refused, naming it
+        assert r.exit_code == 1 and "--budget" in r.output, (spelling, r.output)
+    r = CliRunner().invoke(main, base + ["-s", "3", "-n", "61", "-o", checkpointed])  # parsed, then refused
+    assert r.exit_code == 1 and "--budget" in r.output, r.output
+    r = CliRunner().invoke(main, base + ["-s", "-1", "-o", checkpointed])
+    assert r.exit_code == 2 and "--seed" in r.output, r.output
+    r = CliRunner().invoke(main, base)
+    assert r.exit_code == 2 and "--output" in r.output
+
+
+@pytest.mark.slow  # three short training runs: about 30 s
+def test_a_run_stopped_by_its_deadline_resumes_to_the_same_numbers(graphs, tmp_path):
+    """A stop request after step 3 writes the checkpoint of step 3 (off the checkpoint_every
+    cadence); resumed, the run ends with the parameters and curves of a run never stopped."""
+    from regal._stop import Deadline
+    out, whole = str(tmp_path / "stopped"), str(tmp_path / "whole")
+    stop = Deadline()
+
+    def log(msg):
+        if msg.startswith("step 3/"):
+            stop.request_stop("interrupted (SIGTERM)")
+
+    pol = train(graphs[:2], graphs[2:], out, tc=TINY, resume=True, log=log, deadline=stop)
+    assert pol.meta["stopped"] == "interrupted (SIGTERM)" and pol.meta["step"] == 3
+    train(graphs[:2], graphs[2:], out, tc=TINY, resume=True, log=QUIET)
+    train(graphs[:2], graphs[2:], whole, tc=TINY, resume=True, log=QUIET)
+    a, b = load_policy(os.path.join(out, "last.npz")), load_policy(os.path.join(whole, "last.npz"))
+    for m in a.params:
+        for k in a.params[m]:
+            assert np.array_equal(np.asarray(a.params[m][k]), np.asarray(b.params[m][k])), (m, k)
+    ta, tb = _rows(os.path.join(out, "train.csv")), _rows(os.path.join(whole, "train.csv"))
+    assert [r[:-1] for r in ta] == [r[:-1] for r in tb]
+    assert _rows(os.path.join(out, "valid.csv")) == _rows(os.path.join(whole, "valid.csv"))
+
+
+@pytest.mark.slow  # a real `regal train` (JAX, a Dask cluster of one worker): about a minute
+def test_regal_train_stops_on_sigterm_with_a_checkpoint_and_resumes(graphs, tmp_path):
+    """SIGTERM mid-training: status 3 within a couple of seconds (the cluster's closing
+    included), the checkpoint of the last finished step written; a second run into the same
+    directory meanwhile exits 1; the same command then resumes from the checkpoint."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = str(tmp_path / "run")
+    args = [sys.executable, "-m", "regal.cli", "train", "--manifest", _manifest(tmp_path, graphs), "-d", "1",
+            "--samples", "2", "-n", "60", "--imitate", "0", "--steps", "100000", "--workers", "1", "-o", out]
+    env = {**os.environ, "REGAL_JAX_CACHE": "0"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stdout:
+        if line.startswith("step 3/"):
+            break
+    second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert second.returncode == 1 and "in use by another regal train" in second.stderr, second.stderr
+    sent = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    latency = time.perf_counter() - sent
+    assert proc.returncode == 3, stderr
+    assert latency < 2.0, latency
+    assert "stopped (interrupted (SIGTERM)) at step" in stderr and "Traceback" not in stderr
+    with np.load(os.path.join(out, "checkpoint.npz"), allow_pickle=False) as z:
+        step = json.loads(str(z["__state__"]))["step"]
+    assert step >= 3
+    resumed = subprocess.run(args[:args.index("--steps") + 1] + [str(step + 1)] + args[args.index("--steps") + 2:],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert resumed.returncode == 0 and f"resumed from" in resumed.stdout, resumed.stderr

@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regal._io import directory_lock
+from regal._stop import Deadline, Stopped, expired, interruptible
 from regal.graph import load
 from regal.policy import Policy, init_policy
 from regal.policy.training.checkpoint import (_LEGACY_CHECKPOINT, CHECKPOINT, CheckpointError, ResumeError,  # noqa: F401
@@ -58,9 +60,21 @@ class _Run(NamedTuple):
 
 
 def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainConfig = TrainConfig(),
-          client=None, resume: bool = True, log=print) -> Policy:
-    """Train a policy on `train_paths` (graph files); returns the best policy on `valid_paths`."""
-    os.makedirs(out_dir, exist_ok=True)
+          client=None, resume: bool = True, log=print, deadline: Deadline | None = None) -> Policy:
+    """Train a policy on `train_paths` (graph files); returns the best policy on `valid_paths`.
+
+    One run per directory: `out_dir` is locked while it runs (`regal._io.directory_lock`: a second
+    run gets `LockedError` at once; the lock ends with its holder, however it ends). `deadline`
+    (the command line's signals): once it expires, the step under way is left behind (its BRKGA
+    runs are dropped), the checkpoint of the last finished step is written and that step's policy
+    is returned with meta["stopped"]; before there is a step to save (the network's start, the
+    imitation warm start) it raises `regal._stop.Stopped`, writing nothing."""
+    with directory_lock(out_dir, what="another training run"):
+        return _train(train_paths, valid_paths, out_dir, policy_config, tc, client, resume, log, deadline)
+
+
+def _train(train_paths, valid_paths, out_dir: str, policy_config, tc: TrainConfig, client, resume: bool, log,
+           deadline: Deadline | None) -> Policy:
     if tc.objective not in ("memory", "runtime"):
         raise ValueError(f"objective must be 'memory' or 'runtime', got {tc.objective!r}")
     refs = _References(os.path.join(out_dir, "reference.json"), tc.objective)
@@ -70,33 +84,55 @@ def train(train_paths, valid_paths, out_dir: str, policy_config=None, tc: TrainC
         raise ValueError("a policy for the runtime objective has the transfer-priority head, one for the memory "
                          f"objective does not (objective {tc.objective!r}, transfer_priority "
                          f"{policy_config.transfer_priority})")
-    policy = init_policy(policy_config, seed=tc.seed)
+    policy = interruptible(init_policy, deadline, policy_config, seed=tc.seed)  # JAX compiles: seconds
     learner = _Learner(policy, tc)
     rng = np.random.default_rng(tc.seed)
     setup = run_setup(tc, policy.config, train_paths, valid_paths)
-    state = _initial_state(policy, learner, train_paths, out_dir, tc, rng, resume, log, setup)
+    start = (policy, learner, train_paths, out_dir, tc, rng, resume, log, setup)
+    # a stop leaves the imitation warm start behind, not the reading of a checkpoint (quick)
+    state = _initial_state(*start) if resume and os.path.exists(os.path.join(out_dir, CHECKPOINT)) \
+        else interruptible(_initial_state, deadline, *start)
     meta = {"train_config": tc._asdict(), "train_graphs": [os.path.basename(p) for p in train_paths]}
     run = _Run(out_dir, tc, policy.config, meta, refs, client, valid_paths, log)
     t0 = time.time()
-    if state.step == 0 and valid_paths:
-        state = _validate(run, state, first=True)
-    while state.step < tc.steps:
-        step = state.step
-        path = train_paths[state.order[step % len(state.order)]]
-        d = tc.devices[step % len(tc.devices)]
-        state, g, rewards, loss, ent = _train_step(run, learner, state, path, d, rng)
-        _log_step(run, state.step, g, d, rewards, loss, ent, time.time() - t0)
-        if valid_paths and (state.step % tc.validate_every == 0 or state.step == tc.steps):
-            state = _validate(run, state, first=False)
-        if state.step % tc.checkpoint_every == 0 or state.step == tc.steps:
-            refs.save()
-            _save_checkpoint(os.path.join(out_dir, CHECKPOINT), state, rng, setup)
-            plot_curves(out_dir)
+    try:
+        if state.step == 0 and valid_paths and not np.isfinite(state.best_valid):  # (done: a stop's checkpoint)
+            state = interruptible(_validate, deadline, run, state, True)
+        while state.step < tc.steps:
+            state = _iteration(run, learner, state, train_paths, rng, t0, deadline)
+            if state.step % tc.checkpoint_every == 0 or state.step == tc.steps:
+                refs.save()
+                _save_checkpoint(os.path.join(out_dir, CHECKPOINT), state, rng, setup)
+                plot_curves(out_dir)
+    except Stopped as e:  # the last finished step's state and rng: a resumed run goes on as if never stopped
+        _save_checkpoint(os.path.join(out_dir, CHECKPOINT), state, rng, setup)
+        log(f"stopped ({e.reason}) at step {state.step}: {os.path.join(out_dir, CHECKPOINT)} written")
+        return Policy(run.cfg, state.params, meta | {"step": state.step, "stopped": e.reason})
     refs.save()
     Policy(run.cfg, state.params, meta | {"step": state.step}).save(os.path.join(out_dir, "last.npz"))
     best_path = os.path.join(out_dir, "best.npz")
     from regal.policy import load_policy
     return load_policy(best_path) if os.path.exists(best_path) else Policy(run.cfg, state.params, meta)
+
+
+def _iteration(run: _Run, learner: _Learner, state: _TrainState, train_paths, rng: np.random.Generator, t0: float,
+               deadline: Deadline | None) -> _TrainState:
+    """One step and, when due, a validation. Once `deadline` expires, `Stopped`, with `state` and
+    `rng` as they were (the step draws from a copy of `rng`, which it hands back when done)."""
+    tc = run.tc
+    if expired(deadline):
+        raise Stopped(deadline.reason)
+    step = state.step
+    path = train_paths[state.order[step % len(state.order)]]
+    d = tc.devices[step % len(tc.devices)]
+    step_rng = np.random.Generator(type(rng.bit_generator)())
+    step_rng.bit_generator.state = rng.bit_generator.state
+    state, g, rewards, loss, ent = interruptible(_train_step, deadline, run, learner, state, path, d, step_rng)
+    _log_step(run, state.step, g, d, rewards, loss, ent, time.time() - t0)
+    if run.valid_paths and (state.step % tc.validate_every == 0 or state.step == tc.steps):
+        state = interruptible(_validate, deadline, run, state, False)
+    rng.bit_generator.state = step_rng.bit_generator.state
+    return state
 
 
 def _initial_state(policy: Policy, learner: _Learner, train_paths, out_dir: str, tc: TrainConfig,
