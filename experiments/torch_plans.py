@@ -206,10 +206,10 @@ def table(records: list[dict], devices: list[int]) -> str:
                 g = r.get(f"regal_d{d}")
                 if not g:
                     continue
-                err = max(abs(pp - mm) / mm for pp, mm in zip(g["predicted"], g["measured"]))
+                err = max(abs(pp - mm) / max(mm, 1) for pp, mm in zip(g["predicted"], g["measured"]))
                 c = r.get(f"regal_d{d}_colocated")
                 c_s = "no write moved" if c is None else (
-                    f"{100 * max(abs(pp - mm) / mm for pp, mm in zip(c['predicted'], c['measured'])):.1f} %, "
+                    f"{100 * max(abs(pp - mm) / max(mm, 1) for pp, mm in zip(c['predicted'], c['measured'])):.1f} %, "
                     f"{mb(max(c['measured']))} ({c['moved']} moved)")
                 lines.append(f"| {r['program']} | {d} | {' / '.join(mb(x) for x in g['measured'])} | "
                              f"{' / '.join(mb(x) for x in g['predicted'])} | {100 * err:.1f} % | "

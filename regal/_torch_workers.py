@@ -109,9 +109,10 @@ def _get_attr(gm, target: str):
 
 
 def _worker(rank: int, d: int, store: str, backend: str, device_type: str, threads: int,
-            program, args, result: str) -> None:
+            program, args_file: str, result: str) -> None:
     import torch.distributed as dist
     try:
+        args = torch.load(args_file, weights_only=False)
         torch.set_num_threads(threads)
         device = "cpu"
         if device_type == "cuda":
@@ -145,9 +146,12 @@ def launch(programs, args: list, backend: str, device_type: str, timeout_s: floa
     d = len(programs)
     with tempfile.TemporaryDirectory(prefix="regal_dist_") as tmp:
         results = [os.path.join(tmp, f"rank{r}.pt") for r in range(d)]
+        inputs = [os.path.join(tmp, f"args{r}.pt") for r in range(d)]
+        for r in range(d):  # through a file: handing hundreds of tensors to a forkserver child
+            torch.save(list(args[r]), inputs[r])  # passes a descriptor each ("too many fds")
         procs = [ctx.Process(target=_worker, daemon=True,
                              args=(r, d, os.path.join(tmp, "store"), backend, device_type, torch.get_num_threads(),
-                                   _Source(programs[r]), args[r], results[r]))
+                                   _Source(programs[r]), inputs[r], results[r]))
                  for r in range(d)]
         for p in procs:
             p.start()

@@ -213,6 +213,8 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         ret = schema_rets[k] if k < len(schema_rets) else None
         aliased = _alias_args(node, ret) if ret is not None else []
         shared = input_storages.get(_storage(t)) if input_storages else None
+        if aliased and shared is None and not ret.alias_info.is_write and _storage(t) is not None:
+            aliased = []   # "may alias" (`to`, `contiguous`) but made a new tensor: a node
         if shared is not None and not aliased:
             aliased = [shared]
         if aliased:

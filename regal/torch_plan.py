@@ -401,12 +401,19 @@ class SeededOp:
         self.op, self.seed = op, int(seed)
         self.__name__ = f"seeded_{getattr(op, '_opname', 'op')}"
 
+    def __reduce__(self):  # an OpOverload does not pickle; its name does (worker processes)
+        return _seeded_op, (self.op.namespace, self.op._opname, self.op._overloadname, self.seed)
+
     def __call__(self, *args, **kwargs):
         devices = sorted({t.device.index or 0 for t in torch.utils._pytree.tree_leaves((args, kwargs))
                           if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(self.seed)
             return self.op(*args, **kwargs)
+
+
+def _seeded_op(namespace: str, name: str, overload: str, seed: int) -> SeededOp:
+    return SeededOp(getattr(getattr(getattr(torch.ops, namespace), name), overload), seed)
 
 
 def seed_random_ops(traced: Traced) -> Traced:
