@@ -74,7 +74,10 @@ def plot_solution(graph: Graph, solution: Solution, path: str, title: str | None
     for k in range(d):
         sel = ~computes & (running == k)
         ax2.scatter(steps[sel], np.full(sel.sum(), k), s=6, color=f"C{k}", marker="o", edgecolors="k",
-                    linewidths=0.3, label="resident (weights, inputs)" if k == 0 and (~computes).any() else None)
+                    linewidths=0.3)
+    if (~computes).any():  # the legend's entry in grey: the dots take their device's colour
+        ax2.scatter([], [], s=6, color="0.7", marker="o", edgecolors="k", linewidths=0.3,
+                    label="resident (weights, inputs)")
     ax2.set_yticks(range(d))
     ax2.set_ylim(-0.5, d - 0.5)
     ax2.set_ylabel("device")
