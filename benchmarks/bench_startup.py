@@ -13,11 +13,22 @@ peaks of the two are compared.
 - warm: the caches filled by an earlier run, the files in the OS page cache: median of
   `--repeats` runs after one discarded run.
 
-Rows: `import regal`; `import regal.cli`; `regal.warmup()` after `import regal` (loading every
-cached kernel, timed inside the process); `regal optimize` on a shipped 990-node graph, d = 2,
-5,000 evaluations: plain BRKGA (`--no-seeding --no-polish --policy none`), the flagship's
-default, and the flagship with the shipped policy (`--policy default`). Writes
-benchmarks/results/startup.md (`--out`).
+Rows: `regal --help` (the floor: the interpreter, click and what `regal.cli` imports); `import
+regal`; `import regal.cli`; `regal.warmup()` after `import regal` (loading every cached kernel,
+timed inside the process); `regal optimize` on a shipped 990-node graph, d = 2, 5,000
+evaluations: plain BRKGA (`--no-seeding --no-polish --policy none`), the flagship's default, and
+the flagship with the shipped policy (`--policy default`). Writes benchmarks/results/startup.md
+(`--out`).
+
+`--phases N` (issue 36) instead times where a warm `regal optimize GRAPH -d 2 -n 5000` spends
+its wall time, in N fresh processes (a launcher wraps, never replaces, each phase's function):
+the interpreter's start, the imports, Numba's CPU target, the graph's loading and validation,
+the kernels' loading from Numba's cache (the warm-up), the heuristic seeds, the search, the
+solution, the report and the exit; medians, written to benchmarks/results/startup_phases.md.
+
+Regal's own modules are byte-compiled first (`compileall`, as `pip install` does; `--no-compile`
+skips it): this machine sets PYTHONDONTWRITEBYTECODE=1, so without that every run compiles
+regal's 50 modules from source (about 0.1 s).
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ def rows(graph: str) -> list[tuple[str, list[str]]]:
     regal = [script] if os.path.exists(script) else [sys.executable, "-m", "regal.cli"]
     optimize = regal + ["optimize", graph, "-d", "2", "-n", "5000", "--json"]
     return [
+        ("`regal --help` (the floor)", regal + ["--help"]),
         ("`import regal`", py + ["import regal"]),
         ("`import regal.cli`", py + ["import regal.cli"]),
         ("`regal.warmup()`, every kernel (in-process time)",
@@ -121,6 +133,124 @@ def _export(ref: str, into: str) -> None:
     subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
 
 
+#: The phases launcher: wraps each phase's function so that it records (name, start, end) in
+#: perf_counter time, then runs `regal.cli.main` as the console script does and prints the
+#: records to stderr as JSON just before the process's own `os._exit`. Calls made inside the
+#: warm-up (its searches on a tiny graph) count as the warm-up's.
+PHASES_LAUNCHER = r"""
+import functools, json, os, sys, time
+T0 = time.perf_counter()
+marks, inside = [("process", T0, T0)], []
+def wrap(owner, attr, name):
+    fn = getattr(owner, attr)
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        if inside:
+            return fn(*a, **k)
+        t = time.perf_counter()
+        if name.startswith("warm-up"):
+            inside.append(1)
+        try:
+            return fn(*a, **k)
+        finally:
+            if name.startswith("warm-up"):
+                inside.pop()
+            marks.append((name, t, time.perf_counter()))
+    setattr(owner, attr, wrapper)
+import regal.cli
+marks.append(("imports", T0, time.perf_counter()))
+import regal.flagship, regal.memetic, regal.solution
+load = sys.modules["regal.load"]
+wrap(regal.cli, "start_numba", "Numba's CPU target")
+wrap(load, "load_graph", "graph: parse + validate")
+wrap(regal.flagship, "warmup", "warm-up: kernels from Numba's cache")
+wrap(regal.memetic, "_seed_solutions", "heuristic seeds")
+wrap(regal.memetic, "run_loop", "search")
+wrap(regal.memetic, "make_solution", "solution (re-simulated)")
+wrap(regal.cli, "_report", "report (allocation, packed arena, bound)")
+_exit = os._exit
+def leave(code):
+    marks.append(("end", time.perf_counter(), time.perf_counter()))
+    sys.stderr.write("@marks " + json.dumps({"wall0": time.time() - (time.perf_counter() - T0), "marks": marks}) + "\n")
+    sys.stderr.flush()
+    _exit(code)
+os._exit = leave
+sys.argv = ["regal"] + sys.argv[1:]
+regal.cli.main()
+"""
+
+
+def compile_sources(paths) -> None:
+    """Byte-compile regal/ under each path (what `pip install` does; this machine sets
+    PYTHONDONTWRITEBYTECODE=1, so imports never write the .pyc files themselves)."""
+    for path in paths:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(path, "regal")],
+                       check=True, capture_output=True)
+
+
+def measure_phases(graph: str, repeats: int, env: dict, cwd: str) -> tuple[list, list]:
+    """(rows, wall times): per phase the median seconds over `repeats` fresh processes, the time
+    between phases ("other": click, the search's set-up, writing) included as its own rows."""
+    per = {}
+    walls = []
+    order = []
+    cmd = [sys.executable, "-c", PHASES_LAUNCHER, "optimize", graph, "-d", "2", "-n", "5000", "--json"]
+    for _ in range(repeats + 1):
+        t_wall = time.time()
+        t = time.perf_counter()
+        out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        line = [x for x in out.stderr.splitlines() if x.startswith("@marks ")]
+        if out.returncode != 0 or not line:
+            raise SystemExit(f"phases run failed ({out.returncode}): {out.stderr.strip()[-800:]}")
+        doc = json.loads(line[-1][len("@marks "):])
+        marks = sorted(doc["marks"], key=lambda m: m[1])
+        t0 = marks[0][1]
+        rows = [("interpreter start (before the first line)", doc["wall0"] - t_wall)]
+        prev = t0
+        for name, a, b in marks[1:]:
+            if a - prev > 1e-4:
+                rows.append((f"other, before {name}", a - prev))
+            if name != "end":
+                rows.append((name, b - a))
+            prev = max(prev, b)
+        rows.append(("exit (flush, os._exit) and process teardown", wall - (doc["wall0"] - t_wall) - (prev - t0)))
+        if _ == 0:
+            continue  # the first run fills the page cache; discarded
+        walls.append(wall)
+        for name, sec in rows:
+            if name not in per:
+                per[name] = []
+                order.append(name)
+            per[name].append(sec)
+    return [(name, float(np.median(per[name])), len(per[name])) for name in order], walls
+
+
+def phases_main(args, env: dict, cwd: str, t0: float) -> None:
+    rows, walls = measure_phases(args.graph, args.phases, env, cwd)
+    table = ["| phase | median (s) | share of the wall |", "|---|---:|---:|"]
+    wall = float(np.median(walls))
+    for name, sec, k in rows:
+        note = "" if k == len(walls) else f" ({k} of {len(walls)} runs)"
+        table.append(f"| {name}{note} | {sec:.3f} | {sec / wall * 100:.0f} % |")
+    table.append(f"| **wall, from the shell** | **{wall:.3f}** | 100 % |")
+    print("\n".join(table))
+    import numba
+    doc = ["# Where `regal optimize` spends its wall time (issue 36)", "",
+           f"Command: `python -m benchmarks.bench_startup --phases {args.phases}`  ",
+           f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, numba {numba.__version__}; load "
+           f"average at the end {os.getloadavg()[0]:.2f}; wall time {time.time() - t0:.0f} s.", "",
+           f"`regal optimize {os.path.relpath(args.graph, ROOT)} -d 2 -n 5000 --json` (990 nodes, the flagship's "
+           f"default, policy none), warm Numba cache, regal byte-compiled; median of {args.phases} fresh processes "
+           "after a discarded one. A phase's median and the wall's are taken separately, so the rows need not "
+           "add up to the wall exactly.", ""] + table
+    out = os.path.join(os.path.dirname(args.out), "startup_phases.md")
+    from regal._io import atomic_text
+    with atomic_text(out) as f:
+        f.write("\n".join(doc) + "\n")
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="warm runs per row and source (median)")
@@ -130,9 +260,19 @@ def main(argv=None) -> None:
     ap.add_argument("--graph", default=GRAPH)
     ap.add_argument("--only", type=int, nargs="*", default=None, help="row numbers (1-based) to run")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "startup.md"))
+    ap.add_argument("--phases", type=int, default=0, metavar="N",
+                    help="instead: where `regal optimize` spends its wall time, median of N processes")
+    ap.add_argument("--no-compile", dest="compile", action="store_false",
+                    help="do not byte-compile regal/ first (every import then compiles from source)")
     args = ap.parse_args(argv)
     t0 = time.time()
     base_env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "REGAL_JAX_CACHE_DIR")}
+    if args.phases:
+        if args.compile:
+            compile_sources([ROOT])
+        with tempfile.TemporaryDirectory() as cwd:  # not the repository: its regal/ would come first
+            phases_main(args, {**base_env, "PYTHONPATH": ROOT}, cwd, t0)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         sources = {}
         for name, ref in (("before", args.baseline), ("after", args.ref)):
@@ -144,6 +284,8 @@ def main(argv=None) -> None:
                 os.makedirs(os.path.join(tmp, name))
                 _export(ref, os.path.join(tmp, name))
                 sources[name] = os.path.join(tmp, name)
+        if args.compile:
+            compile_sources(sources.values())
         envs = {name: {**base_env, "PYTHONPATH": path} for name, path in sources.items()}
         cwd = os.path.join(tmp, "cwd")  # not the repository: its regal/ would come first on sys.path
         os.makedirs(cwd)

@@ -13,7 +13,6 @@ from typing import Callable
 import numpy as np
 
 from regal._stop import Deadline
-from regal.arena_search import PEAK_SHARE as ARENA_PEAK_SHARE, optimize_arena
 from regal.brkga import BrkgaConfig
 from regal.config import FlagshipConfig
 from regal.graph import Graph
@@ -21,7 +20,6 @@ from regal.loop import Progress
 from regal.memetic import optimize_memory
 from regal.policy.names import DEFAULT_POLICY_NAME
 from regal.priors import Priors
-from regal.runtime import optimize_runtime
 from regal.solution import Solution
 
 __all__ = ["optimize", "warmup", "solve_flagship", "solve_regal_paper", "DEFAULT_POLICY"]
@@ -65,10 +63,13 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     common = dict(seeding=seeding, polish=polish, config=config, policy=policy, priors=priors,
                   time_limit_s=time_limit_s, callback=callback, num_threads=num_threads, initial=initial,
                   method=method, deadline=deadline)
+    # each objective's modules are imported when it runs (issue 36: a command pays for what it uses)
     if objective == "runtime":
+        from regal.runtime import optimize_runtime
         return optimize_runtime(graph, devices, budget, seed, memory_limit_bytes=memory_limit_bytes,
                                 device_model=device_model, **common)
     if objective == "arena":  # the smallest packed arena (issue 35): the flagship, then a climb
+        from regal.arena_search import PEAK_SHARE as ARENA_PEAK_SHARE, optimize_arena
         peak_budget = max(1, int(round(budget * ARENA_PEAK_SHARE)))
         start = optimize_memory(graph, devices, peak_budget, seed, **common)
         return optimize_arena(graph, devices, budget - peak_budget, seed, start=start, time_limit_s=time_limit_s,

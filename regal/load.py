@@ -1,7 +1,8 @@
 """`regal.load`: any graph file regal reads, by its kind (the importers' one front door).
 
-regal-graph/1 JSON (`regal.graph.load`), XLA HLO text (`regal.hlo`) or ONNX (`regal.onnx`,
-imported only for an ONNX file: the onnx package is not paid for otherwise). A new importer
+regal-graph/1 JSON (`regal.graph.load`), XLA HLO text (`regal.hlo`) or ONNX (`regal.onnx`); an
+importer is imported only for a file of its kind (the onnx package, the HLO parser's modules are
+not paid for by a command that reads a JSON graph; issue 36). A new importer
 adds its kind to `regal._io.graph_kind` and a branch here.
 """
 
@@ -11,7 +12,6 @@ import os
 
 from regal._io import graph_kind
 from regal.graph import Graph, load
-from regal.hlo import load_hlo
 
 __all__ = ["load_graph"]
 
@@ -27,5 +27,6 @@ def load_graph(path: str | os.PathLike, dims=None, name: str | None = None) -> G
     if dims:
         raise ValueError(f"{os.fspath(path)}: --dim applies to ONNX models only")
     if kind == "hlo":
+        from regal.hlo import load_hlo
         return load_hlo(path, name=name)
     return load(path)
