@@ -960,12 +960,13 @@ def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbyt
 
 @numba.njit(**_JIT)
 def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                    nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order):
+                    nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order, stop):
     """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
 
     `ready` holds the ready nodes in the order they became ready; each step scores the last
     `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
-    Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered.
+    Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered,
+    fewer than n when another thread set stop[0] (int64[1]; read before every step) to nonzero.
     """
     has_reuse = reuse_idx.shape[0] > 0
     present = np.zeros(n * d, dtype=np.bool_)
@@ -1009,6 +1010,8 @@ def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, 
     cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
     dirty = np.ones(n, dtype=np.bool_)
     while cnt > 0:
+        if stop[0] != 0:
+            return t
         best = -1
         bk = 0
         s1 = _BIG
@@ -1093,3 +1096,29 @@ def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, 
             placement[v] = k
             rbase[k] += nbytes[v]
     return t
+
+
+@numba.njit(**_JIT)
+def xla_dfs_weights(post, n, resident, nbytes, users, in_ptr, in_idx, extra, total):
+    """XLA DFSMemoryScheduler's two weights (`regal.heuristics.xla_dfs_order`), in post-order:
+    extra[v] = min(max(users[v] - 1, 0) + sum of extra over v's distinct data inputs, n) and
+    total[v] = min(nbytes[v] + sum of total over them, bytes of the non-resident nodes so far);
+    resident nodes keep 0. Writes extra, total: int64[n] (zeros on entry). O(n + e)."""
+    mark = np.full(n, -1, dtype=np.int64)   # mark[u] == v: u already counted for v
+    cumulative = np.int64(0)
+    for i in range(post.shape[0]):
+        v = post[i]
+        if resident[v]:
+            continue
+        b = nbytes[v]
+        cumulative += b
+        se = np.int64(0)
+        st = np.int64(0)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if mark[u] != v:
+                mark[u] = v
+                se = min(se + extra[u], n)             # saturated: the result is capped anyway
+                st = min(st + total[u], cumulative)
+        extra[v] = min(max(users[v] - 1, 0) + se, n)
+        total[v] = min(b + st, cumulative)

@@ -359,11 +359,14 @@ class Climb:
         """(placement int32[n], order int32[n]) of the best schedule seen."""
         return self.state.best_placement, self.state.best_order
 
-    def start(self, starts, budget: int) -> None:
+    def start(self, starts, budget: int, deadline=None) -> None:
         """Score up to `budget` (at least one) of the valid (placement, order) starts, one
-        evaluation each, and climb from the first of the lowest score."""
+        evaluation each, and climb from the first of the lowest score; once `deadline` has
+        passed, from the best of those scored so far (at least one)."""
         best = None
         for i, (placement, order) in enumerate(list(starts)[:max(budget, 1)]):
+            if best is not None and expired(deadline):
+                break
             trace = self.evaluate.new_trace()
             score = self.evaluate(placement, order, trace)
             if best is None or score < best[0]:

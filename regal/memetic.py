@@ -146,7 +146,8 @@ class Polish:
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
             adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate)
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
-        self.climber.start([(p, o) for _, p, o in self.starts] or [self.problem.decode(state.best_keys)], left)
+        self.climber.start([(p, o) for _, p, o in self.starts] or [self.problem.decode(state.best_keys)], left,
+                           self.deadline)
         self._pack(state)
 
     def _pack(self, state: BrkgaState) -> None:

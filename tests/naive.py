@@ -329,3 +329,22 @@ def live_across(g, placement, order, t, k):
         if consumers and max(consumers) > t:
             out[int(u)] = max(consumers)
     return out
+
+
+def xla_dfs_weights(g, post):
+    """(extra, total) of XLA's DFSMemoryScheduler, literally: in post-order, over each node's
+    distinct data inputs (np.unique), resident nodes left at 0 (`_kernels.xla_dfs_weights`)."""
+    n = g.num_nodes
+    extra = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n, dtype=np.int64)
+    users = np.diff(g.out_ptr)
+    cumulative = 0
+    for v in list(post):
+        if g.resident[v]:
+            continue
+        ops = np.unique(g.inputs(v))
+        b = int(g.bytes[v])
+        cumulative += b
+        extra[v] = min(max(int(users[v]) - 1, 0) + int(extra[ops].sum()), n)
+        total[v] = min(b + int(total[ops].sum()), cumulative)
+    return extra, total

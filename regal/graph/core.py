@@ -86,7 +86,7 @@ class Graph:
                              "(a lone surrogate cannot be written to a file)")
         index: dict[str, int] = {}
         for i, rec in enumerate(nodes):
-            if not isinstance(rec, Mapping):
+            if type(rec) is not dict and not isinstance(rec, Mapping):  # a dict skips the ABC check
                 raise GraphError(f"{source}: node #{i} is not an object")
             nid = rec.get("id")
             if not isinstance(nid, str) or not nid:

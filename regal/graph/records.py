@@ -43,13 +43,19 @@ def _transpose(num_nodes: int, ptr: np.ndarray, idx: np.ndarray) -> tuple[np.nda
 
 def _union_csr(num_nodes: int, a_ptr: np.ndarray, a_idx: np.ndarray, b_ptr: np.ndarray,
                b_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR whose row v holds the sources of row v of `a` and of `b`, without repeats, increasing."""
-    lists = []
-    for v in range(num_nodes):
-        a = a_idx[a_ptr[v]:a_ptr[v + 1]].tolist()
-        b = b_idx[b_ptr[v]:b_ptr[v + 1]].tolist()
-        lists.append(sorted(set(a) | set(b)))
-    return _csr(num_nodes, lists)
+    """CSR whose row v holds the sources of row v of `a` and of `b`, without repeats, increasing.
+    Vectorized (issue 36): every (row, source) pair sorted, repeats dropped; O(e log e)."""
+    rows = np.concatenate([np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(a_ptr)),
+                           np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(b_ptr))])
+    idx = np.concatenate([np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)])
+    keep = np.lexsort((idx, rows))
+    rows, idx = rows[keep], idx[keep]
+    first = np.ones(rows.shape[0], dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (idx[1:] != idx[:-1])
+    rows, idx = rows[first], idx[first]
+    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_nodes), out=ptr[1:])
+    return ptr, idx.astype(np.int32)
 
 
 def _int_field(rec: Mapping, key: str, nid: str, source: str, required: bool) -> int:
@@ -73,6 +79,12 @@ def _id_list(rec: Mapping, key: str, nid: str, index: Mapping[str, int], source:
         return []
     if not isinstance(raw, list):
         raise GraphError(f"{source}: node {nid!r}: '{key}' must be a list of node ids")
+    try:  # a valid list checked in bulk (issue 36: the loop below was a third of a 300K-node load)
+        out = [index[u] for u in raw if type(u) is str]
+        if len(out) == len(raw) and len(set(out)) == len(out) and index[nid] not in out:
+            return out
+    except (KeyError, TypeError):
+        pass
     out = []
     seen = set()
     for u in raw:
