@@ -384,7 +384,8 @@ def import_onnx_cmd(model, output, name, dims):
 
 def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> None:
     """The solution's summary on stdout: JSON (no placement and order) or the text block. A stop
-    request (`deadline`) before or during the allocation leaves it out (null in JSON)."""
+    request (`deadline`) before or during the allocation or the packed arena leaves them out
+    (null in JSON); so does REPORT_PACK_WALL_S for the packed arena."""
     if as_json:
         doc = sol.to_json()
         doc.pop("placement")
@@ -425,14 +426,32 @@ def _allocation(g: Graph, sol, deadline=None):
         return None
 
 
+#: Seconds the reports wait for the packed arena: its exact search stops after a second per
+#: device, but the greedy placements before it grow quadratically with the buffers (75 s for
+#: 77,000 buffers), and the report must not outlast the search.
+REPORT_PACK_WALL_S = 5.0
+
+
 def _packed(g: Graph, sol, deadline=None) -> dict | None:
-    """`packed_summary` (the packed arena beside the peak: up to a second per device), or None
-    when a stop request (`deadline`) comes first."""
+    """`packed_summary` (the packed arena beside the peak), or None when a stop request
+    (`deadline`) comes first or it takes more than REPORT_PACK_WALL_S (then left behind)."""
     from regal._stop import Stopped, interruptible
+    if deadline is None:
+        return packed_summary(g, sol)
+    deadline.at = time.perf_counter() + REPORT_PACK_WALL_S  # the same object: a signal still reaches it
     try:
         return interruptible(packed_summary, deadline, g, sol)
     except Stopped:
         return None
+    finally:
+        deadline.at = None
+        if deadline.reason == "time_limit":
+            deadline.reason = None
+
+
+def _not_packed(deadline) -> str:
+    return ("packed    (not computed: stopped)" if deadline is not None and deadline.stop_requested else
+            f"packed    (not computed within {REPORT_PACK_WALL_S:g} s; regal fit -o computes it)")
 
 
 def _print_solution(g: Graph, sol, output: str | None, deadline=None):
@@ -452,7 +471,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
         click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
                    "buffer assignment (SPEC section 3a)")
     packed = _packed(g, sol, deadline)
-    click.echo("packed    (not computed: stopped)" if packed is None else packed_line(g, sol, packed))
+    click.echo(_not_packed(deadline) if packed is None else packed_line(g, sol, packed))
     lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"

@@ -369,3 +369,21 @@ def test_a_time_limit_does_not_cut_the_report(graph_file):
     assert "not computed" not in r.output and "allocated " in r.output and "packed    " in r.output
     doc = json.loads(_invoke("optimize", p, "-n", 10 ** 8, "--time-limit", 0.3, "--policy", "none", "--json").output)
     assert isinstance(doc["allocation_bytes"], int) and isinstance(doc["arena_bytes"], int)
+
+
+def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
+    """The packed arena of the report is given REPORT_PACK_WALL_S (its greedy placements took
+    minutes on 60,000 nodes, after a --time-limit search of 3 s): past it the line says so, and
+    --json holds null."""
+    import time
+
+    import regal.cli
+    g, p = graph_file
+    monkeypatch.setattr(regal.cli, "REPORT_PACK_WALL_S", 0.3)
+    monkeypatch.setattr(regal.cli, "packed_summary", lambda g, sol: time.sleep(30))
+    t = time.perf_counter()
+    r = _invoke("optimize", p, "-n", 200, "--policy", "none", "--time-limit", 5)
+    assert r.exit_code == 0 and "packed    (not computed within 0.3 s" in r.output, r.output
+    doc = json.loads(_invoke("optimize", p, "-n", 200, "--policy", "none", "--json").output)
+    assert doc["arena_bytes"] is None and isinstance(doc["allocation_bytes"], int)
+    assert time.perf_counter() - t < 10
