@@ -24,15 +24,17 @@ LAYERS = [
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     ("importers", ["regal.hlo", "regal.onnx", "regal.torch", "regal.importers", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
-                "regal.packing"]),
+                "regal.packing", "regal.memory_plan"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
     ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
                 "regal.policy", "regal.policy.resolve"]),
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
-                  "regal.runtime", "regal.timed_climb", "regal.flagship"]),
+                  "regal.runtime", "regal.timed_climb", "regal.arena_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
-               "regal.policy.reinforce", "regal.policy.training", "regal.torch_plan", "regal.torch_dist"]),
-    ("front", ["regal.__init__", "regal.cli", "regal.cli_torch", "regal.commands"]),
+               "regal.policy.reinforce", "regal.policy.training", "regal.fit", "regal.torch_plan",
+               "regal._torch_workers", "regal.torch_dist", "regal.torch_compare"]),
+    ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.cli_torch", "regal.cli",
+               "regal.commands"]),
 ]
 
 

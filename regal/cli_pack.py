@@ -112,7 +112,7 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
     """Whether GRAPH runs on --devices devices of LIMIT bytes each. Exit status 0: it fits, with
     a checked memory plan (an offset for every buffer; written with -o); 4: it does not fit (a
     lower bound of SPEC section 7 above the limit, named); 5: undecided within the time limit."""
-    from regal.cli import load_graph
+    from regal.cli_common import load_graph
     from regal.fit import fit
     if output:
         from regal._io import check_writable
