@@ -167,7 +167,8 @@ wrap(regal.flagship, "warmup", "warm-up: kernels from Numba's cache")
 wrap(regal.memetic, "_seed_solutions", "heuristic seeds")
 wrap(regal.memetic, "run_loop", "search")
 wrap(regal.memetic, "make_solution", "solution (re-simulated)")
-wrap(regal.cli, "_report", "report (allocation, packed arena, bound)")
+import regal.commands.report
+wrap(regal.commands.report, "_report", "report (allocation, packed arena, bound)")
 _exit = os._exit
 def leave(code):
     marks.append(("end", time.perf_counter(), time.perf_counter()))

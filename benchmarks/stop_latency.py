@@ -16,7 +16,7 @@ signal, or never). Phases:
 - policy: `_PolicyJob.result` (the shipped policy's priors: JAX starts in a child process);
 - seeding: `regal.memetic._seed_solutions` (the heuristic starts on a large graph);
 - search: `regal.memetic.run_loop`;
-- report: `regal.cli._report` (allocation, packed arena, bound; after the file is written);
+- report: `regal.commands.report._report` (allocation, packed arena, bound; after the file is written);
 - `regal solve` local-search (in its seeds), brkga (mid-search) and cpsat (a method without a
   deadline, left behind: the fallback schedule is written), a few seconds after `main` began;
 - `regal train` (three small graphs, one Dask worker): start of main, the cluster's start, the
@@ -61,13 +61,14 @@ def _mark(name, fn):
                 print(f"@end {name} {time.time():.4f}", file=sys.stderr, flush=True)
     return wrapper
 import regal.cli, regal.load, regal.flagship, regal.memetic
+import regal.commands.report, regal.commands.optimize, regal.commands.train
 _load = sys.modules["regal.load"]  # (the attribute regal.load is the function)
 _load.load_graph = _mark("loading", _load.load_graph)
 regal.flagship.warmup = _mark("warm-up", regal.flagship.warmup)
 regal.memetic._seed_solutions = _mark("seeding", regal.memetic._seed_solutions)
 regal.memetic.run_loop = _mark("search", regal.memetic.run_loop)
-regal.cli._report = _mark("report", regal.cli._report)
-regal.cli._PolicyJob.result = _mark("policy", regal.cli._PolicyJob.result)
+regal.commands.report._report = _mark("report", regal.commands.report._report)
+regal.commands.optimize._PolicyJob.result = _mark("policy", regal.commands.optimize._PolicyJob.result)
 try:
     import regal.local_search
     regal.local_search.Climb.run = _mark("local-search", regal.local_search.Climb.run)
@@ -80,8 +81,7 @@ if os.environ.get("REGAL_PROBE_TRAIN"):  # imports JAX: only for the training's 
     _rf.imitate = _mark("imitation", _rf.imitate)
     _rf._train_step = _mark("step", _rf._train_step)
     _rf._validate = _mark("validation", _rf._validate)
-    if hasattr(regal.cli, "_start_jax"):
-        regal.cli._start_jax = _mark("jax", regal.cli._start_jax)
+    regal.commands.train._start_jax = _mark("jax", regal.commands.train._start_jax)
     distributed.LocalCluster.close = _mark("close", distributed.LocalCluster.close)
 sys.argv = ["regal"] + sys.argv[1:]
 print(f"@phase main {time.time():.4f}", file=sys.stderr, flush=True)

@@ -1,10 +1,14 @@
 """What every `regal` command shares: reading a graph (any format, `--dim`), starting Numba
-for a command line, printing bytes. `regal.cli` and the commands in their own modules
-(`regal.cli_pack`, `regal.cli_torch`) import it; it imports none of them."""
+for a command line, printing bytes; the one-line errors, the shared options (--time-limit,
+--dim, the runtime options) and the stop set-up a command polls (`command_deadline`, exit
+status 3). `regal.cli` and the commands in their own modules (`regal.commands.*`,
+`regal.cli_pack`, `regal.cli_torch`) import it; it imports none of them."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import os
 import re
 import sys
@@ -13,8 +17,9 @@ import click
 
 from regal.graph import Graph, GraphError
 
-__all__ = ["GRAPH_HELP", "NUMBA_OPTIONAL_IMPORTS", "dim_option_advice", "human_bytes", "load_graph", "parse_dims",
-           "skip_flax_interop", "start_numba", "use_workqueue_threads"]
+__all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_OPTIONAL_IMPORTS", "RUNTIME_OPTIONS", "TIME_LIMIT",
+           "command_deadline", "dim_option_advice", "human_bytes", "load_graph", "parse_dims", "skip_flax_interop",
+           "start_numba", "use_jax_cache", "use_workqueue_threads"]
 
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
@@ -114,3 +119,103 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+def _friendly_errors(fn):
+    """Turn the library's validation errors into click's one-line errors."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from regal.simulate import ScheduleError
+        from regal.solution import SolutionError
+        try:
+            return fn(*args, **kwargs)
+        except BrokenPipeError:  # `regal ... | head`: the reader left; nothing to report
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        except (GraphError, SolutionError, ScheduleError, ValueError, OSError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise click.ClickException(msg) from None
+    return wrapper
+
+
+class _Seconds(click.ParamType):
+    """A finite, non-negative number of seconds (click's FloatRange lets NaN through)."""
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(x) or x < 0:
+            self.fail(f"{value!r} is not a finite, non-negative number of seconds", param, ctx)
+        return x
+
+
+TIME_LIMIT = _Seconds()
+
+DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                          help="value of a symbolic ONNX dimension (repeat the option)")
+
+
+def RUNTIME_OPTIONS(fn):
+    """The runtime objective's options (memory limit and device model), for optimize and solve."""
+    for option in reversed((
+            click.option("--memory-limit", "memory_limit", metavar="SIZE", default=None,
+                         help="runtime: bytes per device, e.g. 16GiB, 1.5GB, 512MiB (default: no limit)"),
+            click.option("--bandwidth", metavar="RATE", default=None,
+                         help="runtime: link bandwidth, e.g. 100GB/s, 25GiB/s [default: 100GB/s]"),
+            click.option("--latency", metavar="TIME", default=None,
+                         help="runtime: per-transfer latency, e.g. 5us [default: 5us]"),
+            click.option("--speed", metavar="S0,S1,...", default=None,
+                         help="runtime: each device's speed relative to the nominal device [default: 1 each]"))):
+        fn = option(fn)
+    return fn
+
+
+
+#: Exit status of a search stopped by SIGINT, SIGTERM or SIGHUP: the best solution so far was
+#: written (1 is an error, 2 a usage error).
+EXIT_INTERRUPTED = 3
+
+#: (Deadline, start) of the stoppable command this process runs, set by `regal.cli._Main.main`.
+_COMMAND_DEADLINE: list = []
+
+
+def command_deadline(time_limit_s: float | None = None):
+    """The `Deadline` a stoppable command polls, with `time_limit_s` counted from the start of
+    `main`: the one `_Main.main` installed the signal handlers for (a signal since then has
+    already expired it), or a fresh one when the command runs without `main`."""
+    from regal._stop import Deadline
+    if not _COMMAND_DEADLINE:
+        return Deadline(time_limit_s)
+    deadline, start, _ = _COMMAND_DEADLINE[-1]
+    return deadline.limit(time_limit_s, start)
+
+
+def _exit_stopped() -> None:
+    """Exit with status 3 (EXIT_INTERRUPTED). Run as the program, at once (`os._exit`, the output
+    flushed): what the stop left behind (a training step in a helper thread, a Dask cluster whose
+    workers end with this process) is not waited for; else by SystemExit."""
+    if _COMMAND_DEADLINE and _COMMAND_DEADLINE[-1][2]:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def use_jax_cache() -> None:
+    """Keep compiled policy networks across runs (JAX's persistent cache), for the CLI only.
+
+    The library never touches JAX's global configuration; the command line, an application,
+    does: in $REGAL_JAX_CACHE_DIR or ~/.cache/regal/jax. REGAL_JAX_CACHE=0 turns it off.
+    """
+    if os.environ.get("REGAL_JAX_CACHE", "1") == "0":
+        return
+    import jax
+    path = os.environ.get("REGAL_JAX_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "regal", "jax")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+

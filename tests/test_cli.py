@@ -377,10 +377,10 @@ def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
     --json holds null."""
     import time
 
-    import regal.cli
+    import regal.commands.report
     g, p = graph_file
-    monkeypatch.setattr(regal.cli, "REPORT_PACK_WALL_S", 0.3)
-    monkeypatch.setattr(regal.cli, "packed_summary", lambda g, sol: time.sleep(30))
+    monkeypatch.setattr(regal.commands.report, "REPORT_PACK_WALL_S", 0.3)
+    monkeypatch.setattr(regal.commands.report, "packed_summary", lambda g, sol: time.sleep(30))
     t = time.perf_counter()
     r = _invoke("optimize", p, "-n", 200, "--policy", "none", "--time-limit", 5)
     assert r.exit_code == 0 and "packed    (not computed within 0.3 s" in r.output, r.output

@@ -1,0 +1,75 @@
+"""`regal evaluate` and `regal plot`: a solution file re-simulated on its graph, or drawn."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from regal.cli_common import DIM_OPTION, _friendly_errors, human_bytes, load_graph
+from regal.commands.report import _allocation
+
+
+def _is_solution_file(path: str) -> bool:
+    """Whether `path` says it is a regal-solution/1 file (its "format" field, near the start)."""
+    from regal._io import open_text
+    try:
+        with open_text(path) as f:
+            return '"regal-solution/' in f.read(256)
+    except (OSError, UnicodeDecodeError, EOFError):
+        return False
+
+
+def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
+    """The (graph, solution) paths of a command that takes both, whichever order they came in."""
+    return (second, first) if _is_solution_file(first) and not _is_solution_file(second) else (first, second)
+
+
+@click.command("evaluate", short_help="re-simulate a solution file on its graph; reject an invalid one")
+@click.argument("graph_path", metavar="GRAPH")
+@click.argument("solution_path", metavar="SOLUTION")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@DIM_OPTION
+@_friendly_errors
+def evaluate_cmd(graph_path, solution_path, as_json, dims):
+    """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
+    one. The two files may come in either order."""
+    from regal.solution import load_solution
+    graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
+    g = load_graph(graph_path, dims)
+    sol = load_solution(solution_path, g)
+    alloc = _allocation(g, sol)
+    if as_json:
+        click.echo(json.dumps({"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
+                               "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
+                               "allocation_bytes": alloc.allocation_bytes,
+                               "device_allocation_bytes": alloc.device_allocation_bytes.tolist(),
+                               "lower_bound_bytes": g.lower_bound(sol.num_devices), "valid": True}, indent=1))
+        return
+    click.echo(f"{os.path.basename(solution_path)}: valid {sol.num_devices}-device schedule of {g.name}")
+    click.echo(f"peak        {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B; SPEC section 3)")
+    click.echo(f"allocation  {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B; SPEC section 3a, "
+               "what XLA's buffer assignment reserves: arguments + outputs + heap)")
+    for k in range(sol.num_devices):
+        click.echo(f"  device {k}  peak {human_bytes(sol.device_peak_bytes[k])}, allocation "
+                   f"{human_bytes(alloc.device_allocation_bytes[k])} = {human_bytes(alloc.argument_bytes[k])} + "
+                   f"{human_bytes(alloc.output_bytes[k])} + {human_bytes(alloc.heap_bytes[k])}")
+
+
+@click.command("plot", short_help="draw memory over the schedule of a solution (PNG)")
+@click.argument("graph_path", metavar="GRAPH")
+@click.argument("solution_path", metavar="SOLUTION")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")
+@DIM_OPTION
+@_friendly_errors
+def plot_cmd(graph_path, solution_path, output, dims):
+    """Plot memory over the schedule of SOLUTION on GRAPH: one line per device, the peak marked,
+    and which device ran each node. The two files may come in either order."""
+    from regal.plot import plot_solution
+    from regal.solution import load_solution
+    graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
+    g = load_graph(graph_path, dims)
+    sol = load_solution(solution_path, g)
+    plot_solution(g, sol, output)
+    click.echo(f"wrote {output} (peak {human_bytes(sol.peak_bytes)})")

@@ -1,0 +1,247 @@
+"""`regal optimize`: the flagship search, with a trained policy's priors computed beside the
+loading of the search's kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import time
+
+import click
+
+from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors,
+                              command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
+from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report
+from regal.graph import Graph
+from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
+
+
+@click.command("optimize", short_help="place and schedule a graph for the lowest peak memory (the flagship)", help=(
+    "Search placements and orders of GRAPH for the lowest peak memory with regal's flagship: a "
+    "memetic REGAL (heuristic seeds, local-search polish, and a trained policy's priors for the "
+    "mutants when --policy names one). "
+    f"GRAPH is {GRAPH_HELP}. Ctrl-C, SIGTERM or SIGHUP stops the search, still writes the best "
+    "solution so far and exits with status 3."))
+@click.argument("graph_path", metavar="GRAPH")
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+              help="evaluations (one decode or local move + one simulation each), seeds included")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--policy", default=DEFAULT_POLICY, show_default=True,
+              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
+@click.option("--seeding/--no-seeding", default=True, show_default=True,
+              help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
+@click.option("--polish/--no-polish", default=True, show_default=True,
+              help="improve the best solution with the local search between generations")
+@click.option("--population", type=click.IntRange(2), default=100, show_default=True,
+              help="BRKGA population size")
+@click.option("--elites", "elite_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.2, show_default=True, help="BRKGA elite fraction")
+@click.option("--mutants", "mutant_fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+              show_default=True, help="BRKGA mutant fraction")
+@click.option("--inheritance", "elite_inheritance", type=click.FloatRange(0, 1), default=0.7, show_default=True,
+              help="BRKGA probability that a child's gene comes from its elite parent")
+@click.option("--prior-share", "prior_share", type=click.FloatRange(0, 1), default=None,
+              help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
+                   "seeding or polish, else 1]")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
+@click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="write the regal-solution/1 file here")
+@click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@click.option("--objective", type=click.Choice(["memory", "runtime", "arena"]), default="memory", show_default=True,
+              help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
+                   "--memory-limit (section 4, docs/timed-model.md); arena: the smallest packed arena "
+                   "(docs/packing.md)")
+@RUNTIME_OPTIONS
+@DIM_OPTION
+@_friendly_errors
+def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
+                 mutant_fraction, elite_inheritance, prior_share, time_limit_s, threads, output, as_json, objective,
+                 memory_limit, bandwidth, latency, speed, dims):
+    import regal.methods
+    from regal._io import check_writable
+    from regal.brkga import BrkgaConfig
+    config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance, prior_share).validate()
+    runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
+    if objective == "arena":
+        runtime = {"objective": "arena"}
+    if output:
+        check_writable(output, inputs=[graph_path])  # before the search, not after it
+    from regal._stop import stop_on_signals
+    deadline = command_deadline(time_limit_s)  # from the start of main: loading and seeds included
+    with stop_on_signals(deadline):  # a signal stops whatever runs within a second (exit 3)
+        _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
+                  threads, runtime, output, deadline)
+    if deadline.stop_requested:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
+              threads, runtime, output, deadline):
+    import regal.methods
+    g = _load_or_exit(graph_path, dims, deadline)
+    priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
+    from regal.policy.names import needs_network
+    bar = None
+    if sys.stderr.isatty() and not as_json:
+        from tqdm import tqdm
+        bar = tqdm(total=budget, unit="eval", file=sys.stderr, leave=False)
+
+    def callback(p):
+        if bar is not None:
+            bar.update(p.evaluations - bar.n)
+            bar.set_postfix_str(f"fitness {p.best_peak_bytes:.4g}" if runtime
+                                else f"peak {human_bytes(p.best_peak_bytes)}")
+
+    try:
+        sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, deadline=deadline,
+                                  policy="none" if needs_network(policy) else policy, priors=priors, seeding=seeding,
+                                  polish=polish, config=config, callback=callback, num_threads=threads,
+                                  **runtime)
+    finally:
+        if bar is not None:
+            bar.close()
+    if priors is not None:  # the solution names the policy that gave the priors, and its time
+        sol = dataclasses.replace(sol, info={**sol.info, "policy": policy, "policy_seconds": round(policy_seconds, 6)})
+    _write_and_report(g, sol, output, as_json, deadline)
+
+
+def _policy_priors(policy: str, g: Graph, devices: int, objective: str = "memory"):
+    """(priors, seconds): a trained policy's priors for `g` and the seconds spent loading the
+    policy and running it (JAX's import, the network's compilation or its cache, inference)."""
+    t = time.perf_counter()
+    use_jax_cache()
+    skip_flax_interop()
+    from regal.policy.resolve import resolve_priors
+    priors = resolve_priors(g, devices, None, policy, objective=objective)
+    return priors, time.perf_counter() - t
+
+
+class _PolicyJob:
+    """A trained policy's priors for the graph, computed while this process loads the search's
+    kernels: in a forked child where that is safe (Linux; no JAX, no Numba worker threads and no
+    other thread here yet), so that JAX's start runs on another core; else right here. `result()`
+    gives (priors, seconds) or raises the error the policy raised (a one-line ValueError for a bad
+    policy file)."""
+
+    def __init__(self, policy: str, g: Graph, devices: int, objective: str = "memory"):
+        self.pid = None
+        if not self._can_fork():
+            self.value = _policy_priors(policy, g, devices, objective)
+            return
+        import pickle
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, leave without running the parent's exit handlers
+            os.close(read)
+            try:
+                out = ("ok", _policy_priors(policy, g, devices, objective))
+            except BaseException as e:  # noqa: BLE001  (sent to the parent, which raises it)
+                import traceback
+                kind = ("value" if isinstance(e, (ValueError, TypeError)) else "os" if isinstance(e, OSError)
+                        else "interrupt" if isinstance(e, KeyboardInterrupt) else "other")
+                out = (kind, str(e) if kind != "other" else traceback.format_exc())
+            try:
+                with os.fdopen(write, "wb") as f:
+                    pickle.dump(out, f)
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.pid, self.read = pid, read
+
+    @staticmethod
+    def _can_fork() -> bool:
+        import threading
+        if not sys.platform.startswith("linux") or "jax" in sys.modules or threading.active_count() > 1:
+            return False
+        try:
+            from numba.np.ufunc import parallel
+        except ImportError:
+            return False
+        return getattr(parallel, "_is_initialized", True) is False
+
+    def cancel(self) -> None:
+        """End the child, if any, without waiting for its answer."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            os.close(self.read)
+            self.pid = None
+            self.value = (None, None)
+
+    def result(self, deadline=None):
+        """(priors, seconds); (None, None) once `deadline` expires before the answer (the child
+        is ended: a stop or the time limit does not wait for JAX)."""
+        if self.pid is None:
+            return self.value
+        import pickle
+        import select
+        while deadline is not None and not select.select([self.read], [], [], 0.02)[0]:
+            if deadline.expired():
+                self.cancel()
+                return self.value
+        try:
+            with os.fdopen(self.read, "rb") as f:
+                data = f.read()
+        finally:
+            os.waitpid(self.pid, 0)
+        if not data:
+            raise OSError("the policy's process ended without an answer")
+        kind, value = pickle.loads(data)
+        if kind == "ok":
+            return value
+        if kind == "value":
+            raise ValueError(value)
+        if kind == "os":
+            raise OSError(value)
+        if kind == "interrupt":
+            raise KeyboardInterrupt
+        raise RuntimeError(f"the policy's process failed:\n{value}")
+
+
+def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: bool, objective: str = "memory",
+                    deadline=None):
+    """(priors, seconds) of a trained `policy` for `g` (None, None for 'none' or a teacher's name),
+    with everything the search loads (kernels, the priors' quantile tables) loaded, so that the
+    search's `seconds` count the search; the policy runs beside the loading (`_PolicyJob`).
+    A stop request (`deadline`) while the kernels load ends the command with status 3 (there is
+    no solution yet); the deadline expiring while the policy runs drops it: (None, None), and
+    the search, without priors, stops after its first slice."""
+    from regal.policy.names import check_objective, needs_network
+    check_objective(policy, objective)
+    job = _PolicyJob(policy, g, devices, objective) if needs_network(policy) else None
+    try:
+        _warm_up(deadline, devices, seeding, polish)
+        if job is None:
+            return None, None
+        from regal.priors import prepare_tables
+        if job.pid is not None:  # while the policy runs beside: the tables its actions may ask for
+            from regal.policy.actions import BETA_ACTIONS
+            prepare_tables(BETA_ACTIONS)
+    except BaseException:
+        if job is not None:
+            job.cancel()
+        raise
+    priors, seconds = job.result(deadline)
+    if priors is not None:
+        prepare_tables((a, b) for a, b, _ in priors.groups)
+    return priors, seconds
+
+
+def _warm_up(deadline, devices: int, seeding: bool, polish: bool) -> None:
+    """`regal.warmup` (the kernels, compiled or loaded from Numba's cache: seconds when the cache
+    is cold) while this thread watches `deadline`: a stop request ends the command with status 3
+    within a poll interval; the time limit lets it finish (every result needs the kernels)."""
+    from regal._stop import Stopped, interruptible
+    from regal.flagship import warmup
+    try:
+        interruptible(warmup, deadline, devices, seeding=seeding, polish=polish, requests_only=True)
+    except Stopped:
+        click.echo(f"stopped ({deadline.reason}) while loading the search's kernels: no solution to write", err=True)
+        sys.exit(EXIT_INTERRUPTED)

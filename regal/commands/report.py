@@ -1,0 +1,217 @@
+"""The solution reports `regal optimize` and `regal solve` share: loading the graph under the
+command's deadline, the runtime options, writing the solution and reporting it (peak, allocation,
+packed arena, bound; or a runtime solution's makespan)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+
+import click
+
+from regal.cli_common import EXIT_INTERRUPTED, human_bytes, load_graph
+from regal.cli_pack import exit_for_limit, packed_line, packed_summary
+from regal.graph import Graph
+
+
+def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> None:
+    """The solution's summary on stdout: JSON (no placement and order) or the text block. A stop
+    request (`deadline`) before or during the allocation or the packed arena leaves them out
+    (null in JSON); so does REPORT_PACK_WALL_S for the packed arena."""
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
+        alloc = _allocation(g, sol, deadline)
+        doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
+        doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
+        packed = _packed(g, sol, deadline)
+        doc.update(packed or {"arena_bytes": None, "device_arena_bytes": None, "arena_optimal": None})
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        _print_solution(g, sol, output, deadline)
+
+
+def _effort(sol) -> str:
+    """", 5,000 evaluations" for a method with an evaluation budget, else "" (CP-SAT's and the
+    exact DP's counts are not evaluations)."""
+    import regal.methods
+    try:
+        counted = regal.methods.get(sol.method).takes_budget
+    except ValueError:  # a solution file from elsewhere
+        counted = sol.evaluations > 0
+    if not counted:
+        return ""
+    return f", {sol.evaluations:,} evaluation{'' if sol.evaluations == 1 else 's'}"
+
+
+def _allocation(g: Graph, sol, deadline=None):
+    """SPEC section 3a's allocation of the solution's schedule (what XLA's buffer assignment
+    reserves): reported beside the peak, never searched. None when `deadline` (a stop request)
+    expires first: it can take seconds on a large graph, and the command is asked to end."""
+    from regal._stop import Stopped, interruptible
+    from regal.allocation import allocation
+    try:
+        return interruptible(allocation, deadline, g, sol.placement, sol.order, sol.num_devices)
+    except Stopped:
+        return None
+
+
+#: Seconds the reports wait for the packed arena: its exact search stops after a second per
+#: device, but the greedy placements before it grow quadratically with the buffers (75 s for
+#: 77,000 buffers), and the report must not outlast the search.
+REPORT_PACK_WALL_S = 5.0
+
+
+def _packed(g: Graph, sol, deadline=None) -> dict | None:
+    """`packed_summary` (the packed arena beside the peak), or None when a stop request
+    (`deadline`) comes first or it takes more than REPORT_PACK_WALL_S (then left behind)."""
+    from regal._stop import Stopped, interruptible
+    if deadline is None:
+        return packed_summary(g, sol)
+    deadline.at = time.perf_counter() + REPORT_PACK_WALL_S  # the same object: a signal still reaches it
+    try:
+        return interruptible(packed_summary, deadline, g, sol)
+    except Stopped:
+        return None
+    finally:
+        deadline.at = None
+        if deadline.reason == "time_limit":
+            deadline.reason = None
+
+
+def _not_packed(deadline) -> str:
+    return ("packed    (not computed: stopped)" if deadline is not None and deadline.stop_requested else
+            f"packed    (not computed within {REPORT_PACK_WALL_S:g} s; regal fit -o computes it)")
+
+
+def _print_solution(g: Graph, sol, output: str | None, deadline=None):
+    d = sol.num_devices
+    click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
+    click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
+               + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
+    click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
+    if d > 1:
+        for k in range(d):
+            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
+                       f"({int((sol.placement == k).sum()):,} nodes)")
+    alloc = _allocation(g, sol, deadline)
+    if alloc is None:
+        click.echo("allocated (not computed: stopped)")
+    else:
+        click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
+                   "buffer assignment (SPEC section 3a)")
+    packed = _packed(g, sol, deadline)
+    click.echo(_not_packed(deadline) if packed is None else packed_line(g, sol, packed))
+    lb = g.lower_bound(d)
+    if lb and sol.peak_bytes <= lb:
+        gap = ": proven optimal"
+    else:
+        gap = f", gap to bound {(sol.peak_bytes - lb) / lb * 100:.1f} %" if lb else ""
+    click.echo(f"bound     {human_bytes(lb)} ({lb:,} B){gap}")
+    if sol.info.get("stopped") not in (None, "budget"):
+        click.echo(f"stopped   {sol.info['stopped']}")
+    if output:
+        click.echo(f"wrote     {output}")
+
+
+def _load_or_exit(graph_path, dims, deadline):
+    """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
+    loaded ends the command with status 3 and a line saying nothing was written."""
+    from regal._stop import Stopped, interruptible
+    try:
+        return interruptible(load_graph, deadline, graph_path, dims)
+    except Stopped:
+        if deadline.stop_requested:
+            click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
+
+
+def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
+    """Write the solution (a further signal is only counted: the file is always complete), then
+    report it; a stop request during the report cuts its slow part (the allocation)."""
+    if deadline.stop_requested:
+        sol = dataclasses.replace(sol, info={**sol.info, "stopped": deadline.reason})
+    if output:
+        sol.save(output)
+    deadline.at = None  # the time limit was the search's; only a stop request cuts the report
+    if deadline.reason == "time_limit":
+        deadline.reason = None
+    if "timed" in sol.info:
+        _report_timed(g, sol, output, as_json)
+        exit_for_limit(g, sol)
+    else:
+        _report(g, sol, output, as_json, deadline)
+
+
+def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed, method=None) -> dict:
+    """The runtime options as `regal.optimize` keywords ({} for memory); a malformed size, rate,
+    time or speed list is a one-line error naming the option. method: `regal solve`'s METHOD."""
+    given = [name for name, v in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth),
+                                  ("--latency", latency), ("--speed", speed)) if v is not None]
+    if objective != "runtime":
+        if given and method is not None:
+            import regal.methods
+            timed = [m for m in regal.methods.names() if regal.methods.get(m).objective == "runtime"]
+            raise click.UsageError(f"{given[0]} belongs to the runtime methods ({', '.join(timed)}); "
+                                   f"{method!r} minimizes peak memory (regal optimize --objective runtime "
+                                   "runs the flagship on makespan)")
+        if given:
+            raise click.UsageError(f"{given[0]} needs --objective runtime")
+        return {}
+    from regal.timed import DeviceModel, parse_bytes, parse_rate, parse_seconds
+
+    def parse(fn, value, hint):
+        try:
+            return fn(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint=hint) from None
+
+    def speeds(text):
+        try:
+            return tuple(float(x) for x in text.split(","))
+        except ValueError:
+            raise ValueError(f"{text!r} is not a comma-separated list of numbers") from None
+
+    default = DeviceModel()
+    model = DeviceModel(
+        bandwidth_bytes_per_s=default.bandwidth_bytes_per_s if bandwidth is None else
+        parse(parse_rate, bandwidth, "--bandwidth"),
+        latency_s=default.latency_s if latency is None else parse(parse_seconds, latency, "--latency"),
+        speed=None if speed is None else parse(speeds, speed, "--speed"))
+    model = parse(model.validate, devices, "--speed")  # the only field left unchecked
+    limit = None if memory_limit is None else parse(parse_bytes, memory_limit, "--memory-limit")
+    return {"objective": "runtime", "memory_limit_bytes": limit, "device_model": model}
+
+
+def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
+    """A runtime solution's summary: makespan, timed peaks against the limit, the device model."""
+    timed = sol.info["timed"]
+    if as_json:
+        doc = sol.to_json()
+        doc.pop("placement")
+        doc.pop("order")
+        doc["info"]["timed"]["transfers"] = len(timed["transfers"])
+        click.echo(json.dumps(doc, indent=1))
+        return
+    from regal.timed import DeviceModel
+    limit = timed["memory_limit_bytes"]
+    click.echo(f"graph     {g.name} ({g.num_nodes:,} nodes)")
+    click.echo(f"method    {sol.method}{_effort(sol)} in {sol.seconds:.2f} s"
+               + (f" (seed {sol.info['seed']})" if "seed" in sol.info else ""))
+    click.echo(f"makespan  {timed['makespan_s'] * 1e3:,.4f} ms ({len(timed['transfers']):,} transfers)")
+    fit = "fits" if timed["feasible"] else "OVER the limit"
+    click.echo(f"peak      {human_bytes(timed['peak_bytes'])} over time"
+               + ("" if limit is None else f", limit {human_bytes(limit[0])} per device: {fit}"))
+    for k in range(sol.num_devices):
+        click.echo(f"  device {k}  {human_bytes(timed['device_peak_bytes'][k])} "
+                   f"({int((sol.placement == k).sum()):,} nodes)")
+    click.echo(f"devices   {DeviceModel(**timed['device_model']).describe()}")
+    if sol.info.get("stopped") not in (None, "budget"):
+        click.echo(f"stopped   {sol.info['stopped']}")
+    if output:
+        click.echo(f"wrote     {output}")

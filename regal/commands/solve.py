@@ -1,0 +1,79 @@
+"""`regal solve`: any method of the registry (baselines included) on a graph."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from regal.cli_common import DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors, command_deadline
+from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report
+
+
+@click.command("solve", short_help="run any method of the registry (baselines included) on a graph", help=(
+    "Run METHOD (any method of the registry: the library's searches and the baselines) on GRAPH and "
+    "write its regal-solution/1 file. `regal solve --list` names and describes them."))
+@click.argument("method", required=False)
+@click.argument("graph_path", metavar="GRAPH", required=False)
+@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--budget", "-n", type=click.IntRange(1), default=None,
+              help="evaluations, for the methods that take a budget (default: the method's)")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+@click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
+@click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
+@RUNTIME_OPTIONS
+@DIM_OPTION
+@_friendly_errors
+def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json,
+              memory_limit, bandwidth, latency, speed, dims):
+    import regal.methods
+    if list_methods:
+        for name in regal.methods.names():
+            click.echo(f"{name:20s} {regal.methods.get(name).description}")
+        return
+    if not method or not graph_path:
+        raise click.UsageError("give METHOD and GRAPH (or --list)")
+    spec = regal.methods.get(method)  # an unknown name fails before the graph is read
+    runtime = spec.objective == "runtime"
+    options = _runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
+                               method=method)
+    options.pop("objective", None)
+    if output:
+        from regal._io import check_writable
+        check_writable(output, inputs=[graph_path])
+    from regal._stop import Stopped, interruptible, stop_on_signals
+    deadline = command_deadline(time_limit_s)
+    with stop_on_signals(deadline):
+        g = _load_or_exit(graph_path, dims, deadline)
+        if _takes_deadline(spec):  # it polls the deadline and returns its best so far
+            sol = regal.methods.solve(method, g, devices, seed=seed, budget=budget, deadline=deadline, **options)
+        else:  # it runs to its end; a stop leaves it behind and writes the fallback schedule
+            try:
+                sol = interruptible(regal.methods.solve, deadline, method, g, devices, seed=seed,
+                                    time_limit_s=time_limit_s, budget=budget, **options)
+            except Stopped:
+                if not deadline.stop_requested:
+                    raise
+                from regal.heuristics import fallback_solution
+                from regal.solution import make_solution
+                name, placement, order = fallback_solution(g)
+                sol = make_solution(g, placement, order, devices, method=method, info={
+                    "stopped": deadline.reason, "note": f"{method} was stopped before it returned: "
+                                                        f"this is the fallback schedule ({name})"})
+        _write_and_report(g, sol, output, as_json, deadline)
+    if deadline.stop_requested:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _takes_deadline(spec) -> bool:
+    """Whether a registered method's solve function takes `deadline=` (a `regal._stop.Deadline`)."""
+    import inspect
+    try:
+        params = inspect.signature(spec.load()).parameters
+    except (TypeError, ValueError, ImportError):
+        return False
+    if "deadline" in params:
+        return True
+    return spec.origin == "regal" and spec.name in ("regal", "regal-paper", "brkga", "teacher", "brkga-runtime")

@@ -1,0 +1,132 @@
+"""`regal train`: a REGAL policy trained by imitation, then REINFORCE on Dask."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from regal.cli_common import _exit_stopped, _friendly_errors, command_deadline, skip_flax_interop
+
+
+_RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples": "--samples", "budget": "--budget",
+                   "learning_rate": "--lr", "entropy_coef": "--entropy", "imitation_steps": "--imitate",
+                   "seed": "--seed", "kind": "--kind", "features": "--features", "placement": "--heads", "scheduling": "--heads",
+                   "elite": "--heads", "objective": "--objective", "transfer_priority": "--objective",
+                   "train_graphs": "--manifest, --split, --synthetic or --max-nodes",
+                   "valid_graphs": "--manifest, --valid-split, --max-valid or --max-nodes"}
+
+
+@click.command("train", short_help="train a REGAL policy (imitation, then REINFORCE on Dask)", help=(
+    "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
+    "the defaults are the recipe of the shipped policy (regal/policy/default.json), except --features "
+    "(it reads v1; new policies read the source-invariant v2). BRKGA runs "
+    "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
+    "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
+@click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
+@click.option("--split", default="train", show_default=True, help="training split (real data set)")
+@click.option("--valid-split", default="valid", show_default=True)
+@click.option("--synthetic/--no-synthetic", default=False, show_default=True,
+              help="also train on the synthetic data set's training split")
+@click.option("--max-nodes", default=2000, show_default=True, type=int, help="skip larger training graphs")
+@click.option("--max-valid", default=12, show_default=True, type=int, help="validation graphs used")
+@click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(1, 2), show_default=True,
+              help="device counts, cycled over steps (repeat the option)")
+@click.option("--steps", default=400, show_default=True, type=click.IntRange(1))
+@click.option("--samples", default=6, show_default=True, type=click.IntRange(2))
+@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+              help="evaluations of each BRKGA run (each sample's and the plain reference's)")
+@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
+@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=float)
+@click.option("--imitate", "imitation_steps", default=400, show_default=True, type=click.IntRange(0),
+              help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
+@click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
+@click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
+              help="the reward: peak memory, or makespan (BRKGA on the timed chromosome, no memory limit, the "
+                   "default device model; the policy gets REGAL's transfer-priority head)")
+@click.option("--heads", default="placement,scheduling", show_default=True,
+              help="active heads: any of placement, scheduling, elite")
+@click.option("--features", type=click.Choice(["v1", "v2"]), default="v2", show_default=True,
+              help="node features: v2 is source-invariant (regal.policy.features), v1 REGAL's original")
+@click.option("--workers", default=None, type=click.IntRange(1), help="local Dask workers (default: cores)")
+@click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
+@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0),
+              help="the network's initialization, the order of the graphs and the BRKGA seeds drawn")
+@click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT")
+@click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="OUT: the directory to write (and resume from); one run at a time")
+@click.option("--out", "out_alias", default=None, type=click.Path(file_okay=False), hidden=True)  # the old spelling
+@_friendly_errors
+def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
+              budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
+              scheduler, seed, fresh, out_dir, out_alias):
+    if out_dir and out_alias and out_dir != out_alias:
+        raise click.UsageError("give the directory once: -o/--output (--out is its old spelling)")
+    out_dir = out_dir or out_alias
+    if not out_dir:
+        raise click.UsageError("Missing option '-o' / '--output' (the directory to write).")
+    from regal.dataset import split_paths, spread
+    from regal.parallel import dask_client
+    from regal.policy.network import PolicyConfig
+    from regal.policy.reinforce import CheckpointError, TrainConfig, check_resume, run_setup, train
+    active = {h.strip() for h in heads.split(",") if h.strip()}
+    unknown = active - {"placement", "scheduling", "elite"}
+    if unknown or not active:
+        raise click.BadParameter(f"unknown or no heads: {sorted(unknown) or heads!r}", param_hint="--heads")
+    train_paths = split_paths(split, manifest=manifest, max_nodes=max_nodes)
+    if synthetic:
+        train_paths += split_paths(split, manifest=manifest, synthetic=True)
+    valid_paths = spread(split_paths(valid_split, manifest=manifest, max_nodes=max_nodes), max_valid, manifest)
+    if not train_paths:
+        raise click.ClickException(f"no training graphs in split {split!r}")
+    pc = PolicyConfig(kind=kind, placement="placement" in active, scheduling="scheduling" in active,
+                      elite="elite" in active, max_devices=max(4, max(devices)), features=features,
+                      transfer_priority=objective == "runtime")
+    tc = TrainConfig(devices=tuple(devices), steps=steps, samples=samples, budget=budget,
+                     learning_rate=learning_rate, entropy_coef=entropy_coef, seed=seed,
+                     imitation_steps=imitation_steps, objective=objective)
+    from regal._io import directory_lock
+    from regal._stop import Stopped, interruptible, stop_on_signals
+    deadline = command_deadline()
+    try:  # one run per directory, held from before the cluster starts; a signal writes the checkpoint (exit 3)
+        with stop_on_signals(deadline), directory_lock(out_dir, what="another regal train"):
+            if not fresh:  # a checkpoint of another setting fails now, not once a cluster has started
+                check_resume(out_dir, run_setup(tc, pc, train_paths, valid_paths))
+            click.echo(f"training a {kind} policy on {len(train_paths)} graphs, validating on {len(valid_paths)}, "
+                       f"devices {list(devices)}, heads {sorted(active)}")
+            interruptible(_start_jax, deadline)  # seconds, before the cluster: a stop needs no cluster closed
+            # a stop ends the process without closing the cluster (its workers end with it); the
+            # multiprocessing resource tracker, started with the cluster, then cleans up its
+            # semaphores without a warning (it takes this process's -W options)
+            sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+            with dask_client(scheduler, workers) as client:  # a stop exits inside: its workers end with us
+                try:
+                    pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh,
+                                log=click.echo, deadline=deadline)
+                except Stopped as e:
+                    _stopped_before_training(e)
+                if "stopped" in pol.meta:
+                    click.echo(f"stopped ({pol.meta['stopped']}) at step {pol.meta['step']}: the same command "
+                               f"resumes from {os.path.join(out_dir, 'checkpoint.npz')}", err=True)
+                    _exit_stopped()
+    except CheckpointError as e:
+        option = _RESUME_OPTIONS.get(getattr(e, "field", None))
+        raise click.ClickException(f"{e} ({'option ' + option + '; ' if option else ''}--fresh starts over)") from None
+    except Stopped as e:
+        _stopped_before_training(e)
+    click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
+               f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
+
+
+def _stopped_before_training(e) -> None:
+    click.echo(f"stopped ({e.reason}) before the first step: no checkpoint written", err=True)
+    _exit_stopped()
+
+
+def _start_jax() -> None:
+    """Import JAX, Haiku and optax (a few seconds: training's start)."""
+    skip_flax_interop()
+    import haiku  # noqa: F401
+    import jax  # noqa: F401
+    import optax  # noqa: F401
