@@ -22,7 +22,7 @@ LAYERS = [
     ("primitives", ["regal._jit", "regal._heap", "regal._io", "regal._ops", "regal._stop"]),
     ("kernels", ["regal._kernels", "regal._climb", "regal._timed", "regal._pack_kernels"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
-    ("importers", ["regal.hlo", "regal.onnx", "regal.torch", "regal.importers", "regal.load"]),
+    ("importers", ["regal.hlo", "regal.onnx", "regal._torch_ops", "regal.torch", "regal.importers", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
                 "regal.packing", "regal.memory_plan"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
@@ -32,7 +32,7 @@ LAYERS = [
                   "regal.runtime", "regal.timed_climb", "regal.arena_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
                "regal.policy.reinforce", "regal.policy.training", "regal.fit", "regal.torch_plan",
-               "regal._torch_workers", "regal.torch_dist", "regal.torch_compare"]),
+               "regal._torch_storage", "regal._torch_workers", "regal.torch_dist", "regal.torch_compare"]),
     ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.cli_torch", "regal.cli",
                "regal.commands"]),
 ]

@@ -58,7 +58,8 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only where torch is absent
     raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
 
-from regal._ops import COST_MODEL, conv_flops, matmul_flops, roofline
+from regal._ops import COST_MODEL, roofline
+from regal._torch_ops import ELEMENTWISE_ATEN, _flops, _has_out_variant, _op_name  # noqa: F401
 from regal.graph import Graph, GraphError, mark_outputs
 
 __all__ = ["Traced", "from_exported", "from_fx", "from_module", "trace"]
@@ -253,20 +254,6 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
 
 
-#: ATen ops whose output element i depends only on element i of their tensor arguments (after
-#: broadcasting): the output may be written over a same-shape argument (field `reuse`).
-ELEMENTWISE_ATEN = frozenset({
-    "abs", "add", "addcdiv", "addcmul", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
-    "ceil", "clamp", "clamp_max", "clamp_min", "cos", "cosh", "div", "elu", "eq", "erf", "exp", "expm1",
-    "floor", "gelu", "ge", "gt", "hardsigmoid", "hardswish", "hardtanh", "le", "leaky_relu", "lerp", "log",
-    "log1p", "logical_and", "logical_not", "logical_or", "lt", "maximum", "minimum", "mish", "mul", "ne",
-    "neg", "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin",
-    "sinh", "softplus", "sqrt", "square", "sub", "tan", "tanh", "threshold", "trunc", "where",
-    "gelu_backward", "sigmoid_backward", "tanh_backward", "threshold_backward", "silu_backward",
-    "hardtanh_backward", "leaky_relu_backward", "elu_backward",
-})
-
-
 def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
     """An elementwise op's tensor arguments with the output's shape and dtype whose buffer is a
     whole node's output (one producer of exactly that size): buffers it may write over."""
@@ -287,46 +274,6 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
             if not r.get("resident") and r["bytes"] == new_bytes and u not in found:
                 found.append(u)
     return found
-
-
-def _has_out_variant(target) -> bool:
-    """Whether `aten.<op>.out(..., out=)` exists: a take-over a program can then make real."""
-    out = getattr(getattr(torch.ops.aten, target._opname, None), "out", None)
-    return out is not None and [a.name for a in out._schema.arguments if a.is_out] == ["out"]
-
-
-def _op_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return f"aten.{target._opname}.{target._overloadname}" if target.namespace == "aten" else str(target)
-    return getattr(target, "__name__", str(target))
-
-
-def _shape(arg):
-    if isinstance(arg, torch.fx.Node) and isinstance(arg.meta.get("val"), torch.Tensor):
-        return tuple(int(d) for d in arg.meta["val"].shape)
-    return None
-
-
-def _flops(node: torch.fx.Node) -> float:
-    """FLOPs of matrix products, convolutions and attention; 0 for the rest (regal._ops)."""
-    name = getattr(node.target, "_opname", "")
-    args = node.args
-    val = node.meta.get("val")
-    out = tuple(val.shape) if isinstance(val, torch.Tensor) else None
-    if name in ("mm", "bmm", "matmul", "linear", "_unsafe_mm") and args:
-        return matmul_flops(_shape(args[0]), out)
-    if name in ("addmm", "baddbmm") and len(args) > 1:
-        return matmul_flops(_shape(args[1]), out)
-    if name in ("convolution", "conv1d", "conv2d", "conv3d", "_convolution") and len(args) > 1:
-        transposed = name in ("convolution", "_convolution") and len(args) > 6 and bool(args[6])
-        return conv_flops(_shape(args[0]) if transposed else out, _shape(args[1]))
-    if name == "convolution_backward" and len(args) > 2:
-        return 2 * conv_flops(_shape(args[0]), _shape(args[2]))  # grad input + grad weight
-    if "scaled_dot_product" in name and len(args) > 2:
-        q, k = _shape(args[0]), _shape(args[1])
-        if q and k:
-            return 4.0 * math.prod(q[:-1]) * k[-2] * q[-1]
-    return 0.0
 
 
 def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]] | None = None,

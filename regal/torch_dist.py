@@ -31,7 +31,7 @@ both sides, so NCCL, which matches by order, pairs them as gloo does by tag.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -40,100 +40,12 @@ import torch.fx
 from regal._torch_workers import isend_copy, launch, rebuild, recv_copy, recv_into, wait_send
 from regal.simulate import simulate
 from regal.solution import Solution, make_solution
-from regal.torch import Traced
+from regal._torch_storage import _Alias, _alias
+from regal.torch import UNDECLARED_WRITES, Traced  # noqa: F401 - UNDECLARED_WRITES re-exported
 from regal.torch_plan import Measured, PlanRun, measure_peak, outputs_equal, own_order, plan_program
 
 __all__ = ["Transfer", "PlacedPlan", "colocate_writes", "placed_plan", "device_programs", "program_peak_bytes", "run_placed",
            "storage_order_edges", "UNDECLARED_WRITES"]
-
-
-# ---------------------------------------------------------------------------- storages
-
-
-class _Tensor(NamedTuple):
-    """One tensor in an FX node's value: where it sits in the value, and over which storage."""
-    path: tuple                  # indices into nested tuples/lists; () for a lone tensor
-    storage: int                 # storage index (`_Alias.nbytes`)
-    dtype: Any
-    size: tuple
-    stride: tuple
-    offset: int
-
-
-class _Alias(NamedTuple):
-    """The traced program's tensors by storage (from the fake tensors in `meta["val"]`)."""
-    tensors: dict                # fx node -> [_Tensor]
-    nbytes: list                 # storage -> bytes
-    kind: list                   # storage -> "arg" (a placeholder's), "const" (get_attr) or "node"
-    home_node: list              # storage -> regal node index of its producer
-    creates: dict                # fx call node -> [storage] it allocates
-    writes: dict                 # fx call node -> [storage] it writes in place
-    reads: dict                  # fx call node -> [storage] its arguments' tensors are over
-    regal: dict                  # fx node -> regal node index (placeholders, get_attr, regal calls)
-
-
-def _flat_tensors(val, path=()):
-    if isinstance(val, torch.Tensor):
-        yield path, val
-    elif isinstance(val, (tuple, list)):
-        for i, x in enumerate(val):
-            yield from _flat_tensors(x, path + (i,))
-
-
-#: ATen ops that write arguments their schema does not mark `(a!)`: BatchNorm's running
-#: statistics, written when `training` is true (functionalization's `_native_batch_norm_legit`
-#: declares them; `native_batch_norm` does not).
-UNDECLARED_WRITES = {"native_batch_norm": ("running_mean", "running_var"),
-                     "cudnn_batch_norm": ("running_mean", "running_var"),
-                     "miopen_batch_norm": ("running_mean", "running_var")}
-
-
-def _written_args(node: torch.fx.Node) -> list:
-    """The FX arguments an ATen op writes in place (its schema marks them `(a!)`, or
-    `UNDECLARED_WRITES` lists them)."""
-    if not isinstance(node.target, torch._ops.OpOverload):
-        return []
-    values = {a.name: node.args[k] if k < len(node.args) else node.kwargs.get(a.name)
-              for k, a in enumerate(node.target._schema.arguments)}
-    undeclared = UNDECLARED_WRITES.get(node.target._opname, ()) if values.get("training") else ()
-    out = []
-    for a in node.target._schema.arguments:
-        if (a.alias_info is not None and a.alias_info.is_write) or a.name in undeclared:
-            v = values[a.name]
-            out.extend(x for x in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(x, torch.fx.Node))
-    return out
-
-
-def _alias(traced: Traced) -> _Alias:
-    graph, gm = traced.graph, traced.graph_module
-    index = graph.index
-    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    regal = {ph: index[i] for ph, i in zip(phs, traced.arg_ids)}
-    ids: dict = {}
-    al = _Alias({}, [], [], [], {}, {}, {}, regal)
-    for n in gm.graph.nodes:
-        if n.op == "get_attr" and str(n.target) in index:
-            regal[n] = index[str(n.target)]
-        elif n.op == "call_function" and n.name in index and not graph.resident[index[n.name]]:
-            regal[n] = index[n.name]
-        ts = []
-        for path, t in _flat_tensors(n.meta.get("val")):
-            key = t.untyped_storage()._cdata
-            if key not in ids:
-                if n not in regal:
-                    raise ValueError(f"FX node '{n.name}' makes a tensor but is no regal node")
-                ids[key] = len(al.nbytes)
-                al.nbytes.append(int(t.untyped_storage().nbytes()))
-                al.kind.append({"placeholder": "arg", "get_attr": "const"}.get(n.op, "node"))
-                al.home_node.append(regal[n])
-                al.creates.setdefault(n, []).append(ids[key])
-            ts.append(_Tensor(path, ids[key], t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset())))
-        al.tensors[n] = ts
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n in regal:
-            al.reads[n] = sorted({t.storage for a in n.all_input_nodes for t in al.tensors.get(a, ())})
-            al.writes[n] = sorted({t.storage for a in _written_args(n) for t in al.tensors.get(a, ())})
-    return al
 
 
 # ---------------------------------------------------------------------------- the plan
