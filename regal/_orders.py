@@ -1,0 +1,563 @@
+"""The heuristic orders' kernels (`regal.heuristics` calls them): DFS post-order, XLA's list
+scheduler and its DFS weights, Inductor's LPMF order, the greedy placement-and-order; arrays in,
+arrays out, naive twins in `tests/naive.py`. `regal._kernels` re-exports them."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from regal._jit import JIT as _JIT
+
+
+@numba.njit(**_JIT)
+def dfs_postorder(roots, child_ptr, child_idx, n, order):
+    """Recursive-style post-order DFS without recursion.
+
+    roots: int32[*] visited in this order; children of v are child_idx[child_ptr[v]:child_ptr[v+1]],
+    visited in that order. Writes the emitted nodes to order: int32[n]; returns how many.
+    """
+    state = np.zeros(n, dtype=np.int8)  # 0 new, 1 on the stack, 2 emitted
+    stack = np.empty(n, dtype=np.int32)
+    edge = np.empty(n, dtype=np.int64)
+    t = 0
+    for r in roots:
+        if state[r] != 0:
+            continue
+        top = 0
+        stack[0] = r
+        edge[0] = child_ptr[r]
+        state[r] = 1
+        while top >= 0:
+            v = stack[top]
+            e = edge[top]
+            if e < child_ptr[v + 1]:
+                edge[top] = e + 1
+                w = child_idx[e]
+                if state[w] == 0:
+                    state[w] = 1
+                    top += 1
+                    stack[top] = w
+                    edge[top] = child_ptr[w]
+            else:
+                state[v] = 2
+                order[t] = v
+                t += 1
+                top -= 1
+    return t
+
+
+# ---------------------------------------------------------------------------- list schedulers
+# The compiler heuristics and the greedy scheduler of `regal.heuristics` (its wrappers build the
+# graph arrays and check that every node was ordered).
+
+_BIG = np.int64(2 ** 62)
+#: XLA's list scheduler ranks effective scalars (one element) first; a graph keeps no shapes, so
+#: a node of 1 to SCALAR_BYTES bytes counts as one.
+SCALAR_BYTES = 8
+
+
+@numba.njit(**_JIT)
+def _less3(a1, a2, a3, b1, b2, b3):
+    return a1 < b1 or (a1 == b1 and (a2 < b2 or (a2 == b2 and a3 < b3)))
+
+
+@numba.njit(**_JIT)
+def _heap3_push(hk, hv, size, k1, k2, k3, v):
+    """Push (k1, k2, k3) -> v on the binary min-heap hk: int64[cap, 3], hv: int64[cap] (keys
+    compared lexicographically); returns the new size."""
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _less3(k1, k2, k3, hk[p, 0], hk[p, 1], hk[p, 2]):
+            break
+        hk[i, 0] = hk[p, 0]
+        hk[i, 1] = hk[p, 1]
+        hk[i, 2] = hk[p, 2]
+        hv[i] = hv[p]
+        i = p
+    hk[i, 0] = k1
+    hk[i, 1] = k2
+    hk[i, 2] = k3
+    hv[i] = v
+    return size + 1
+
+
+@numba.njit(**_JIT)
+def _heap3_pop(hk, hv, size):
+    """Remove the smallest entry (the root, hk[0] / hv[0], read it first); returns the new size."""
+    size -= 1
+    k1, k2, k3, v = hk[size, 0], hk[size, 1], hk[size, 2], hv[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _less3(hk[c + 1, 0], hk[c + 1, 1], hk[c + 1, 2], hk[c, 0], hk[c, 1], hk[c, 2]):
+            c += 1
+        if not _less3(hk[c, 0], hk[c, 1], hk[c, 2], k1, k2, k3):
+            break
+        hk[i, 0] = hk[c, 0]
+        hk[i, 1] = hk[c, 1]
+        hk[i, 2] = hk[c, 2]
+        hv[i] = hv[c]
+        i = c
+    hk[i, 0] = k1
+    hk[i, 1] = k2
+    hk[i, 2] = k3
+    hv[i] = v
+    return size
+
+
+@numba.njit(**_JIT)
+def _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes):
+    """Push ready node v with its current priority (negated: the heap is a min-heap)."""
+    if 0 < nbytes[v] <= scalar_bytes:
+        p = _BIG
+        nu = _BIG
+    else:
+        p = freed[v] - (0 if resident[v] else nbytes[v])
+        nu = out_ptr[v + 1] - out_ptr[v]
+    return _heap3_push(hk, hv, size, -p, -nu, -stamp[v], v)
+
+
+@numba.njit(**_JIT)
+def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                   nbytes, resident, scalar_bytes, order):
+    """XLA's ListScheduler: repeatedly run the ready node of highest priority.
+
+    Priority = (bytes freed - bytes defined, number of users); effective scalars first. A
+    buffer is freed by the node that is its last unscheduled use; parameters and constants
+    (resident) are ignored on both sides. XLA keeps ready nodes in a multimap keyed by priority
+    and takes the last entry, so among equal priorities the most recently (re)inserted wins;
+    `stamp` reproduces that. scalar_bytes: the largest effective scalar (`SCALAR_BYTES`).
+    The ready nodes are a heap with lazy deletion, as XLA's multimap: a node whose priority
+    changes is pushed again with its new stamp, and an entry whose stamp is no longer its node's
+    is dropped when it surfaces. Writes order: int32[n]; returns the number of nodes ordered.
+    O((n + e) log n + e * max consumers).
+    """
+    uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
+    for u in range(n):
+        uses[u] = out_ptr[u + 1] - out_ptr[u]
+    freed = np.zeros(n, dtype=np.int64)  # bytes v frees if run now
+    for v in range(n):
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and uses[u] == 1:
+                freed[v] += nbytes[u]
+    indeg = pred_cnt.copy()
+    scheduled = np.zeros(n, dtype=np.bool_)
+    in_ready = np.zeros(n, dtype=np.bool_)
+    stamp = np.zeros(n, dtype=np.int64)
+    changed = np.full(n, -1, dtype=np.int64)  # the step at which a node's priority last rose
+    cap = n + in_idx.shape[0] + 1
+    hk = np.empty((cap, 3), dtype=np.int64)
+    hv = np.empty(cap, dtype=np.int64)
+    size = 0
+    clock = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            in_ready[v] = True
+            clock += 1
+            stamp[v] = clock
+            size = _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+    t = 0
+    while size > 0:
+        v = hv[0]
+        live = in_ready[v] and -hk[0, 2] == stamp[v]
+        size = _heap3_pop(hk, hv, size)
+        if not live:
+            continue
+        in_ready[v] = False
+        scheduled[v] = True
+        order[t] = v
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            uses[u] -= 1
+            if uses[u] == 1 and not resident[u] and nbytes[u] > 0:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    w = out_idx[f]
+                    if not scheduled[w]:
+                        freed[w] += nbytes[u]
+                        changed[w] = t
+        # XLA then walks v's operands and their users, re-inserting (a new stamp) every ready
+        # entry whose priority changed, once, in that walk's order
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                w = out_idx[f]
+                if in_ready[w] and changed[w] == t and not (0 < nbytes[w] <= scalar_bytes):
+                    clock += 1
+                    stamp[w] = clock
+                    changed[w] = -1
+                    size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+        t += 1
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                in_ready[w] = True
+                clock += 1
+                stamp[w] = clock
+                size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+    return t
+
+
+@numba.njit(**_JIT)
+def _seg_set(tb, tv, width, i, b, v):
+    """Set leaf i of the (b, v) min segment tree tb / tv (2 * width entries) and its ancestors."""
+    j = i + width
+    tb[j] = b
+    tv[j] = v
+    j >>= 1
+    while j >= 1:
+        l, r = 2 * j, 2 * j + 1
+        if tb[r] < tb[l] or (tb[r] == tb[l] and tv[r] < tv[l]):
+            tb[j] = tb[r]
+            tv[j] = tv[r]
+        else:
+            tb[j] = tb[l]
+            tv[j] = tv[l]
+        j >>= 1
+
+
+@numba.njit(**_JIT)
+def _seg_min(tb, tv, width, lo, hi):
+    """(b, v): the smallest (b, v) among leaves lo..hi-1 ((_BIG, _BIG) if all are empty)."""
+    bb = _BIG
+    bv = _BIG
+    lo += width
+    hi += width
+    while lo < hi:
+        if lo & 1:
+            if tb[lo] < bb or (tb[lo] == bb and tv[lo] < bv):
+                bb = tb[lo]
+                bv = tv[lo]
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if tb[hi] < bb or (tb[hi] == bb and tv[hi] < bv):
+                bb = tb[hi]
+                bv = tv[hi]
+        lo >>= 1
+        hi >>= 1
+    return bb, bv
+
+
+@numba.njit(**_JIT)
+def _seg_first(tb, width):
+    """The first non-empty leaf (-1 if none)."""
+    if tb[1] >= _BIG:
+        return -1
+    j = 1
+    while j < width:
+        j = 2 * j if tb[2 * j] < _BIG else 2 * j + 1
+    return j - width
+
+
+@numba.njit(**_JIT)
+def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+               nbytes, temp, resident, order):
+    """Inductor's least-peak-memory-first (`topological_sort_lpmf`).
+
+    For each ready node: mem1 = live + its output (+ temp here) is the memory while it runs,
+    and size - memory_to_free is the change after. Pick the node minimising
+    (max(mem1, max_memory_so_far), size - memory_to_free, index): while some node fits under the
+    peak so far, the one leaving the least memory, else the one raising the peak least.
+    Resident tensors are a constant offset (never freed); outputs are never freed.
+    The ready nodes are leaves of a segment tree in order of (size + temp, index), each holding
+    (size - memory_to_free, index): the nodes that fit are a prefix, so the pick is a prefix
+    minimum, or, when none fits, the minimum among the nodes of the smallest size + temp.
+    Writes order: int32[n]; returns the number of nodes ordered. O((n + e) log n + e * max consumers).
+    """
+    outdeg = np.empty(n, dtype=np.int64)
+    live = np.int64(0)
+    out_mem = np.int64(0)
+    for u in range(n):
+        outdeg[u] = out_ptr[u + 1] - out_ptr[u]
+        if resident[u]:
+            live += nbytes[u]
+        elif outdeg[u] == 0:
+            out_mem += nbytes[u]
+            outdeg[u] = 1  # graph outputs keep an implicit use
+    # Inductor starts its peak at max(freeable inputs, outputs); here no input is freeable and
+    # the resident bytes are a constant offset on both
+    max_mem = live + out_mem
+    size = np.zeros(n, dtype=np.int64)
+    to_free = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        if not resident[v]:
+            size[v] = nbytes[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if not resident[u] and outdeg[u] == 1:
+                to_free[v] += nbytes[u]
+    run = size + temp
+    by_run = np.argsort(run, kind="mergesort")   # leaves: (size + temp, index)
+    sorted_run = run[by_run]
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_run] = np.arange(n)
+    width = 1
+    while width < max(n, 1):
+        width *= 2
+    tb = np.full(2 * width, _BIG, dtype=np.int64)
+    tv = np.full(2 * width, _BIG, dtype=np.int64)
+    ready = np.zeros(n, dtype=np.bool_)
+    indeg = pred_cnt.copy()
+    cnt = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[v] = True
+            cnt += 1
+            _seg_set(tb, tv, width, rank[v], size[v] - to_free[v], v)
+    t = 0
+    while cnt > 0:
+        fits = np.searchsorted(sorted_run, max_mem - live, side="right")  # run[v] <= max_mem - live
+        b, v = _seg_min(tb, tv, width, 0, fits)
+        if v >= _BIG:   # nothing fits: the smallest size + temp, then the least size - to_free
+            first = _seg_first(tb, width)
+            r = sorted_run[first]
+            hi = np.searchsorted(sorted_run, r, side="right")
+            b, v = _seg_min(tb, tv, width, first, hi)
+        ready[v] = False
+        cnt -= 1
+        _seg_set(tb, tv, width, rank[v], _BIG, _BIG)
+        order[t] = v
+        t += 1
+        live += size[v] + temp[v]
+        if live > max_mem:
+            max_mem = live
+        live -= temp[v] + to_free[v]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[w] = True
+                cnt += 1
+                _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if resident[u]:
+                continue
+            outdeg[u] -= 1
+            if outdeg[u] == 1:
+                for f in range(out_ptr[u], out_ptr[u + 1]):
+                    w = out_idx[f]
+                    to_free[w] += nbytes[u]
+                    if ready[w]:
+                        _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
+    return t
+
+
+@numba.njit(**_JIT)
+def _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes):
+    """What v would take over on device k in the greedy's running state (SPEC.md section 3,
+    step 2): inputs homed on k whose last consumer is v, in preference order, while they fit."""
+    taken = 0
+    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
+        u = reuse_idx[e]
+        if placement[u] == k and left[u] == 1 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
+            taken += nbytes[u]
+    return taken
+
+
+@numba.njit(**_JIT)
+def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp, has_reuse,
+                  reuse_ptr, reuse_idx, cx, c2, cb):
+    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
+    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
+    over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+    extra_r = np.int64(0)
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        if placement[in_idx[e]] < 0:
+            extra_r += nbytes[in_idx[e]]
+    cx[v] = extra_r
+    for k in range(d):
+        copy = np.int64(0)
+        freed = np.int64(0)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            h = placement[u]
+            if h < 0:
+                continue
+            here = present[u * d + k]
+            if not here:
+                copy += nbytes[u]
+            if left[u] == 1:
+                cnt_dev = 0
+                for j in range(d):
+                    if present[u * d + j] or (j == k and not here):
+                        if not (resident[u] and j == h):
+                            cnt_dev += 1
+                freed += nbytes[u] * cnt_dev
+        taken = np.int64(0)
+        if has_reuse:
+            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+        c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
+        cb[v * d + k] = copy + nbytes[v] - freed
+
+
+@numba.njit(**_JIT)
+def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
+                    nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order, stop):
+    """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
+
+    `ready` holds the ready nodes in the order they became ready; each step scores the last
+    `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
+    Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered,
+    fewer than n when another thread set stop[0] (int64[1]; read before every step) to nonzero.
+    """
+    has_reuse = reuse_idx.shape[0] > 0
+    present = np.zeros(n * d, dtype=np.bool_)
+    left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
+    for u in range(n):
+        left[u] = out_ptr[u + 1] - out_ptr[u]
+        placement[u] = -1
+    level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
+    dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
+    rbase = np.zeros(d, dtype=np.int64)     # bytes of resident tensors placed on the device
+    peak = np.int64(0)
+    indeg = pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    cnt = 0
+    t = 0
+    for v in range(n):  # resident nodes are sources; they go first and are placed later
+        if resident[v] and d == 1:
+            placement[v] = 0
+            present[v] = True
+            rbase[0] += nbytes[v]
+            peak = rbase[0]
+        if indeg[v] == 0:
+            if resident[v]:
+                order[t] = v
+                t += 1
+            else:
+                ready[cnt] = v
+                cnt += 1
+    for i in range(t):
+        v = order[i]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    # each ready node's per-device terms, which change only when one of its inputs is placed,
+    # copied, freed or loses a consumer: recomputed then (`dirty`), not at every step
+    cx = np.zeros(n, dtype=np.int64)        # unplaced resident inputs (homed where v runs)
+    c2 = np.zeros(n * d, dtype=np.int64)    # copies + output + temp - taken over, on device k
+    cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
+    dirty = np.ones(n, dtype=np.bool_)
+    while cnt > 0:
+        if stop[0] != 0:
+            return t
+        best = -1
+        bk = 0
+        s1 = _BIG
+        s2 = _BIG
+        s3 = _BIG
+        for i in range(max(cnt - window, 0), cnt):
+            v = ready[i]
+            if dirty[v]:
+                dirty[v] = False
+                _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp,
+                              has_reuse, reuse_ptr, reuse_idx, cx, c2, cb)
+            # v's device: lowest (peak after, net bytes, memory while running, device)
+            vk = -1
+            f1 = _BIG
+            f2 = _BIG
+            f3 = _BIG
+            extra_r = cx[v]
+            for k in range(d):
+                run = rbase[k] + extra_r + level[k] + c2[v * d + k]
+                a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
+                b = cb[v * d + k]
+                if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
+                    vk, f1, f2, f3 = k, a, b, run
+            # the node: the same key without the resident bytes it homes, a cost paid wherever
+            # and whenever they are first read, so it steers the device but never delays a node
+            run = f3 - extra_r
+            a = max(peak, rbase[vk] + dynpeak[vk], run)
+            if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
+                    run < s3 or (run == s3 and v < ready[best]))))):
+                best, bk, s1, s2, s3 = i, vk, a, f2, run
+        v = ready[best]
+        k = bk
+        cnt -= 1
+        for i in range(best, cnt):  # keep the order in which they became ready
+            ready[i] = ready[i + 1]
+        taken = 0
+        if has_reuse:
+            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+        placement[v] = k
+        present[v * d + k] = True
+        order[t] = v
+        t += 1
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if placement[u] < 0:
+                placement[u] = k
+                present[u * d + k] = True
+                rbase[k] += nbytes[u]
+            elif not present[u * d + k]:
+                present[u * d + k] = True
+                level[k] += nbytes[u]
+        level[k] += nbytes[v] + temp[v] - taken
+        if level[k] > dynpeak[k]:
+            dynpeak[k] = level[k]
+        level[k] += taken - temp[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            left[u] -= 1
+            if left[u] == 0:
+                for j in range(d):
+                    if present[u * d + j] and not (resident[u] and j == placement[u]):
+                        present[u * d + j] = False
+                        level[j] -= nbytes[u]
+        if rbase[k] + dynpeak[k] > peak:
+            peak = rbase[k] + dynpeak[k]
+        for e in range(in_ptr[v], in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                dirty[out_idx[f]] = True
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    for v in range(n):  # resident tensors nobody reads: the device with the lowest peak
+        if placement[v] < 0:
+            k = 0
+            for j in range(1, d):
+                if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
+                    k = j
+            placement[v] = k
+            rbase[k] += nbytes[v]
+    return t
+
+
+@numba.njit(**_JIT)
+def xla_dfs_weights(post, n, resident, nbytes, users, in_ptr, in_idx, extra, total):
+    """XLA DFSMemoryScheduler's two weights (`regal.heuristics.xla_dfs_order`), in post-order:
+    extra[v] = min(max(users[v] - 1, 0) + sum of extra over v's distinct data inputs, n) and
+    total[v] = min(nbytes[v] + sum of total over them, bytes of the non-resident nodes so far);
+    resident nodes keep 0. Writes extra, total: int64[n] (zeros on entry). O(n + e)."""
+    mark = np.full(n, -1, dtype=np.int64)   # mark[u] == v: u already counted for v
+    cumulative = np.int64(0)
+    for i in range(post.shape[0]):
+        v = post[i]
+        if resident[v]:
+            continue
+        b = nbytes[v]
+        cumulative += b
+        se = np.int64(0)
+        st = np.int64(0)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if mark[u] != v:
+                mark[u] = v
+                se = min(se + extra[u], n)             # saturated: the result is capped anyway
+                st = min(st + total[u], cumulative)
+        extra[v] = min(max(users[v] - 1, 0) + se, n)
+        total[v] = min(b + st, cumulative)
