@@ -49,10 +49,13 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
         g = _load_or_exit(graph_path, dims, deadline)
         if _takes_deadline(spec):  # it polls the deadline and returns its best so far
             sol = regal.methods.solve(method, g, devices, seed=seed, budget=budget, deadline=deadline, **options)
-        else:  # it runs to its end; a stop leaves it behind and writes the fallback schedule
+        else:  # it runs to its end (its own time limit: what is left of --time-limit); a stop
+            # request leaves it behind and writes the fallback schedule
+            left = deadline.remaining_s() if time_limit_s is not None else None
             try:
                 sol = interruptible(regal.methods.solve, deadline, method, g, devices, seed=seed,
-                                    time_limit_s=time_limit_s, budget=budget, **options)
+                                    time_limit_s=None if left is None else max(left, 0.0), budget=budget,
+                                    requests_only=True, **options)
             except Stopped:
                 if not deadline.stop_requested:
                     raise
