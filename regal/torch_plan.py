@@ -1,9 +1,10 @@
 """Plans that run: a regal solution as a PyTorch program, executed and measured by PyTorch.
 
-    traced = regal.torch.trace(model, (x,), training=True, optimizer="adam", reuse=False)
+    traced = regal.torch_plan.trace_for(model, (x,), "adam")     # regal.torch.trace, random ops seeded
+    traced = regal.torch_plan.calibrate(traced, regal.torch_plan.measure_nodes(traced))  # op scratch
     sol = regal.optimize(traced.graph, devices=1)
-    program = regal.torch_plan.plan_program(traced, sol)       # a torch.fx.GraphModule
-    result = regal.torch_plan.run_plan(traced, sol)              # measured peak, outputs checked
+    program = regal.torch_plan.plan_program(traced, sol, realize_reuse=True)  # a torch.fx.GraphModule
+    run, measured = regal.torch_plan.run_plan(traced, sol, realize_reuse=True)  # PlanRun, Measured
 
 **The program.** `plan_program` copies the traced FX program's nodes into a new FX graph in the
 solution's order: each regal node is its FX call node; the FX nodes regal folds (views,
@@ -26,7 +27,11 @@ the input is exact.
 (the CPU allocator reports every allocation and free to it) and returns the bytes of its
 arguments (the resident tensors: parameters, buffers, optimizer state, inputs) plus the
 highest running sum of the events; on CUDA it reads `torch.cuda.max_memory_allocated` and
-`max_memory_reserved` around the run instead. Several devices: `regal.torch_dist`.
+`max_memory_reserved` around the run instead. **Calibrated**: `measure_nodes` attributes the
+allocator's activity to each op in one run and `calibrate` books the scratch an op frees before
+it returns as its `temp_bytes`. **Random ops** (`seed_random_ops`, applied by `trace_for`) draw
+from per-node streams, so every order returns the same values. Several devices:
+`regal.torch_dist`; both orders of one program compared: `regal.torch_compare`.
 """
 
 from __future__ import annotations
