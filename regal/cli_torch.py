@@ -8,9 +8,12 @@ regal predicts it and as PyTorch's allocator measured it (`regal.torch_compare.c
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
+import sys
 
 import click
 
@@ -68,13 +71,20 @@ def torch_cmd(program, devices, train, budget, seed, as_json):
         import torch  # noqa: F401
     except ImportError:
         raise click.ClickException("regal torch needs PyTorch: pip install regal[torch]") from None
+    import logging
     from regal.graph import GraphError
     from regal.torch_compare import compare
+    # PyTorch logs a failed trace at length (the program's code, guards) before it raises; the
+    # command prints the one-line reason instead
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
     module, inputs = load_program(program)
+    said = io.StringIO()
     try:
-        cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed)
+        with contextlib.redirect_stderr(said):  # what PyTorch prints while tracing: shown on success
+            cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed)
     except GraphError as e:
         raise click.ClickException(str(e).splitlines()[0]) from None
+    sys.stderr.write(said.getvalue())
     doc = {"devices": devices,
            "pytorch": {"predicted_peak_bytes": cmp.pytorch.predicted_peak_bytes,
                        "measured_peak_bytes": cmp.pytorch.measured_peak_bytes},

@@ -155,6 +155,11 @@ def make():
     return m, (torch.randn(4, 8),)
 def broken():
     return 3
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x - 1
+def untraceable():
+    return Branchy(), (torch.randn(4, 4),)
 '''
 
 
@@ -190,9 +195,11 @@ def test_regal_torch_table_for_a_person(tmp_path):
 
 
 @pytest.mark.parametrize("spec,message", [("nofile.py:make", "no such file"), ("{f}:missing", "no function 'missing'"),
-                                          ("{f}:broken", "must return (module, example_inputs)")])
+                                          ("{f}:broken", "must return (module, example_inputs)"),
+                                          ("{f}:untraceable", "torch.export failed")])
 def test_regal_torch_bad_program_is_one_line_error(tmp_path, spec, message):
-    """A missing file, function or a function returning the wrong thing: one line, exit 1."""
+    """A missing file, function, a function returning the wrong thing or a program torch.export
+    cannot trace: one line on stderr (PyTorch's own trace log held back), exit 1."""
     f = tmp_path / "prog.py"
     f.write_text(PROG)
     r = _regal("torch", spec.format(f=f), "--budget", "10", cwd=tmp_path)
