@@ -569,7 +569,3 @@ def biased_crossover(population, elite_parent, other_parent, coin, inherit, chil
         out = children[j]
         for g in range(L):
             out[g] = a[g] if c[g] < inherit[g] else b[g]
-
-
-# The heuristic orders' kernels live in regal._orders; their names stay here too.
-from regal._orders import (SCALAR_BYTES, _BIG, _greedy_taken, _greedy_terms, _heap3_pop, _heap3_push, _less3, _seg_first, _seg_min, _seg_set, _xla_push, dfs_postorder, greedy_schedule, lpmf_order, xla_dfs_weights, xla_list_order)  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """The heuristic orders' kernels (`regal.heuristics` calls them): DFS post-order, XLA's list
 scheduler and its DFS weights, Inductor's LPMF order, the greedy placement-and-order; arrays in,
-arrays out, naive twins in `tests/naive.py`. `regal._kernels` re-exports them."""
+arrays out, naive twins in `tests/naive.py`."""
 
 from __future__ import annotations
 

@@ -8,12 +8,13 @@ undecided; 1 is a bad input, 2 a usage error, as everywhere in `regal`.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
 
 import click
+
+from regal.cli_common import _friendly_errors  # PackingError is a ValueError: one line, exit 1
 
 __all__ = ["pack_cmd", "fit_cmd", "EXIT_FITS", "EXIT_DOES_NOT_FIT", "EXIT_UNDECIDED", "packed_summary",
            "exit_for_limit"]
@@ -25,22 +26,6 @@ EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNDECIDED = 0, 4, 5
 #: cut by the clock was not: 102,164,300 B and 102,149,908 B for one demo command) and costs
 #: a tenth; `regal fit` and `regal pack` search under their own --time-limit.
 REPORT_PACK_TIME_S = 0.0
-
-
-def _errors(fn):
-    """The library's validation errors as click's one-line `Error: ...` and exit status 1."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from regal.graph import GraphError
-        from regal.packing import PackingError
-        from regal.simulate import ScheduleError
-        from regal.solution import SolutionError
-        try:
-            return fn(*args, **kwargs)
-        except (GraphError, SolutionError, ScheduleError, PackingError, ValueError, OSError) as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise click.ClickException(msg) from None
-    return wrapper
 
 
 class _Size(click.ParamType):
@@ -69,7 +54,7 @@ def _seconds(ctx, param, value):
 @click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True, callback=_seconds,
               help="seconds for the exact search (0: the greedy heuristic alone)")
 @click.option("--json", "as_json", is_flag=True, help='print {"packed_bytes", "bound_bytes", "optimal"}')
-@_errors
+@_friendly_errors
 def pack_cmd(csv_path, output, time_limit_s, as_json):
     """Give every buffer of FILE.csv (MiniMalloc's `id,lower,upper,size`, lives half-open) an
     offset so that no two live buffers overlap, in the smallest arena found: the greedy
@@ -107,7 +92,7 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
               help="the flagship's evaluations")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--json", "as_json", is_flag=True, help='print {"fits", "arena_bytes", "bound_bytes", "proof"}')
-@_errors
+@_friendly_errors
 def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_json):
     """Whether GRAPH runs on --devices devices of LIMIT bytes each. Exit status 0: it fits, with
     a checked memory plan (an offset for every buffer; written with -o); 4: it does not fit (a

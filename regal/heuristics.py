@@ -22,7 +22,7 @@ scored by the simulator, which does. The compilers schedule one device: their or
 gp-dfs's METIS placement
 (`regal.structure.metis_placement`, Paliwal et al., ICLR 2020's GP + DFS). Resident nodes are
 XLA's parameters and constants (ignored by its heuristics, as there) and Inductor's
-non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal._kernels`.
+non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal._orders`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from regal import _kernels
-from regal._kernels import SCALAR_BYTES
+from regal import _kernels, _orders
+from regal._orders import SCALAR_BYTES
 from regal._stop import Deadline, Stopped, as_deadline, interruptible
 from regal.decode import order_by_priority
 from regal.graph import Graph, check_devices
@@ -63,10 +63,10 @@ START_NAMES = ("gp-dfs", "greedy", "xla-list", "xla-dfs", "xla-post-order", "ind
 
 # ---------------------------------------------------------------------------- XLA
 def xla_list_order(graph: Graph) -> np.ndarray:
-    """int32[n]: XLA's list scheduler (`_kernels.xla_list_order`); control edges are honored."""
+    """int32[n]: XLA's list scheduler (`_orders.xla_list_order`); control edges are honored."""
     kg = kernel_graph(graph)
     order = np.empty(graph.num_nodes, dtype=np.int32)
-    t = _kernels.xla_list_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr,
+    t = _orders.xla_list_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr,
                                 kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.resident,
                                 SCALAR_BYTES, order)
     assert t == graph.num_nodes
@@ -113,7 +113,7 @@ def xla_dfs_order(graph: Graph, post_order: np.ndarray | None = None) -> np.ndar
     post = xla_post_order(graph) if post_order is None else post_order
     extra = np.zeros(n, dtype=np.int64)
     total = np.zeros(n, dtype=np.int64)
-    _kernels.xla_dfs_weights(np.ascontiguousarray(post, dtype=np.int64), n, np.ascontiguousarray(graph.resident),
+    _orders.xla_dfs_weights(np.ascontiguousarray(post, dtype=np.int64), n, np.ascontiguousarray(graph.resident),
                              np.ascontiguousarray(graph.bytes, dtype=np.int64), np.diff(graph.out_ptr).astype(np.int64),
                              np.ascontiguousarray(graph.in_ptr, dtype=np.int64),
                              np.ascontiguousarray(graph.in_idx, dtype=np.int64), extra, total)
@@ -132,10 +132,10 @@ def xla_dfs_order(graph: Graph, post_order: np.ndarray | None = None) -> np.ndar
 
 # ---------------------------------------------------------------------------- Inductor
 def lpmf_order(graph: Graph) -> np.ndarray:
-    """int32[n]: Inductor's least-peak-memory-first order (`_kernels.lpmf_order`)."""
+    """int32[n]: Inductor's least-peak-memory-first order (`_orders.lpmf_order`)."""
     kg = kernel_graph(graph)
     order = np.empty(graph.num_nodes, dtype=np.int32)
-    t = _kernels.lpmf_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
+    t = _orders.lpmf_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
                             kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, order)
     assert t == graph.num_nodes
     return order
@@ -224,7 +224,7 @@ def greedy_schedule(graph: Graph, devices: int, window: int = GREEDY_WINDOW,
     placement = np.empty(graph.num_nodes, dtype=np.int32)
     order = np.empty(graph.num_nodes, dtype=np.int32)
     stop = np.zeros(1, dtype=np.int64)
-    t = _until(deadline, stop, _kernels.greedy_schedule, kg.num_nodes, devices, int(window), kg.pred_cnt, kg.succ_ptr,
+    t = _until(deadline, stop, _orders.greedy_schedule, kg.num_nodes, devices, int(window), kg.pred_cnt, kg.succ_ptr,
                kg.succ_idx, kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
                kg.reuse_ptr, kg.reuse_idx, placement, order, stop)
     assert t == graph.num_nodes

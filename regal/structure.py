@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regal import _kernels
+from regal import _orders
 from regal._io import stdout_to_stderr
 from regal.graph import Graph
 
@@ -24,7 +24,7 @@ _WEIGHT_TOTAL = 2 ** 30
 def dfs_postorder(roots, child_ptr, child_idx, num_nodes: int) -> np.ndarray:
     """int32[<= n]: post-order DFS from `roots` over the CSR `child_ptr/child_idx` (int64/int32)."""
     order = np.empty(num_nodes, dtype=np.int32)
-    t = _kernels.dfs_postorder(np.ascontiguousarray(roots, dtype=np.int32),
+    t = _orders.dfs_postorder(np.ascontiguousarray(roots, dtype=np.int32),
                                np.ascontiguousarray(child_ptr, dtype=np.int64),
                                np.ascontiguousarray(child_idx, dtype=np.int32), num_nodes, order)
     return order[:t]

@@ -333,7 +333,7 @@ def live_across(g, placement, order, t, k):
 
 def xla_dfs_weights(g, post):
     """(extra, total) of XLA's DFSMemoryScheduler, literally: in post-order, over each node's
-    distinct data inputs (np.unique), resident nodes left at 0 (`_kernels.xla_dfs_weights`)."""
+    distinct data inputs (np.unique), resident nodes left at 0 (`_orders.xla_dfs_weights`)."""
     n = g.num_nodes
     extra = np.zeros(n, dtype=np.int64)
     total = np.zeros(n, dtype=np.int64)

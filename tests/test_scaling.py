@@ -6,7 +6,7 @@ import numpy as np
 
 import naive
 from randgraph import random_dag
-from regal import _kernels, heuristics
+from regal import _orders, heuristics
 
 
 def test_xla_dfs_weights_kernel_agrees_with_naive_twin():
@@ -17,7 +17,7 @@ def test_xla_dfs_weights_kernel_agrees_with_naive_twin():
         post = heuristics.xla_post_order(g)
         extra = np.zeros(g.num_nodes, dtype=np.int64)
         total = np.zeros(g.num_nodes, dtype=np.int64)
-        _kernels.xla_dfs_weights(post.astype(np.int64), g.num_nodes, g.resident, g.bytes.astype(np.int64),
+        _orders.xla_dfs_weights(post.astype(np.int64), g.num_nodes, g.resident, g.bytes.astype(np.int64),
                                  np.diff(g.out_ptr).astype(np.int64), g.in_ptr.astype(np.int64),
                                  g.in_idx.astype(np.int64), extra, total)
         want_extra, want_total = naive.xla_dfs_weights(g, post)
