@@ -75,22 +75,7 @@ def _eager_peak(module, inputs, mode, device: str) -> int | str:
         resident = [*module.parameters(), *module.buffers(), *inputs,
                     *(t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor))]
         base = tp._storage_bytes(resident)
-        if device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = torch.cuda.memory_allocated()
-            step()
-            torch.cuda.synchronize()
-            return int(torch.cuda.max_memory_allocated() - before + base)
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            step()
-        live = high = 0
-        for _, b in sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                           if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU):
-            live += b
-            high = max(high, live)
-        return int(base + high)
+        return int(base + tp.peak_during(step, device)[0])
     except Exception as e:  # noqa: BLE001
         return f"failed: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
 
@@ -108,13 +93,13 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
            "device": device, "torch": torch.__version__, "budget": budget, "seed": seed,
            "trace_s": round(time.perf_counter() - t0, 2)}
     if device == "cuda":  # allocate the libraries' one-off workspaces before anything is measured
-        tp.measure_peak(tp.plan_program(traced, tp._own_solution(traced)), traced.args, device)
+        tp.measure_peak(tp.plan_program(traced, tp.own_solution(traced)), traced.args, device)
     raw = traced.graph
     memory = tp.measure_nodes(traced, device)
     cal = tp.calibrate(traced, memory)
     rec["bytes_mismatch"] = _mismatch(raw, memory)
     plain = cal._replace(graph=tp.without_reuse(cal.graph))
-    own = tp._own_solution(plain)
+    own = tp.own_solution(plain)
     own_program = tp.plan_program(plain, own)
     ref = tp.measure_peak(own_program, plain.args, device)
     rec["pytorch"] = {"predicted": int(own.peak_bytes), "measured": ref.peak_bytes, "reserved": ref.reserved_bytes,

@@ -18,7 +18,7 @@ from regal.flagship import optimize
 from regal.graph import Graph
 from regal.solution import Solution
 from regal.torch_dist import colocate_writes, run_placed
-from regal.torch_plan import (PlanRun, _own_solution, calibrate, measure_nodes, measure_peak, plan_program, run_plan,
+from regal.torch_plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
                               trace_for, without_reuse)
 
 __all__ = ["Comparison", "compare"]
@@ -50,7 +50,7 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     if calibrate_temps:
         traced = calibrate(traced, measure_nodes(traced, device))
     plain = traced._replace(graph=without_reuse(traced.graph))
-    own = _own_solution(plain)
+    own = own_solution(plain)
     reference = measure_peak(plan_program(plain, own), plain.args, device)
     pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
     if devices == 1:

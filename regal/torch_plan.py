@@ -36,7 +36,6 @@ from per-node streams, so every order returns the same values. Several devices:
 
 from __future__ import annotations
 
-import operator
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -45,12 +44,12 @@ import torch.fx
 
 from regal.graph import Graph
 from regal.simulate import simulate
-from regal.solution import Solution
+from regal.solution import Solution, make_solution
 from regal.torch import Traced
 
-__all__ = ["PlanRun", "Measured", "NodeMemory", "SeededOp", "calibrate", "own_solution", "seed_random_ops",
-           "trace_for", "without_reuse", "measure_nodes", "measure_peak", "own_order", "plan_program", "run_plan", "taken_over",
-           "outputs_equal"]
+__all__ = ["Measured", "NodeMemory", "PlanRun", "SeededOp", "calibrate", "measure_nodes", "measure_peak",
+           "outputs_equal", "own_order", "own_solution", "peak_during", "plan_program", "run_plan",
+           "seed_random_ops", "taken_over", "trace_for", "without_reuse"]
 
 
 class Measured(NamedTuple):
@@ -119,12 +118,10 @@ def measure_nodes(traced: Traced, device: str | torch.device = "cpu") -> NodeMem
         return NodeMemory(counted.net, counted.temp)
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _Labelled(traced.graph_module).run(*args)
-    want = torch.autograd.DeviceType.CPU
     events = list(prof.profiler.kineto_results.events())
     spans = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[7:]) for e in events
                    if e.name().startswith("regal::"))
-    mem = sorted((e.start_ns(), k, e.nbytes()) for k, e in enumerate(events)
-                 if e.name() == "[memory]" and e.device_type() == want)
+    mem = _cpu_memory_events(events)
     net, temp = {}, {}
     j = 0
     for start, end, name in spans:
@@ -252,7 +249,6 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
         new.node_copy(out, lambda a: emit(a))
     else:
         new.output(None)
-    new.eliminate_dead_code = lambda *a, **k: None  # keep what the plan says to run
     return torch.fx.GraphModule(gm, new)
 
 
@@ -313,31 +309,44 @@ def _fresh(args) -> tuple:
     return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def _cpu_memory_events(events) -> list:
+    """(time ns, index, bytes: + allocated, - freed) of the CPU allocator's profiler events, in order."""
+    return sorted((e.start_ns(), k, e.nbytes()) for k, e in enumerate(events)
+                  if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+
+
+def peak_during(fn, device: str | torch.device = "cpu") -> tuple[int, int, Any]:
+    """`(high, reserved, fn())`: the most bytes the allocator held at once while `fn()` ran,
+    above what it held before (CPU: the profiler's memory events; CUDA: the caching allocator's
+    counters, `reserved` its `max_memory_reserved`; on the CPU `reserved` equals `high`)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        out = fn()
+        torch.cuda.synchronize(device)
+        return (int(torch.cuda.max_memory_allocated(device) - before), int(torch.cuda.max_memory_reserved(device)),
+                out)
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    live = high = 0
+    for _, _, b in _cpu_memory_events(prof.profiler.kineto_results.events()):
+        live += b
+        high = max(high, live)
+    return high, high, out
+
+
 def measure_peak(program, args: Sequence, device: str | torch.device = "cpu") -> Measured:
-    """Run `program(*args)` once on fresh copies of `args` and read PyTorch's allocator."""
+    """Run `program(*args)` once on fresh copies of `args` and read PyTorch's allocator: the
+    arguments' bytes plus the highest it held during the run (`peak_during`)."""
     device = torch.device(device)
     args = tuple(a.detach().to(device).clone() if isinstance(a, torch.Tensor) else a for a in args)
     base = _storage_bytes(args)
     with torch.no_grad():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            before = torch.cuda.memory_allocated(device)
-            out = program(*args)
-            torch.cuda.synchronize(device)
-            peak = torch.cuda.max_memory_allocated(device) - before + base
-            reserved = torch.cuda.max_memory_reserved(device)
-            return Measured(int(peak), int(reserved), out, args)
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            out = program(*args)
-    events = [(e.start_ns(), k, e.nbytes()) for k, e in enumerate(prof.profiler.kineto_results.events())
-              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-    live = high = 0
-    for _, _, b in sorted(events):
-        live += b
-        high = max(high, live)
-    return Measured(base + high, base + high, out, args)
+        high, reserved, out = peak_during(lambda: program(*args), device)
+    return Measured(base + high, reserved if device.type == "cuda" else base + high, out, args)
 
 
 def outputs_equal(a: Measured, b: Measured) -> bool:
@@ -362,7 +371,7 @@ def run_plan(traced: Traced, solution: Solution, *, device: str = "cpu", realize
     program = plan_program(traced, solution, realize_reuse=realize_reuse)
     got = measure_peak(program, traced.args, device)
     if reference is None:
-        reference = measure_peak(plan_program(traced, _own_solution(traced)), traced.args, device)
+        reference = measure_peak(plan_program(traced, own_solution(traced)), traced.args, device)
     graph = traced.graph
     sim = simulate(graph, solution.placement, solution.order, 1)
     return PlanRun([int(sim.peak_bytes)], [got.peak_bytes], [got.reserved_bytes],
@@ -371,11 +380,6 @@ def run_plan(traced: Traced, solution: Solution, *, device: str = "cpu", realize
 
 def own_solution(traced: Traced) -> Solution:
     """PyTorch's own order as a one-device solution of the traced graph."""
-    return _own_solution(traced)
-
-
-def _own_solution(traced: Traced) -> Solution:
-    from regal.solution import make_solution
     g = traced.graph
     return make_solution(g, np.zeros(g.num_nodes, dtype=np.int32), own_order(traced), 1, "pytorch")
 

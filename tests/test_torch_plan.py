@@ -80,7 +80,7 @@ def test_any_valid_order_runs_and_returns_the_own_orders_outputs_bit_for_bit(nam
     updated parameters bit for bit on the CPU."""
     traced = tp.trace_for(module, inputs, mode)
     g = traced.graph
-    ref = tp.measure_peak(tp.plan_program(traced, tp._own_solution(traced)), traced.args)
+    ref = tp.measure_peak(tp.plan_program(traced, tp.own_solution(traced)), traced.args)
     rng = np.random.default_rng(0)
     for _ in range(3):
         sol = make_solution(g, np.zeros(g.num_nodes, dtype=np.int32), _random_order(g, rng), 1, "random")
@@ -92,7 +92,7 @@ def test_the_own_order_program_returns_what_the_eager_module_returns():
     """The traced forward in its own order returns exactly what calling the module returns."""
     _, module, inputs = PROGRAMS[1]
     traced = tp.trace_for(module, inputs, None)
-    got = tp.measure_peak(tp.plan_program(traced, tp._own_solution(traced)), traced.args)
+    got = tp.measure_peak(tp.plan_program(traced, tp.own_solution(traced)), traced.args)
     with torch.no_grad():
         want = module.eval()(*inputs)
     assert torch.equal(got.outputs[0], want)
