@@ -24,6 +24,7 @@ import numpy as np
 
 from regal._heap import heap_pop, heap_push
 from regal._jit import JIT as _JIT, PARALLEL_JIT
+from regal._takeover import taken_over
 
 
 @numba.njit(**_JIT)
@@ -118,32 +119,6 @@ def longest_path_levels(order, succ_ptr, succ_idx, from_sources, to_sinks):
                 to_sinks[v] = to_sinks[w] + 1
 
 
-@numba.njit(**_JIT)
-def _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes):
-    """Bytes of v's inputs that v takes over on one device (SPEC.md section 3, step 2): in
-    preference order, each non-resident input whose last consumer is v (remaining == 1, before
-    v's own decrement), while the total stays <= bytes(v)."""
-    taken = 0
-    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
-        u = reuse_idx[e]
-        if remaining[u] == 1 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
-            taken += nbytes[u]
-    return taken
-
-
-@numba.njit(**_JIT)
-def _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes):
-    """The same with d devices, after v's inputs were walked: an input qualifies when its home is
-    k (v's device) and this step frees its home copy (st[u, 2 + d + k] was set by this step: v
-    is one of its home consumers, so it cannot have been set before)."""
-    taken = 0
-    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
-        u = reuse_idx[e]
-        if st[u, 0] == k and st[u, 2 + d + k] != 0 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
-            taken += nbytes[u]
-    return taken
-
-
 def _simulator(with_reuse):
     """simulate_peak's body, compiled twice: `with_reuse` is a compile-time constant, so graphs
     without the field run the code they ran before it existed (no branch per step)."""
@@ -175,7 +150,7 @@ def _simulator(with_reuse):
                     continue
                 taken = 0
                 if with_reuse:
-                    taken = _taken_one_device(v, reuse_ptr, reuse_idx, remaining, resident, nbytes)
+                    taken = taken_over(v, 0, reuse_ptr, reuse_idx, nbytes, resident, placement, remaining)
                 r += nbytes[v] + temp[v] - taken
                 if r > peak:
                     peak = r
@@ -240,10 +215,11 @@ def _simulator(with_reuse):
                 st[u, 2 + d + h] |= free_home
                 freed += b * (free_home & (not remote))
                 res[h] -= b * (free_home & remote)
-            # 2. run (less the inputs v takes over: home copies on k that this step frees)
+            # 2. run (less the inputs v takes over: home copies on k that this step frees, which
+            # st[u, 2 + d + k] marks: set by this step, since v is one of u's home consumers)
             taken = 0
             if with_reuse:
-                taken = _taken_on_device(v, k, d, reuse_ptr, reuse_idx, st, resident, nbytes)
+                taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, st[:, 0], st[:, 2 + d + k])
             r += nbytes[v] - taken
             if r + temp[v] > device_peak[k]:
                 device_peak[k] = r + temp[v]

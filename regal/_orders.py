@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from regal._jit import JIT as _JIT
+from regal._takeover import taken_over
 
 
 @numba.njit(**_JIT)
@@ -350,18 +351,6 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
 
 
 @numba.njit(**_JIT)
-def _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes):
-    """What v would take over on device k in the greedy's running state (SPEC.md section 3,
-    step 2): inputs homed on k whose last consumer is v, in preference order, while they fit."""
-    taken = 0
-    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
-        u = reuse_idx[e]
-        if placement[u] == k and left[u] == 1 and not resident[u] and taken + nbytes[u] <= nbytes[v]:
-            taken += nbytes[u]
-    return taken
-
-
-@numba.njit(**_JIT)
 def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp, has_reuse,
                   reuse_ptr, reuse_idx, cx, c2, cb):
     """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
@@ -392,7 +381,7 @@ def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbyt
                 freed += nbytes[u] * cnt_dev
         taken = np.int64(0)
         if has_reuse:
-            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
         c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
         cb[v * d + k] = copy + nbytes[v] - freed
 
@@ -488,7 +477,7 @@ def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, 
             ready[i] = ready[i + 1]
         taken = 0
         if has_reuse:
-            taken = _greedy_taken(v, k, reuse_ptr, reuse_idx, placement, left, resident, nbytes)
+            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
         placement[v] = k
         present[v * d + k] = True
         order[t] = v
