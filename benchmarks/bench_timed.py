@@ -57,10 +57,7 @@ def measure(graph, d: int, repeats: int, batch: int = 200) -> dict:
 
     def peak_batch():
         for keys in peak_keys:
-            _kernels.decode_simulate(keys, n, d, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
-                                     kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp,
-                                     kg.resident, kg.reuse_ptr, kg.reuse_idx, placement, order, device_peak,
-                                     no_trace)
+            _kernels.decode_simulate(kg, keys, d, placement, order, device_peak, no_trace)
 
     def timed_batch():
         for keys in timed_keys:

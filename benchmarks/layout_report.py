@@ -20,7 +20,8 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
     ("primitives", ["regal._jit", "regal._heap", "regal._takeover", "regal._io", "regal._ops", "regal._stop"]),
-    ("kernels", ["regal._kernels", "regal._orders", "regal._climb", "regal._timed", "regal._pack_kernels"]),
+    ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
+                 "regal._climb", "regal._timed", "regal._pack_kernels"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     ("importers", ["regal.hlo", "regal.onnx", "regal._torch_ops", "regal.torch", "regal.importers", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",

@@ -13,7 +13,8 @@ import numba
 import numpy as np
 
 from regal._jit import JIT as _JIT
-from regal._kernels import feasible_window, live_across, peak_hits, shift_node, simulate_peak, steps_at_peak
+from regal._kernels import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
+from regal._peak_memory import simulate_peak
 
 _PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
 _BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
@@ -26,15 +27,13 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 
 @numba.njit(**_JIT)
-def _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
-           resident, reuse_ptr, reuse_idx, device_peak, trace, st, out):
+def _score(g, order, placement, d, device_peak, trace, st, out):
     """Simulate into trace, count the evaluation, write (peak, sum of device peaks, steps at peak) to out."""
-    peak = simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                         nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
+    peak = simulate_peak(g, order, placement, d, device_peak, trace)
     st[_COUNT] += 1
     out[0] = peak
     out[1] = device_peak.sum()
-    out[2] = steps_at_peak(trace, order, resident, peak)
+    out[2] = steps_at_peak(trace, order, g.resident, peak)
 
 
 @numba.njit(**_JIT)
@@ -53,10 +52,16 @@ def _argmin_but(row, skip):
 
 
 @numba.njit(**_JIT)
-def _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift, rng, mv):
+def _window(g, pos, v):
+    """(lo, hi): the positions v may take, after its predecessors and before its successors."""
+    return feasible_window(g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, pos, v, g.num_nodes)
+
+
+@numba.njit(**_JIT)
+def _order_move(g, order, pos, v, shift, rng, mv):
     """Order move: v to another position in its feasible window (half the time within `shift`);
     mv = (1, from, to) and True, or False if v has no room."""
-    lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, v, n)
+    lo, hi = _window(g, pos, v)
     p = pos[v]
     if rng.random() < 0.5:
         lo, hi = max(lo, p - shift), min(hi, p + shift)
@@ -71,8 +76,7 @@ def _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift,
 
 
 @numba.njit(**_JIT)
-def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
-              out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
+def _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, mv):
     """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
     a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
     delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
@@ -82,7 +86,8 @@ def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx
         return False
     h = rng.integers(0, m)
     t, k = hits[h, 0], hits[h, 1]
-    m = live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, output, t, k, cand, last)
+    n, nbytes = g.num_nodes, g.nbytes
+    m = live_across(g, order, pos, placement, t, k, cand, last)
     if m == 0:
         return False
     total = 0.0
@@ -102,7 +107,7 @@ def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx
         mv[0], mv[1], mv[2] = 0, u, k
         return True
     if r < 2 / 3:
-        lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, u, n)
+        lo, hi = _window(g, pos, u)
         if hi > t:
             p = pos[u]
             q = rng.integers(t, hi + 1)
@@ -112,8 +117,8 @@ def _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx
     if lastpos >= n:
         return False
     c = order[lastpos]
-    lo, hi = feasible_window(pred_ptr, pred_idx, succ_ptr, succ_idx, pos, c, n)
-    if lo <= t and not resident[c]:
+    lo, hi = _window(g, pos, c)
+    if lo <= t and not g.resident[c]:
         q = rng.integers(lo, t + 1)
         shift_node(order, pos, lastpos, q)
         mv[0], mv[1], mv[2] = 1, lastpos, q
@@ -139,17 +144,16 @@ def _focus_pool(order, placement, a, b, k, on_k, pool):
 
 
 @numba.njit(**_JIT)
-def _propose(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx, out_ptr,
-             out_idx, nbytes, resident, output, movable, cand, last, pool, rng, focused, informed, directed,
-             focus_width, shift, mv):
+def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last, pool, rng, focused, informed,
+             directed, focus_width, shift, mv):
     """Apply one random move (near the peak if `focused`: a window of `focus_width` positions
     around a random step at the peak; `informed`: aimed at the peak device; `directed`: that
     share of focused moves is `_directed`'s), written to mv (kind 0 device / 1 order, a, b);
     False if no node could move."""
     if focused and directed > 0.0 and rng.random() < directed:
-        if _directed(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx, succ_ptr, succ_idx,
-                     out_ptr, out_idx, nbytes, resident, output, cand, last, rng, mv):
+        if _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, mv):
             return True
+    n = g.num_nodes
     a, b, k_peak, t_peak = 0, 0, 0, 0
     if focused:  # the window of order positions [a, b) around a random step at the peak
         m = peak_hits(trace, peak, hits)
@@ -182,14 +186,14 @@ def _propose(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx,
         if focused:
             c = 0
             for i in range(m):
-                if not resident[pool[i]]:
+                if not g.resident[pool[i]]:
                     c += 1
             if c == 0:
                 focused = False
                 continue
             j = rng.integers(0, c)
             for i in range(m):
-                if not resident[pool[i]]:
+                if not g.resident[pool[i]]:
                     if j == 0:
                         v = pool[i]
                         break
@@ -198,7 +202,7 @@ def _propose(order, pos, placement, trace, peak, hits, n, d, pred_ptr, pred_idx,
             v = movable[rng.integers(0, movable.shape[0])]
         else:
             return False
-        if _order_move(pred_ptr, pred_idx, succ_ptr, succ_idx, order, pos, v, n, shift, rng, mv):
+        if _order_move(g, order, pos, v, shift, rng, mv):
             return True
     return False
 
@@ -225,82 +229,97 @@ def _keep_if_best(st, placement, order, best_placement, best_order, hist):
 
 
 @numba.njit(**_JIT)
-def climb(order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, n, d,
-          pred_ptr, pred_idx, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-          nbytes, temp, resident, reuse_ptr, reuse_idx, output, movable, hits, cand, last, pool, device_peak,
-          rng, p_equal, patience, kick_moves, focus_fraction, focus_width, shift, informed, directed,
-          temperature, horizon, adaptive, floor, rate):
+def _kick(g, order, pos, placement, best_placement, best_order, trace, st, d, movable, hits, cand, last, pool,
+          device_peak, rng, kick_moves, focus_width, shift, mv, new):
+    """Back to the best schedule, `kick_moves` blind moves, one evaluation (into trace, which
+    becomes the current score's); returns how many moves were made."""
+    placement[:] = best_placement
+    order[:] = best_order
+    for i in range(g.num_nodes):
+        pos[order[i]] = i
+    moved = 0
+    for _ in range(kick_moves):
+        moved += _propose(g, order, pos, placement, trace, st[_PEAK], d, movable, hits, cand, last, pool, rng,
+                          False, False, 0.0, focus_width, shift, mv)
+    _score(g, order, placement, d, device_peak, trace, st, new)
+    st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
+    st[_KICKS] += 1
+    st[_SINCE] = 0
+    return moved
+
+
+@numba.njit(**_JIT)
+def _pick_kind(quality, floor, rng):
+    """An adaptive climb's move kind: k with probability floor + (1 - nk floor) quality[k] / sum(quality)."""
+    nk = quality.shape[0]
+    total = 0.0
+    for j in range(nk):
+        total += quality[j]
+    x = rng.random() * total
+    u = rng.random()
+    if u < nk * floor:
+        return min(int(u / floor), nk - 1)
+    for j in range(nk):
+        x -= quality[j]
+        if x < 0.0:
+            return j
+    return nk - 1
+
+
+@numba.njit(**_JIT)
+def _accepts(new, st, p_equal, temperature, horizon, rng):
+    """(accept, better, equal) for the score `new` against the current one: better; equal with
+    p_equal; worse with the annealing probability exp(-relative rise / temperature now)."""
+    better = _less(new[0], new[1], new[2], st[_PEAK], st[_SUM], st[_ATP])
+    equal = new[0] == st[_PEAK] and new[1] == st[_SUM] and new[2] == st[_ATP]
+    accept = better
+    if not accept and equal:
+        accept = rng.random() < p_equal
+    if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
+        rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
+        hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
+        if hot > 0.0:
+            accept = rng.random() < np.exp(-rise / hot)
+    return accept, better, equal
+
+
+@numba.njit(**_JIT)
+def climb(g, order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, d,
+          movable, hits, cand, last, pool, device_peak, rng, p_equal, patience, kick_moves, focus_fraction,
+          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
-    without a new best (regal.local_search's docstring). Returns 0 at stop, 1 when nothing can
-    move."""
+    without a new best (regal.local_search's docstring). g: the `KernelGraph`. Returns 0 at
+    stop, 1 when nothing can move."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
-    nk = quality.shape[0]
     while st[_COUNT] < stop:
         cur = st[_CUR]
         peak = st[_PEAK]
-        if st[_SINCE] >= patience:  # kick: back to the best, blind moves, one evaluation
-            placement[:] = best_placement
-            order[:] = best_order
-            for i in range(n):
-                pos[order[i]] = i
-            moved = 0
-            for _ in range(kick_moves):
-                moved += _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx,
-                                  succ_ptr, succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand,
-                                  last, pool, rng, False, False, 0.0, focus_width, shift, mv)
-            _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
-                   resident, reuse_ptr, reuse_idx, device_peak, traces[cur], st, new)
-            st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
-            st[_KICKS] += 1
-            st[_SINCE] = 0
+        if st[_SINCE] >= patience:
+            moved = _kick(g, order, pos, placement, best_placement, best_order, traces[cur], st, d, movable, hits,
+                          cand, last, pool, device_peak, rng, kick_moves, focus_width, shift, mv, new)
             if moved == 0:
                 return 1
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
             continue
         kind = -1
-        if adaptive:  # a kind with probability floor + (1 - nk floor) quality[k] / sum(quality)
-            total = 0.0
-            for j in range(nk):
-                total += quality[j]
-            x = rng.random() * total
-            u = rng.random()
-            if u < nk * floor:
-                kind = min(int(u / floor), nk - 1)
-            else:
-                kind = nk - 1
-                for j in range(nk):
-                    x -= quality[j]
-                    if x < 0.0:
-                        kind = j
-                        break
-            ok = _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx, succ_ptr,
-                          succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand, last, pool, rng,
+        if adaptive:
+            kind = _pick_kind(quality, floor, rng)
+            ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
                           _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind], focus_width, shift, mv)
         else:
             focused = rng.random() < focus_fraction
-            ok = _propose(order, pos, placement, traces[cur], peak, hits, n, d, pred_ptr, pred_idx, succ_ptr,
-                          succ_idx, out_ptr, out_idx, nbytes, resident, output, movable, cand, last, pool, rng,
+            ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
                           focused, informed, directed, focus_width, shift, mv)
         if not ok:
             st[_SINCE] += 1
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
-        _score(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
-               resident, reuse_ptr, reuse_idx, device_peak, traces[1 - cur], st, new)
+        _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
         st[_SINCE] += 1
-        better = _less(new[0], new[1], new[2], st[_PEAK], st[_SUM], st[_ATP])
-        equal = new[0] == st[_PEAK] and new[1] == st[_SUM] and new[2] == st[_ATP]
-        accept = better
-        if not accept and equal:
-            accept = rng.random() < p_equal
-        if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
-            rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
-            hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
-            if hot > 0.0:
-                accept = rng.random() < np.exp(-rise / hot)
+        accept, better, equal = _accepts(new, st, p_equal, temperature, horizon, rng)
         if accept:
             st[_ACC] += 1
             st[_SIDE] += equal

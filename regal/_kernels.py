@@ -1,22 +1,16 @@
-"""Every Numba kernel of regal: decode a chromosome, simulate peak memory (SPEC.md sections 3, 5),
-the list schedulers behind `regal.heuristics` (XLA's list, Inductor's LPMF, greedy), and the
-local search's climb (`climb`, the loop of `regal.local_search`).
+"""The BRKGA decoder's kernels and the search helpers around the simulator: decode a chromosome
+and score it (SPEC.md sections 5, 3), the population in parallel, biased crossover; Kahn's order
+by priority, longest-path levels; the local search's small kernels (live tensors, peak hits,
+feasible windows, shifts) and the re-homing of resident tensors on a step trace.
 
-Arrays and scalars in, arrays out. No Python objects (but the climb's numpy Generator), no
-formatted errors: the public wrappers in `regal.decode`, `regal.simulate`, `regal.structure`,
-`regal.heuristics` and `regal.local_search` validate first. JIT options come from `regal._jit`
-(shared by every kernel module), the binary heap from `regal._heap`; the local search's climb
-is in `regal._climb`. The reference twins of these kernels, written for clarity instead of
-speed, are in `tests/naive.py`.
-
-Graph arrays used below (n nodes, d devices):
-    pred_cnt:  int32[n]    number of distinct predecessors (data and control)
-    succ_ptr:  int64[n+1], succ_idx: int32[*]   successors (data and control), CSR
-    in_ptr:    int64[n+1], in_idx: int32[*]     data inputs, CSR
-    out_ptr:   int64[n+1], out_idx: int32[*]    data consumers, CSR
-    nbytes, temp: int64[n];  resident: bool[n]
-    reuse_ptr: int64[n+1], reuse_idx: int32[*]  inputs each node may take over (SPEC.md section 3),
-                                                in preference order; empty for most graphs
+Arrays and scalars in, arrays out; the graph as one struct, `g`, a
+`regal._kernel_graph.KernelGraph` (its fields and dtypes are listed there). No Python objects,
+no formatted errors: the public wrappers in `regal.decode`, `regal.simulate`,
+`regal.heuristics` and `regal.local_search` validate first. The other kernel modules: the
+peak-memory simulator `regal._peak_memory`, the heuristic orders `regal._orders`, the local
+search's climb `regal._climb`; JIT options from `regal._jit`, the binary heap from
+`regal._heap`. The reference twins of these kernels, written for clarity instead of speed, are
+in `tests/naive.py`.
 """
 
 import numba
@@ -24,7 +18,7 @@ import numpy as np
 
 from regal._heap import heap_pop, heap_push
 from regal._jit import JIT as _JIT, PARALLEL_JIT
-from regal._takeover import taken_over
+from regal._peak_memory import simulate_peak
 
 
 @numba.njit(**_JIT)
@@ -119,153 +113,8 @@ def longest_path_levels(order, succ_ptr, succ_idx, from_sources, to_sinks):
                 to_sinks[v] = to_sinks[w] + 1
 
 
-def _simulator(with_reuse):
-    """simulate_peak's body, compiled twice: `with_reuse` is a compile-time constant, so graphs
-    without the field run the code they ran before it existed (no branch per step)."""
-
-    @numba.njit(**_JIT)
-    def simulate(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                 nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace):
-        """`simulate_peak` (see there), with or without taking over."""
-        tracing = trace.shape[0] > 0
-        res = np.zeros(d, dtype=np.int64)
-        for v in range(n):
-            if resident[v]:
-                res[placement[v]] += nbytes[v]
-        for k in range(d):
-            device_peak[k] = res[k]
-
-        if d == 1:
-            # One device: no copies; a tensor is freed when its last consumer has run.
-            remaining = np.empty(n, dtype=np.int32)
-            for u in range(n):
-                remaining[u] = out_ptr[u + 1] - out_ptr[u]
-            r = res[0]
-            peak = device_peak[0]
-            for t in range(n):
-                v = order[t]
-                if resident[v]:
-                    if tracing:
-                        trace[t, 0] = r
-                    continue
-                taken = 0
-                if with_reuse:
-                    taken = taken_over(v, 0, reuse_ptr, reuse_idx, nbytes, resident, placement, remaining)
-                r += nbytes[v] + temp[v] - taken
-                if r > peak:
-                    peak = r
-                if tracing:
-                    trace[t, 0] = r
-                r += taken - temp[v]
-                for e in range(in_ptr[v], in_ptr[v + 1]):
-                    u = in_idx[e]
-                    remaining[u] -= 1
-                    if remaining[u] == 0 and not in_resident[e]:  # resident or a graph output: kept
-                        r -= nbytes[u]
-            device_peak[0] = peak
-            return peak
-
-        # One record per node, so that an input's whole state is one cache line:
-        #   st[u, 0]            u's home device
-        #   st[u, 1]            devices other than home that host a consumer of u and lack the copy
-        #   st[u, 2 + k]        consumers of u on device k that have not run yet
-        #   st[u, 2 + d + k]    for a remote k: u's copy has arrived; for k = home: u has been freed
-        # Each step walks its inputs once: copies in, and the frees it causes, which are applied
-        # after the peak is taken (an input's state depends only on its own iteration). The updates
-        # are written without branches: placements are random, so branches would mispredict.
-        W = 2 + 2 * d
-        st = np.zeros((n, W), dtype=np.int32)
-        for v in range(n):
-            st[v, 0] = placement[v]
-        for u in range(n):
-            h = st[u, 0]
-            for e in range(out_ptr[u], out_ptr[u + 1]):
-                k = st[out_idx[e], 0]
-                c = st[u, 2 + k]
-                st[u, 1] += (c == 0) & (k != h)
-                st[u, 2 + k] = c + 1
-
-        for t in range(n):
-            v = order[t]
-            if resident[v]:
-                if tracing:
-                    for j in range(d):
-                        trace[t, j] = res[j]
-                continue
-            k = st[v, 0]
-            r = res[k]
-            freed = 0
-            for e in range(in_ptr[v], in_ptr[v + 1]):
-                u = in_idx[e]
-                b = in_bytes[e]
-                h = st[u, 0]
-                remote = h != k
-                # 1. copy in
-                need = remote & (st[u, 2 + d + k] == 0)
-                st[u, 2 + d + k] |= need
-                r += b * need
-                pend = st[u, 1] - need
-                st[u, 1] = pend
-                # 3. free (deferred): the copy on k after its last consumer there; the home copy
-                # once every home consumer has run and every other device has its copy
-                left = st[u, 2 + k] - 1
-                st[u, 2 + k] = left
-                freed += b * (remote & (left == 0))
-                free_home = (not in_resident[e]) & (pend == 0) & (st[u, 2 + h] == 0) & (st[u, 2 + d + h] == 0)
-                st[u, 2 + d + h] |= free_home
-                freed += b * (free_home & (not remote))
-                res[h] -= b * (free_home & remote)
-            # 2. run (less the inputs v takes over: home copies on k that this step frees, which
-            # st[u, 2 + d + k] marks: set by this step, since v is one of u's home consumers)
-            taken = 0
-            if with_reuse:
-                taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, st[:, 0], st[:, 2 + d + k])
-            r += nbytes[v] - taken
-            if r + temp[v] > device_peak[k]:
-                device_peak[k] = r + temp[v]
-            if tracing:
-                res[k] = r + temp[v]
-                for j in range(d):
-                    trace[t, j] = res[j]
-            res[k] = r + taken - freed
-
-        peak = device_peak[0]
-        for k in range(1, d):
-            if device_peak[k] > peak:
-                peak = device_peak[k]
-        return peak
-
-    return simulate
-
-
-_simulate_plain = _simulator(False)
-_simulate_reuse = _simulator(True)
-
-
 @numba.njit(**_JIT)
-def simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                  nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace):
-    """Peak memory of a placement and global order under SPEC.md section 3.
-
-    order: int32[n] topological; placement: int32[n] in [0, d); in_bytes: int64[E] and
-    in_resident: bool[E] are the bytes and resident flag of each data edge's producer (per-edge
-    copies, read sequentially). Writes device_peak: int64[d]
-    and returns max(device_peak). trace: int64[n, d] or int64[0, d]; when it has n rows, row t
-    receives every device's bytes while step t runs (temp included on the running device).
-
-    Taking over (`reuse`): a step that takes over inputs holds `taken` bytes fewer while it runs;
-    after it, the bytes are as without the field (the taken inputs' bytes now belong to its
-    output instead of being freed). A graph without the field runs `_simulate_plain`.
-    """
-    if reuse_idx.shape[0] > 0:
-        return _simulate_reuse(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                               nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
-    return _simulate_plain(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                           nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, trace)
-
-
-@numba.njit(**_JIT)
-def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, output, t, k, cand, last):
+def live_across(g, order, pos, placement, t, k, cand, last):
     """The tensors held on device k across step t: the non-resident nodes on k with bytes,
     run before t (pos < t) and last consumed after it (a consumer at a position > t), or graph
     outputs (`output`, never freed: their `last` is n, past every step).
@@ -277,13 +126,13 @@ def live_across(order, pos, placement, out_ptr, out_idx, nbytes, resident, outpu
     m = 0
     for i in range(t):
         u = order[i]
-        if placement[u] != k or resident[u] or nbytes[u] == 0:
+        if placement[u] != k or g.resident[u] or g.nbytes[u] == 0:
             continue
         hi = -1
-        if output[u]:
+        if g.output[u]:
             hi = order.shape[0]
-        for e in range(out_ptr[u], out_ptr[u + 1]):
-            q = pos[out_idx[e]]
+        for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
+            q = pos[g.out_idx[e]]
             if q > hi:
                 hi = q
         if hi > t:
@@ -349,7 +198,7 @@ def _peak_without(val, lazy, bmax, blk, k, lo, hi, delta):
 
 
 @numba.njit(**_JIT)
-def pack_residents(trace, pos, placement, out_ptr, out_idx, nbytes, candidates, span):
+def pack_residents(g, trace, pos, placement, candidates, span):
     """Re-home resident tensors, in the order of `candidates`, each to the device where the
     schedule's (max device peak, sum of device peaks) falls most, if it falls; returns how many
     moved. The order is fixed. trace: int64[n, d], the schedule's step trace (`simulate_peak`'s),
@@ -373,15 +222,15 @@ def pack_residents(trace, pos, placement, out_ptr, out_idx, nbytes, candidates, 
     moved = 0
     for i in range(candidates.shape[0]):
         r = candidates[i]
-        b = nbytes[r]
+        b = g.nbytes[r]
         a = placement[r]
         if b == 0:
             continue
         for k in range(d):
             span[k, 0] = n
             span[k, 1] = -1
-        for e in range(out_ptr[r], out_ptr[r + 1]):
-            c = out_idx[e]
+        for e in range(g.out_ptr[r], g.out_ptr[r + 1]):
+            c = g.out_idx[e]
             k = placement[c]
             q = pos[c]
             if q < span[k, 0]:
@@ -493,41 +342,38 @@ def shift_node(order, pos, p, q):
 
 
 @numba.njit(**_JIT)
-def decode_simulate(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes, in_resident,
-                    out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order,
-                    device_peak, no_trace):
+def decode_simulate(g, keys, d, placement, order, device_peak, no_trace):
     """Decode one chromosome (SPEC.md section 5) and return its peak memory (section 3).
 
-    keys: float64[n*(d+1)], node v's affinities at keys[v*(d+1) : v*(d+1)+d], its priority at
-    keys[v*(d+1)+d]. Writes placement int32[n], order int32[n], device_peak int64[d].
+    g: the `KernelGraph` (n nodes); keys: float64[n*(d+1)], node v's affinities at
+    keys[v*(d+1) : v*(d+1)+d], its priority at keys[v*(d+1)+d]. Writes placement int32[n],
+    order int32[n], device_peak int64[d]; no_trace: int64[0, d].
     """
+    n = g.num_nodes
     placement_from_keys(keys, n, d, placement)
     prio = np.empty(n, dtype=np.float64)
     w = d + 1
     for v in range(n):
         prio[v] = keys[v * w + d]
-    priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, resident, order)
-    return simulate_peak(order, placement, n, d, in_ptr, in_idx, in_bytes, in_resident, out_ptr, out_idx,
-                         nbytes, temp, resident, reuse_ptr, reuse_idx, device_peak, no_trace)
+    priority_order(prio, n, g.pred_cnt, g.succ_ptr, g.succ_idx, g.resident, order)
+    return simulate_peak(g, order, placement, d, device_peak, no_trace)
 
 
 @numba.njit(**PARALLEL_JIT)
-def evaluate_population(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, in_bytes,
-                        in_resident, out_ptr, out_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, fitness):
+def evaluate_population(g, population, d, fitness):
     """fitness[i] = peak memory of chromosome population[i]; chromosomes decoded in parallel.
 
-    population: float64[m, n*(d+1)]; fitness: float64[m]. Each chromosome is decoded on its own,
-    so the result does not depend on the number of threads.
+    g: the `KernelGraph` (n nodes); population: float64[m, n*(d+1)]; fitness: float64[m]. Each
+    chromosome is decoded on its own, so the result does not depend on the number of threads.
     """
     m = population.shape[0]
+    n = g.num_nodes
     no_trace = np.empty((0, d), dtype=np.int64)
     for i in numba.prange(m):
         placement = np.empty(n, dtype=np.int32)
         order = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
-        fitness[i] = decode_simulate(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr,
-                                     in_idx, in_bytes, in_resident, out_ptr, out_idx, nbytes, temp,
-                                     resident, reuse_ptr, reuse_idx, placement, order, device_peak, no_trace)
+        fitness[i] = decode_simulate(g, population[i], d, placement, order, device_peak, no_trace)
 
 
 @numba.njit(**PARALLEL_JIT)

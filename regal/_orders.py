@@ -1,6 +1,7 @@
 """The heuristic orders' kernels (`regal.heuristics` calls them): DFS post-order, XLA's list
-scheduler and its DFS weights, Inductor's LPMF order, the greedy placement-and-order; arrays in,
-arrays out, naive twins in `tests/naive.py`."""
+scheduler and its DFS weights, Inductor's LPMF order; the graph as one struct, `g` (a
+`regal._kernel_graph.KernelGraph`), arrays out, naive twins in `tests/naive.py`. The greedy
+placement-and-order is in `regal._greedy`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import numba
 import numpy as np
 
 from regal._jit import JIT as _JIT
-from regal._takeover import taken_over
 
 
 @numba.njit(**_JIT)
@@ -49,8 +49,7 @@ def dfs_postorder(roots, child_ptr, child_idx, n, order):
 
 
 # ---------------------------------------------------------------------------- list schedulers
-# The compiler heuristics and the greedy scheduler of `regal.heuristics` (its wrappers build the
-# graph arrays and check that every node was ordered).
+# The compiler heuristics of `regal.heuristics` (its wrappers check that every node was ordered).
 
 _BIG = np.int64(2 ** 62)
 #: XLA's list scheduler ranks effective scalars (one element) first; a graph keeps no shapes, so
@@ -111,20 +110,19 @@ def _heap3_pop(hk, hv, size):
 
 
 @numba.njit(**_JIT)
-def _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes):
+def _xla_push(g, hk, hv, size, v, freed, stamp, scalar_bytes):
     """Push ready node v with its current priority (negated: the heap is a min-heap)."""
-    if 0 < nbytes[v] <= scalar_bytes:
+    if 0 < g.nbytes[v] <= scalar_bytes:
         p = _BIG
         nu = _BIG
     else:
-        p = freed[v] - (0 if resident[v] else nbytes[v])
-        nu = out_ptr[v + 1] - out_ptr[v]
+        p = freed[v] - (0 if g.resident[v] else g.nbytes[v])
+        nu = g.out_ptr[v + 1] - g.out_ptr[v]
     return _heap3_push(hk, hv, size, -p, -nu, -stamp[v], v)
 
 
 @numba.njit(**_JIT)
-def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                   nbytes, resident, scalar_bytes, order):
+def xla_list_order(g, scalar_bytes, order):
     """XLA's ListScheduler: repeatedly run the ready node of highest priority.
 
     Priority = (bytes freed - bytes defined, number of users); effective scalars first. A
@@ -134,9 +132,11 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
     `stamp` reproduces that. scalar_bytes: the largest effective scalar (`SCALAR_BYTES`).
     The ready nodes are a heap with lazy deletion, as XLA's multimap: a node whose priority
     changes is pushed again with its new stamp, and an entry whose stamp is no longer its node's
-    is dropped when it surfaces. Writes order: int32[n]; returns the number of nodes ordered.
-    O((n + e) log n + e * max consumers).
+    is dropped when it surfaces. g: the `KernelGraph`; writes order: int32[n]; returns the
+    number of nodes ordered. O((n + e) log n + e * max consumers).
     """
+    n, in_ptr, in_idx, out_ptr, out_idx, nbytes, resident = (g.num_nodes, g.in_ptr, g.in_idx, g.out_ptr,
+                                                             g.out_idx, g.nbytes, g.resident)
     uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
     for u in range(n):
         uses[u] = out_ptr[u + 1] - out_ptr[u]
@@ -146,7 +146,7 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
             u = in_idx[e]
             if not resident[u] and uses[u] == 1:
                 freed[v] += nbytes[u]
-    indeg = pred_cnt.copy()
+    indeg = g.pred_cnt.copy()
     scheduled = np.zeros(n, dtype=np.bool_)
     in_ready = np.zeros(n, dtype=np.bool_)
     stamp = np.zeros(n, dtype=np.int64)
@@ -161,7 +161,7 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
             in_ready[v] = True
             clock += 1
             stamp[v] = clock
-            size = _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+            size = _xla_push(g, hk, hv, size, v, freed, stamp, scalar_bytes)
     t = 0
     while size > 0:
         v = hv[0]
@@ -191,16 +191,16 @@ def xla_list_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out
                     clock += 1
                     stamp[w] = clock
                     changed[w] = -1
-                    size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+                    size = _xla_push(g, hk, hv, size, w, freed, stamp, scalar_bytes)
         t += 1
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[e]
+        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
+            w = g.succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
                 in_ready[w] = True
                 clock += 1
                 stamp[w] = clock
-                size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
+                size = _xla_push(g, hk, hv, size, w, freed, stamp, scalar_bytes)
     return t
 
 
@@ -257,8 +257,51 @@ def _seg_first(tb, width):
 
 
 @numba.njit(**_JIT)
-def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-               nbytes, temp, resident, order):
+def _lpmf_start(g, outdeg, size, to_free):
+    """LPMF's initial state: writes outdeg (data uses left; a graph output keeps an implicit
+    one), size (bytes of non-resident outputs) and to_free (bytes a node frees if run now);
+    returns (live, max_mem): the resident bytes, and the peak Inductor starts from."""
+    n = g.num_nodes
+    live = np.int64(0)
+    out_mem = np.int64(0)
+    for u in range(n):
+        outdeg[u] = g.out_ptr[u + 1] - g.out_ptr[u]
+        if g.resident[u]:
+            live += g.nbytes[u]
+        elif outdeg[u] == 0:
+            out_mem += g.nbytes[u]
+            outdeg[u] = 1  # graph outputs keep an implicit use
+    for v in range(n):
+        if not g.resident[v]:
+            size[v] = g.nbytes[v]
+        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            u = g.in_idx[e]
+            if not g.resident[u] and outdeg[u] == 1:
+                to_free[v] += g.nbytes[u]
+    # Inductor starts its peak at max(freeable inputs, outputs); here no input is freeable and
+    # the resident bytes are a constant offset on both
+    return live, live + out_mem
+
+
+@numba.njit(**_JIT)
+def _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width):
+    """After v runs: each non-resident input of v with one use left now frees its bytes when
+    that reader runs; ready readers move in the segment tree."""
+    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+        u = g.in_idx[e]
+        if g.resident[u]:
+            continue
+        outdeg[u] -= 1
+        if outdeg[u] == 1:
+            for f in range(g.out_ptr[u], g.out_ptr[u + 1]):
+                w = g.out_idx[f]
+                to_free[w] += g.nbytes[u]
+                if ready[w]:
+                    _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
+
+
+@numba.njit(**_JIT)
+def lpmf_order(g, order):
     """Inductor's least-peak-memory-first (`topological_sort_lpmf`).
 
     For each ready node: mem1 = live + its output (+ temp here) is the memory while it runs,
@@ -269,30 +312,14 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
     The ready nodes are leaves of a segment tree in order of (size + temp, index), each holding
     (size - memory_to_free, index): the nodes that fit are a prefix, so the pick is a prefix
     minimum, or, when none fits, the minimum among the nodes of the smallest size + temp.
-    Writes order: int32[n]; returns the number of nodes ordered. O((n + e) log n + e * max consumers).
+    g: the `KernelGraph`; writes order: int32[n]; returns the number of nodes ordered.
+    O((n + e) log n + e * max consumers).
     """
+    n, temp = g.num_nodes, g.temp
     outdeg = np.empty(n, dtype=np.int64)
-    live = np.int64(0)
-    out_mem = np.int64(0)
-    for u in range(n):
-        outdeg[u] = out_ptr[u + 1] - out_ptr[u]
-        if resident[u]:
-            live += nbytes[u]
-        elif outdeg[u] == 0:
-            out_mem += nbytes[u]
-            outdeg[u] = 1  # graph outputs keep an implicit use
-    # Inductor starts its peak at max(freeable inputs, outputs); here no input is freeable and
-    # the resident bytes are a constant offset on both
-    max_mem = live + out_mem
     size = np.zeros(n, dtype=np.int64)
     to_free = np.zeros(n, dtype=np.int64)
-    for v in range(n):
-        if not resident[v]:
-            size[v] = nbytes[v]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            if not resident[u] and outdeg[u] == 1:
-                to_free[v] += nbytes[u]
+    live, max_mem = _lpmf_start(g, outdeg, size, to_free)
     run = size + temp
     by_run = np.argsort(run, kind="mergesort")   # leaves: (size + temp, index)
     sorted_run = run[by_run]
@@ -304,7 +331,7 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
     tb = np.full(2 * width, _BIG, dtype=np.int64)
     tv = np.full(2 * width, _BIG, dtype=np.int64)
     ready = np.zeros(n, dtype=np.bool_)
-    indeg = pred_cnt.copy()
+    indeg = g.pred_cnt.copy()
     cnt = 0
     for v in range(n):
         if indeg[v] == 0:
@@ -329,200 +356,14 @@ def lpmf_order(n, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx
         if live > max_mem:
             max_mem = live
         live -= temp[v] + to_free[v]
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[e]
+        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
+            w = g.succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready[w] = True
                 cnt += 1
                 _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            if resident[u]:
-                continue
-            outdeg[u] -= 1
-            if outdeg[u] == 1:
-                for f in range(out_ptr[u], out_ptr[u + 1]):
-                    w = out_idx[f]
-                    to_free[w] += nbytes[u]
-                    if ready[w]:
-                        _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
-    return t
-
-
-@numba.njit(**_JIT)
-def _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp, has_reuse,
-                  reuse_ptr, reuse_idx, cx, c2, cb):
-    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
-    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
-    over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
-    extra_r = np.int64(0)
-    for e in range(in_ptr[v], in_ptr[v + 1]):
-        if placement[in_idx[e]] < 0:
-            extra_r += nbytes[in_idx[e]]
-    cx[v] = extra_r
-    for k in range(d):
-        copy = np.int64(0)
-        freed = np.int64(0)
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            h = placement[u]
-            if h < 0:
-                continue
-            here = present[u * d + k]
-            if not here:
-                copy += nbytes[u]
-            if left[u] == 1:
-                cnt_dev = 0
-                for j in range(d):
-                    if present[u * d + j] or (j == k and not here):
-                        if not (resident[u] and j == h):
-                            cnt_dev += 1
-                freed += nbytes[u] * cnt_dev
-        taken = np.int64(0)
-        if has_reuse:
-            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
-        c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
-        cb[v * d + k] = copy + nbytes[v] - freed
-
-
-@numba.njit(**_JIT)
-def greedy_schedule(n, d, window, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx,
-                    nbytes, temp, resident, reuse_ptr, reuse_idx, placement, order, stop):
-    """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
-
-    `ready` holds the ready nodes in the order they became ready; each step scores the last
-    `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
-    Writes placement: int32[n] in [0, d) and order: int32[n]; returns the number of nodes ordered,
-    fewer than n when another thread set stop[0] (int64[1]; read before every step) to nonzero.
-    """
-    has_reuse = reuse_idx.shape[0] > 0
-    present = np.zeros(n * d, dtype=np.bool_)
-    left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
-    for u in range(n):
-        left[u] = out_ptr[u + 1] - out_ptr[u]
-        placement[u] = -1
-    level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
-    dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
-    rbase = np.zeros(d, dtype=np.int64)     # bytes of resident tensors placed on the device
-    peak = np.int64(0)
-    indeg = pred_cnt.copy()
-    ready = np.empty(n, dtype=np.int32)
-    cnt = 0
-    t = 0
-    for v in range(n):  # resident nodes are sources; they go first and are placed later
-        if resident[v] and d == 1:
-            placement[v] = 0
-            present[v] = True
-            rbase[0] += nbytes[v]
-            peak = rbase[0]
-        if indeg[v] == 0:
-            if resident[v]:
-                order[t] = v
-                t += 1
-            else:
-                ready[cnt] = v
-                cnt += 1
-    for i in range(t):
-        v = order[i]
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready[cnt] = w
-                cnt += 1
-    # each ready node's per-device terms, which change only when one of its inputs is placed,
-    # copied, freed or loses a consumer: recomputed then (`dirty`), not at every step
-    cx = np.zeros(n, dtype=np.int64)        # unplaced resident inputs (homed where v runs)
-    c2 = np.zeros(n * d, dtype=np.int64)    # copies + output + temp - taken over, on device k
-    cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
-    dirty = np.ones(n, dtype=np.bool_)
-    while cnt > 0:
-        if stop[0] != 0:
-            return t
-        best = -1
-        bk = 0
-        s1 = _BIG
-        s2 = _BIG
-        s3 = _BIG
-        for i in range(max(cnt - window, 0), cnt):
-            v = ready[i]
-            if dirty[v]:
-                dirty[v] = False
-                _greedy_terms(v, d, in_ptr, in_idx, placement, present, left, resident, nbytes, temp,
-                              has_reuse, reuse_ptr, reuse_idx, cx, c2, cb)
-            # v's device: lowest (peak after, net bytes, memory while running, device)
-            vk = -1
-            f1 = _BIG
-            f2 = _BIG
-            f3 = _BIG
-            extra_r = cx[v]
-            for k in range(d):
-                run = rbase[k] + extra_r + level[k] + c2[v * d + k]
-                a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
-                b = cb[v * d + k]
-                if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
-                    vk, f1, f2, f3 = k, a, b, run
-            # the node: the same key without the resident bytes it homes, a cost paid wherever
-            # and whenever they are first read, so it steers the device but never delays a node
-            run = f3 - extra_r
-            a = max(peak, rbase[vk] + dynpeak[vk], run)
-            if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
-                    run < s3 or (run == s3 and v < ready[best]))))):
-                best, bk, s1, s2, s3 = i, vk, a, f2, run
-        v = ready[best]
-        k = bk
-        cnt -= 1
-        for i in range(best, cnt):  # keep the order in which they became ready
-            ready[i] = ready[i + 1]
-        taken = 0
-        if has_reuse:
-            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
-        placement[v] = k
-        present[v * d + k] = True
-        order[t] = v
-        t += 1
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            if placement[u] < 0:
-                placement[u] = k
-                present[u * d + k] = True
-                rbase[k] += nbytes[u]
-            elif not present[u * d + k]:
-                present[u * d + k] = True
-                level[k] += nbytes[u]
-        level[k] += nbytes[v] + temp[v] - taken
-        if level[k] > dynpeak[k]:
-            dynpeak[k] = level[k]
-        level[k] += taken - temp[v]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            left[u] -= 1
-            if left[u] == 0:
-                for j in range(d):
-                    if present[u * d + j] and not (resident[u] and j == placement[u]):
-                        present[u * d + j] = False
-                        level[j] -= nbytes[u]
-        if rbase[k] + dynpeak[k] > peak:
-            peak = rbase[k] + dynpeak[k]
-        for e in range(in_ptr[v], in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
-            u = in_idx[e]
-            for f in range(out_ptr[u], out_ptr[u + 1]):
-                dirty[out_idx[f]] = True
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[e]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready[cnt] = w
-                cnt += 1
-    for v in range(n):  # resident tensors nobody reads: the device with the lowest peak
-        if placement[v] < 0:
-            k = 0
-            for j in range(1, d):
-                if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
-                    k = j
-            placement[v] = k
-            rbase[k] += nbytes[v]
+        _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width)
     return t
 
 

@@ -39,10 +39,8 @@ def decode_evaluate(graph: Graph, keys, devices: int) -> tuple[np.ndarray, np.nd
     placement = np.empty(n, dtype=np.int32)
     order = np.empty(n, dtype=np.int32)
     device_peak = np.empty(devices, dtype=np.int64)
-    peak = _kernels.decode_simulate(keys, n, devices, kg.pred_cnt, kg.succ_ptr, kg.succ_idx,
-                                    kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
-                                    kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx,
-                                    placement, order, device_peak, np.empty((0, devices), dtype=np.int64))
+    peak = _kernels.decode_simulate(kg, keys, devices, placement, order, device_peak,
+                                    np.empty((0, devices), dtype=np.int64))
     return placement, order, Simulation(int(peak), device_peak)
 
 
@@ -93,10 +91,7 @@ def evaluate_population(graph: Graph, population, devices: int, deadline=None) -
         if lo > 0 and expired(deadline):
             break
         part = np.empty(min(step, m - lo), dtype=np.float64)
-        _kernels.evaluate_population(population[lo:lo + step], kg.num_nodes, devices, kg.pred_cnt, kg.succ_ptr,
-                                     kg.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident,
-                                     kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr,
-                                     kg.reuse_idx, part)
+        _kernels.evaluate_population(kg, population[lo:lo + step], devices, part)
         fitness[lo:lo + part.shape[0]] = part
     return fitness
 

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from regal import _kernels, _orders
+from regal import _greedy, _kernels, _orders
 from regal._orders import SCALAR_BYTES
 from regal._stop import Deadline, Stopped, as_deadline, interruptible
 from regal.decode import order_by_priority
@@ -66,9 +66,7 @@ def xla_list_order(graph: Graph) -> np.ndarray:
     """int32[n]: XLA's list scheduler (`_orders.xla_list_order`); control edges are honored."""
     kg = kernel_graph(graph)
     order = np.empty(graph.num_nodes, dtype=np.int32)
-    t = _orders.xla_list_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr,
-                                kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.resident,
-                                SCALAR_BYTES, order)
+    t = _orders.xla_list_order(kg, SCALAR_BYTES, order)
     assert t == graph.num_nodes
     return order
 
@@ -135,8 +133,7 @@ def lpmf_order(graph: Graph) -> np.ndarray:
     """int32[n]: Inductor's least-peak-memory-first order (`_orders.lpmf_order`)."""
     kg = kernel_graph(graph)
     order = np.empty(graph.num_nodes, dtype=np.int32)
-    t = _orders.lpmf_order(kg.num_nodes, kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx,
-                            kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident, order)
+    t = _orders.lpmf_order(kg, order)
     assert t == graph.num_nodes
     return order
 
@@ -224,9 +221,7 @@ def greedy_schedule(graph: Graph, devices: int, window: int = GREEDY_WINDOW,
     placement = np.empty(graph.num_nodes, dtype=np.int32)
     order = np.empty(graph.num_nodes, dtype=np.int32)
     stop = np.zeros(1, dtype=np.int64)
-    t = _until(deadline, stop, _orders.greedy_schedule, kg.num_nodes, devices, int(window), kg.pred_cnt, kg.succ_ptr,
-               kg.succ_idx, kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx, kg.nbytes, kg.temp, kg.resident,
-               kg.reuse_ptr, kg.reuse_idx, placement, order, stop)
+    t = _until(deadline, stop, _greedy.greedy_schedule, kg, devices, int(window), placement, order, stop)
     assert t == graph.num_nodes
     return placement, order
 
@@ -309,7 +304,7 @@ def pack_on_trace(kg, candidates: np.ndarray, placement: np.ndarray, order: np.n
     returns how many moved. No simulation."""
     pos = np.empty(kg.num_nodes, dtype=np.int64)
     pos[order] = np.arange(kg.num_nodes)
-    return int(_kernels.pack_residents(trace, pos, placement, kg.out_ptr, kg.out_idx, kg.nbytes, candidates,
+    return int(_kernels.pack_residents(kg, trace, pos, placement, candidates,
                                        np.empty((trace.shape[1], 2), dtype=np.int64)))
 
 

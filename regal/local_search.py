@@ -159,14 +159,10 @@ class LocalSearchResult(NamedTuple):
 
 
 class _Moves(NamedTuple):
-    """The static arrays the climb kernel reads (n nodes, d devices), and its scratch."""
+    """What the climb kernel reads beside the graph (`kernel_graph`'s; n nodes, d devices): the
+    movable nodes, and its scratch."""
     num_nodes: int
     num_devices: int
-    pred_ptr: np.ndarray    # int64[n+1], pred_idx: predecessors (data and control), CSR
-    pred_idx: np.ndarray
-    succ_ptr: np.ndarray    # int64[n+1], succ_idx: successors (data and control), CSR
-    succ_idx: np.ndarray
-    output: np.ndarray      # bool[n], graph outputs (never freed: directed moves cannot free them early)
     movable: np.ndarray     # int64[*], the non-resident nodes: those whose position matters
     hits: np.ndarray        # int64[n * d, 2], scratch: the (step, device) entries at the peak
     cand: np.ndarray        # int64[n], scratch: the tensors held across the peak
@@ -243,9 +239,9 @@ class ClimbState:
 
 def _moves(graph: Graph, devices: int) -> _Moves:
     n = graph.num_nodes
-    return _Moves(n, devices, graph.pred_ptr, graph.pred_idx, graph.succ_ptr, graph.succ_idx, graph.output,
-                  np.flatnonzero(~graph.resident).astype(np.int64), np.empty((n * devices, 2), dtype=np.int64),
-                  np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
+    return _Moves(n, devices, np.flatnonzero(~graph.resident).astype(np.int64),
+                  np.empty((n * devices, 2), dtype=np.int64), np.empty(n, dtype=np.int64),
+                  np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
 
 
 # ---------------------------------------------------------------------------- climb
@@ -279,13 +275,11 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             state.hist = np.concatenate([state.hist, np.zeros((need, 2), dtype=np.int64)])
         found = int(st[_climb_kernel._NHIST])
         code = _climb_kernel.climb(
-            state.order, state.pos, state.placement, state.best_placement, state.best_order, state.traces, st,
-            state.quality, state.hist, stop, moves.num_nodes, moves.num_devices, moves.pred_ptr, moves.pred_idx,
-            moves.succ_ptr, moves.succ_idx, kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr,
-            kg.out_idx, kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, moves.output, moves.movable,
-            moves.hits, moves.cand, moves.last, moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience,
-            cfg.kick_moves, cfg.focus_fraction, cfg.focus_width, cfg.shift, cfg.informed, cfg.directed,
-            cfg.temperature, cfg.horizon, cfg.adaptive, cfg.floor, cfg.rate)
+            kg, state.order, state.pos, state.placement, state.best_placement, state.best_order, state.traces, st,
+            state.quality, state.hist, stop, moves.num_devices, moves.movable, moves.hits, moves.cand, moves.last,
+            moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience, cfg.kick_moves, cfg.focus_fraction,
+            cfg.focus_width, cfg.shift, cfg.informed, cfg.directed, cfg.temperature, cfg.horizon, cfg.adaptive,
+            cfg.floor, cfg.rate)
         evaluate.count = int(st[_climb_kernel._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_climb_kernel._NHIST]) - found)
         if code == 1:

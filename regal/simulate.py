@@ -1,7 +1,7 @@
 """The one objective: peak memory of a placement and a global order (SPEC.md section 3).
 
 Every solver in regal is scored by `simulate`. It validates its input (a permutation, a
-topological order, devices in range) and then runs the Numba kernel in `regal._kernels`.
+topological order, devices in range) and then runs the Numba kernel in `regal._peak_memory`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from regal import _kernels
+from regal._kernel_graph import KernelGraph
 from regal.graph import Graph
 
 __all__ = ["ScheduleError", "Simulation", "KernelGraph", "kernel_graph", "check_schedule",
@@ -26,38 +27,20 @@ class Simulation(NamedTuple):
     device_peak_bytes: np.ndarray   # int64[devices]
 
 
-class KernelGraph(NamedTuple):
-    """The arrays the kernels read, in kernel dtypes (n nodes)."""
-    num_nodes: int
-    pred_cnt: np.ndarray   # int32[n]
-    succ_ptr: np.ndarray   # int64[n+1]
-    succ_idx: np.ndarray   # int32[*]
-    in_ptr: np.ndarray     # int64[n+1]
-    in_idx: np.ndarray     # int32[*]
-    out_ptr: np.ndarray    # int64[n+1]
-    out_idx: np.ndarray    # int32[*]
-    nbytes: np.ndarray     # int64[n]
-    temp: np.ndarray       # int64[n]
-    resident: np.ndarray   # bool[n]
-    in_bytes: np.ndarray   # int64[E]  bytes of each data edge's producer (nbytes[in_idx])
-    in_resident: np.ndarray  # bool[E]  whether each data edge's producer is never freed at home:
-    #                            resident, or a graph output (`output`); the kernels free by it
-    reuse_ptr: np.ndarray  # int64[n+1]  the inputs each node may take over (SPEC.md section 3), CSR
-    reuse_idx: np.ndarray  # int32[*]    in preference order; empty when the graph has no `reuse`
-
-
 def kernel_graph(graph: Graph) -> KernelGraph:
-    """The kernel view of `graph`, built once and cached on it."""
+    """The kernel view of `graph` (`regal._kernel_graph.KernelGraph`), built once and cached on it."""
     def make():
         c = np.ascontiguousarray
         return KernelGraph(
             num_nodes=graph.num_nodes,
             pred_cnt=c(np.diff(graph.pred_ptr).astype(np.int32)),
+            pred_ptr=c(graph.pred_ptr, dtype=np.int64), pred_idx=c(graph.pred_idx, dtype=np.int32),
             succ_ptr=c(graph.succ_ptr, dtype=np.int64), succ_idx=c(graph.succ_idx, dtype=np.int32),
             in_ptr=c(graph.in_ptr, dtype=np.int64), in_idx=c(graph.in_idx, dtype=np.int32),
             out_ptr=c(graph.out_ptr, dtype=np.int64), out_idx=c(graph.out_idx, dtype=np.int32),
             nbytes=c(graph.bytes, dtype=np.int64), temp=c(graph.temp_bytes, dtype=np.int64),
-            resident=c(graph.resident, dtype=np.bool_),
+            resident=c(graph.resident, dtype=np.bool_), output=c(graph.output, dtype=np.bool_),
+            cost=c(graph.cost, dtype=np.float64),
             in_bytes=c(graph.bytes[graph.in_idx], dtype=np.int64),
             in_resident=c((graph.resident | graph.output)[graph.in_idx], dtype=np.bool_),
             **_reuse_arrays(graph))
@@ -124,9 +107,7 @@ def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, devices: 
     """
     if trace is None:
         trace = np.empty((0, devices), dtype=np.int64)
-    return int(_kernels.simulate_peak(order, placement, kg.num_nodes, devices, kg.in_ptr, kg.in_idx,
-                                      kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx, kg.nbytes,
-                                      kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx, device_peak, trace))
+    return int(_kernels.simulate_peak(kg, order, placement, devices, device_peak, trace))
 
 
 def _run(graph: Graph, placement, order, devices: int, trace: np.ndarray) -> Simulation:

@@ -14,7 +14,7 @@ def local_search_simulations(monkeypatch):
     real_peak, real_climb = local_search.peak_of, _climb.climb
 
     def climb(*args):
-        st = args[6]
+        st = args[7]   # climb(g, order, pos, placement, best_placement, best_order, traces, st, ...)
         before = int(st[_climb._COUNT])
         code = real_climb(*args)
         calls.extend([1] * (int(st[_climb._COUNT]) - before))

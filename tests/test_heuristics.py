@@ -396,9 +396,7 @@ def test_pack_residents_computes_the_trace_a_fresh_simulation_gives_and_never_ra
             before = simulate(g, placement, order, d)
             trace = np.zeros((g.num_nodes, d), dtype=np.int64)
             packed = np.ascontiguousarray(placement, dtype=np.int32).copy()
-            _kernels.simulate_peak(np.ascontiguousarray(order, dtype=np.int32), packed, kg.num_nodes, d,
-                                   kg.in_ptr, kg.in_idx, kg.in_bytes, kg.in_resident, kg.out_ptr, kg.out_idx,
-                                   kg.nbytes, kg.temp, kg.resident, kg.reuse_ptr, kg.reuse_idx,
+            _kernels.simulate_peak(kg, np.ascontiguousarray(order, dtype=np.int32), packed, d,
                                    np.zeros(d, dtype=np.int64), trace)
             moved += pack_on_trace(kg, pack_candidates(g), packed, np.ascontiguousarray(order, dtype=np.int32),
                                    trace)

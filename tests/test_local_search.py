@@ -125,6 +125,7 @@ def _ep(history):
 def test_live_across_kernel_matches_the_naive_twin():
     """The directed moves' candidates: every tensor held on device k across step t, exactly."""
     from regal import _kernels
+    from regal.simulate import kernel_graph
     for seed in range(12):
         d = 1 + seed % 3
         g, placement, order = _start(seed + 200, 15 + 4 * seed, d)
@@ -133,9 +134,7 @@ def test_live_across_kernel_matches_the_naive_twin():
         cand, last = np.empty(g.num_nodes, dtype=np.int64), np.empty(g.num_nodes, dtype=np.int64)
         for t in range(0, g.num_nodes, 3):
             for k in range(d):
-                m = _kernels.live_across(order, pos, placement, g.out_ptr.astype(np.int64),
-                                         g.out_idx.astype(np.int32), g.bytes.astype(np.int64), g.resident,
-                                         g.output, t, k, cand, last)
+                m = _kernels.live_across(kernel_graph(g), order, pos, placement, t, k, cand, last)
                 got = dict(zip(cand[:m].tolist(), last[:m].tolist()))
                 assert got == naive.live_across(g, placement.tolist(), order.tolist(), t, k)
 

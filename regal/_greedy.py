@@ -1,0 +1,215 @@
+"""The greedy placement-and-order kernel (`regal.heuristics.greedy_schedule`): list scheduling
+over (ready node, device) pairs on a running memory state (SPEC.md section 3), steps
+`_greedy_sources`, `_greedy_pick`, `_greedy_run`; the graph as one struct, `g` (a
+`regal._kernel_graph.KernelGraph`); naive twin in `tests/naive.py`."""
+
+import numba
+import numpy as np
+
+from regal._jit import JIT as _JIT
+from regal._takeover import taken_over
+
+_BIG = np.int64(2 ** 62)   # larger than any score
+
+
+@numba.njit(**_JIT)
+def _greedy_terms(g, v, d, placement, present, left, has_reuse, cx, c2, cb):
+    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
+    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
+    over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+    in_ptr, in_idx, nbytes, resident = g.in_ptr, g.in_idx, g.nbytes, g.resident
+    extra_r = np.int64(0)
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        if placement[in_idx[e]] < 0:
+            extra_r += nbytes[in_idx[e]]
+    cx[v] = extra_r
+    for k in range(d):
+        copy = np.int64(0)
+        freed = np.int64(0)
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            h = placement[u]
+            if h < 0:
+                continue
+            here = present[u * d + k]
+            if not here:
+                copy += nbytes[u]
+            if left[u] == 1:
+                cnt_dev = 0
+                for j in range(d):
+                    if present[u * d + j] or (j == k and not here):
+                        if not (resident[u] and j == h):
+                            cnt_dev += 1
+                freed += nbytes[u] * cnt_dev
+        taken = np.int64(0)
+        if has_reuse:
+            taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
+        c2[v * d + k] = copy + nbytes[v] + g.temp[v] - taken
+        cb[v * d + k] = copy + nbytes[v] - freed
+
+
+@numba.njit(**_JIT)
+def _greedy_sources(g, d, placement, present, rbase, indeg, order, ready):
+    """The greedy's start: resident sources go first in the order (on one device, placed on 0
+    at once; on several, placed where first read, `_greedy_run`), the other sources and the
+    nodes they release join `ready`. Returns (nodes ordered, nodes ready, peak)."""
+    peak = np.int64(0)
+    cnt = 0
+    t = 0
+    for v in range(g.num_nodes):
+        if g.resident[v] and d == 1:
+            placement[v] = 0
+            present[v] = True
+            rbase[0] += g.nbytes[v]
+            peak = rbase[0]
+        if indeg[v] == 0:
+            if g.resident[v]:
+                order[t] = v
+                t += 1
+            else:
+                ready[cnt] = v
+                cnt += 1
+    for i in range(t):
+        v = order[i]
+        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
+            w = g.succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    return t, cnt, peak
+
+
+@numba.njit(**_JIT)
+def _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_reuse, cx, c2, cb,
+                 rbase, level, dynpeak, peak):
+    """The (ready index, device) to run next: among the last `window` ready nodes, each on its
+    device of lowest (peak after, net bytes, memory while running, device), the node of lowest
+    (peak after without the resident bytes it homes, net bytes, memory while running, index)."""
+    best = -1
+    bk = 0
+    s1 = _BIG
+    s2 = _BIG
+    s3 = _BIG
+    for i in range(max(cnt - window, 0), cnt):
+        v = ready[i]
+        if dirty[v]:
+            dirty[v] = False
+            _greedy_terms(g, v, d, placement, present, left, has_reuse, cx, c2, cb)
+        vk = -1
+        f1 = _BIG
+        f2 = _BIG
+        f3 = _BIG
+        extra_r = cx[v]
+        for k in range(d):
+            run = rbase[k] + extra_r + level[k] + c2[v * d + k]
+            a = max(peak, rbase[k] + extra_r + dynpeak[k], run)
+            b = cb[v * d + k]
+            if vk < 0 or a < f1 or (a == f1 and (b < f2 or (b == f2 and run < f3))):
+                vk, f1, f2, f3 = k, a, b, run
+        # the node: the same key without the resident bytes it homes, a cost paid wherever
+        # and whenever they are first read, so it steers the device but never delays a node
+        run = f3 - extra_r
+        a = max(peak, rbase[vk] + dynpeak[vk], run)
+        if best < 0 or a < s1 or (a == s1 and (f2 < s2 or (f2 == s2 and (
+                run < s3 or (run == s3 and v < ready[best]))))):
+            best, bk, s1, s2, s3 = i, vk, a, f2, run
+    return best, bk
+
+
+@numba.njit(**_JIT)
+def _greedy_run(g, d, v, k, placement, present, left, has_reuse, rbase, level, dynpeak):
+    """Run v on device k in the greedy's running state: its unplaced resident inputs are homed
+    on k, the others copied in; the level rises by its output and temp (less what it takes
+    over) while it runs; inputs it was the last reader of are freed on every device."""
+    in_ptr, in_idx, nbytes = g.in_ptr, g.in_idx, g.nbytes
+    taken = 0
+    if has_reuse:
+        taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, g.resident, placement, left)
+    placement[v] = k
+    present[v * d + k] = True
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        u = in_idx[e]
+        if placement[u] < 0:
+            placement[u] = k
+            present[u * d + k] = True
+            rbase[k] += nbytes[u]
+        elif not present[u * d + k]:
+            present[u * d + k] = True
+            level[k] += nbytes[u]
+    level[k] += nbytes[v] + g.temp[v] - taken
+    if level[k] > dynpeak[k]:
+        dynpeak[k] = level[k]
+    level[k] += taken - g.temp[v]
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        u = in_idx[e]
+        left[u] -= 1
+        if left[u] == 0:
+            for j in range(d):
+                if present[u * d + j] and not (g.resident[u] and j == placement[u]):
+                    present[u * d + j] = False
+                    level[j] -= nbytes[u]
+
+
+@numba.njit(**_JIT)
+def greedy_schedule(g, d, window, placement, order, stop):
+    """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
+
+    `ready` holds the ready nodes in the order they became ready; each step scores the last
+    `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
+    g: the `KernelGraph`. Writes placement: int32[n] in [0, d) and order: int32[n]; returns the
+    number of nodes ordered, fewer than n when another thread set stop[0] (int64[1]; read before
+    every step) to nonzero.
+    """
+    n = g.num_nodes
+    has_reuse = g.reuse_idx.shape[0] > 0
+    present = np.zeros(n * d, dtype=np.bool_)
+    left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
+    for u in range(n):
+        left[u] = g.out_ptr[u + 1] - g.out_ptr[u]
+        placement[u] = -1
+    level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
+    dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
+    rbase = np.zeros(d, dtype=np.int64)     # bytes of resident tensors placed on the device
+    indeg = g.pred_cnt.copy()
+    ready = np.empty(n, dtype=np.int32)
+    t, cnt, peak = _greedy_sources(g, d, placement, present, rbase, indeg, order, ready)
+    # each ready node's per-device terms, which change only when one of its inputs is placed,
+    # copied, freed or loses a consumer: recomputed then (`dirty`), not at every step
+    cx = np.zeros(n, dtype=np.int64)        # unplaced resident inputs (homed where v runs)
+    c2 = np.zeros(n * d, dtype=np.int64)    # copies + output + temp - taken over, on device k
+    cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
+    dirty = np.ones(n, dtype=np.bool_)
+    while cnt > 0:
+        if stop[0] != 0:
+            return t
+        best, k = _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_reuse, cx, c2, cb,
+                               rbase, level, dynpeak, peak)
+        v = ready[best]
+        cnt -= 1
+        for i in range(best, cnt):  # keep the order in which they became ready
+            ready[i] = ready[i + 1]
+        _greedy_run(g, d, v, k, placement, present, left, has_reuse, rbase, level, dynpeak)
+        order[t] = v
+        t += 1
+        if rbase[k] + dynpeak[k] > peak:
+            peak = rbase[k] + dynpeak[k]
+        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
+            u = g.in_idx[e]
+            for f in range(g.out_ptr[u], g.out_ptr[u + 1]):
+                dirty[g.out_idx[f]] = True
+        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
+            w = g.succ_idx[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[cnt] = w
+                cnt += 1
+    for v in range(n):  # resident tensors nobody reads: the device with the lowest peak
+        if placement[v] < 0:
+            k = 0
+            for j in range(1, d):
+                if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
+                    k = j
+            placement[v] = k
+            rbase[k] += g.nbytes[v]
+    return t
