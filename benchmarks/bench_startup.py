@@ -161,7 +161,7 @@ import regal.cli
 marks.append(("imports", T0, time.perf_counter()))
 import regal.flagship, regal.memetic, regal.solution
 load = sys.modules["regal.load"]
-wrap(regal.cli, "start_numba", "Numba's CPU target")
+wrap(sys.modules["regal.cli_common"], "start_numba", "Numba's CPU target")
 wrap(load, "load_graph", "graph: parse + validate")
 wrap(regal.flagship, "warmup", "warm-up: kernels from Numba's cache")
 wrap(regal.memetic, "_seed_solutions", "heuristic seeds")

@@ -15,8 +15,8 @@ import click
 
 from regal.cli_common import (_COMMAND_DEADLINE, DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP,  # noqa: F401
                               NUMBA_OPTIONAL_IMPORTS, RUNTIME_OPTIONS, TIME_LIMIT, _exit_stopped, _friendly_errors,
-                              _Seconds, command_deadline, human_bytes, load_graph, parse_dims, skip_flax_interop,
-                              start_numba, use_jax_cache, use_workqueue_threads)
+                              _Seconds, command_deadline, human_bytes, load_graph, load_kernels_lean, parse_dims,
+                              skip_flax_interop, start_numba, use_jax_cache, use_workqueue_threads)
 from regal.cli_common import dim_option_advice as _dim_option_advice  # noqa: F401
 from regal.graph import Graph, GraphError  # noqa: F401
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY  # noqa: F401
@@ -60,7 +60,8 @@ class _Main(click.Group):
     stopped (a training step it left behind may still run inside JAX in a helper thread, and the
     interpreter's finalization would abort under it). Called with `args` (a test's CliRunner, an
     application), it behaves as any click group. For a stoppable command it first installs the
-    signal handlers (`_stop_from_the_start`)."""
+    signal handlers (`_stop_from_the_start`); run as the program, it loads the cached kernels
+    without starting Numba's compiler (`load_kernels_lean`, 0.1 s)."""
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         program = args is None and standalone_mode
@@ -69,6 +70,8 @@ class _Main(click.Group):
 
     def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         command = set(sys.argv[1:2])
+        if args is None and standalone_mode:
+            load_kernels_lean()
         if args is not None or not standalone_mode or not command & set(QUICK_EXIT_COMMANDS + STOPPABLE_COMMANDS):
             return super().main(args, *rest, standalone_mode=standalone_mode, **kwargs)
         try:

@@ -18,8 +18,8 @@ import click
 from regal.graph import Graph, GraphError
 
 __all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_OPTIONAL_IMPORTS", "RUNTIME_OPTIONS", "TIME_LIMIT",
-           "command_deadline", "dim_option_advice", "human_bytes", "load_graph", "parse_dims", "skip_flax_interop",
-           "start_numba", "use_jax_cache", "use_workqueue_threads"]
+           "command_deadline", "dim_option_advice", "human_bytes", "load_graph", "load_kernels_lean", "parse_dims",
+           "skip_flax_interop", "start_numba", "use_jax_cache", "use_workqueue_threads"]
 
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
@@ -67,26 +67,67 @@ def dim_option_advice():
 NUMBA_OPTIONAL_IMPORTS = ("scipy.linalg.cython_blas", "cffi")
 
 
-def start_numba() -> None:
-    """Start Numba's CPU target (what loading the first cached kernel does) without importing
-    `NUMBA_OPTIONAL_IMPORTS`, for the command line only: 0.1 to 0.2 s of every command. With
-    those imports failing, Numba falls back to its own loops for np.dot and np.convolve and does
-    not type cffi functions, in this process; the modules themselves stay importable.
-    """
-    use_workqueue_threads()
-    try:
-        from numba.core.registry import cpu_target
-    except ImportError:  # another Numba layout: it starts the usual way on the first kernel
-        return
-    blocked = [name for name in NUMBA_OPTIONAL_IMPORTS if name not in sys.modules]
+@contextlib.contextmanager
+def _without(names):
+    """`import name` fails at once for each of `names` not yet imported, inside the block only."""
+    blocked = [name for name in names if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None  # `import name` fails at once
+        sys.modules[name] = None
     try:
-        cpu_target.target_context.refresh()
+        yield
     finally:
         for name in blocked:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+
+
+def start_numba() -> None:
+    """Start Numba's CPU target (what loading the first cached kernel does) without importing
+    `NUMBA_OPTIONAL_IMPORTS`, for the command line only: 0.1 to 0.2 s of every command. With
+    those imports failing, Numba falls back to its own loops for np.dot and np.convolve and does
+    not type cffi functions, in this process; the modules themselves stay importable. Once
+    `load_kernels_lean` ran (the `regal` program), nothing is started here: each kernel's load
+    from the cache starts what it needs.
+    """
+    use_workqueue_threads()
+    try:
+        from numba.core import caching
+        from numba.core.registry import cpu_target
+    except ImportError:  # another Numba layout: it starts the usual way on the first kernel
+        return
+    if getattr(caching.Cache.load_overload, "lean", False):
+        return
+    with _without(NUMBA_OPTIONAL_IMPORTS):
+        cpu_target.target_context.refresh()
+
+
+def load_kernels_lean() -> None:
+    """Load cached kernels without first starting Numba's compiler, for the `regal` program only
+    (issue 36): Numba's `Cache.load_overload` refreshes the CPU target before every load (it
+    imports and registers the typing and lowering of all of Numba's own functions, about 0.1 s
+    once per process), which machine code read from the cache does not use; a load here only
+    initializes Numba's runtime (NRT, which the kernels' arrays need), and the modules the cached
+    code names are imported as it is unpickled (`NUMBA_OPTIONAL_IMPORTS` failing, as in
+    `start_numba`). A kernel missing from the cache compiles as before: Numba's compiler
+    refreshes the target itself. Nothing changes for another Numba version's layout."""
+    try:
+        from numba.core import caching
+        from numba.core.runtime import rtsys
+    except ImportError:
+        return
+    cache = caching.Cache
+    if getattr(cache.load_overload, "lean", False) or not all(
+            hasattr(cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
+        return
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with _without(NUMBA_OPTIONAL_IMPORTS), self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+        return None  # the guard swallowed an error (Windows): compiled instead, as Numba does
+
+    load_overload.lean = True
+    cache.load_overload = load_overload
 
 
 def use_workqueue_threads() -> None:

@@ -71,3 +71,43 @@ def test_optimize_with_a_policy_in_a_child_process_matches_the_library(graph_pat
                          capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().splitlines() == [f"Error: {bad}: not a regal policy file (BadZipFile)"], out.stderr
+
+
+_LEAN = r"""
+import json, sys
+import numba, numpy as np
+from numba.core.base import BaseContext
+import regal, regal.cli
+
+refreshes = []
+_refresh = BaseContext.refresh
+BaseContext.refresh = lambda self: (refreshes.append(1), _refresh(self))[1]
+if sys.argv[2] == "lean":
+    regal.cli.load_kernels_lean()
+g = regal.cli.load_graph(sys.argv[1])
+regal.warmup(2)
+sol = regal.optimize(g, 2, budget=600)
+loaded_refreshes = len(refreshes)
+
+@numba.njit
+def total(x):  # not in any cache: compiled here, after the cached kernels
+    return x.sum()
+
+print(json.dumps({"peak": sol.peak_bytes, "placement": sol.placement.tolist(), "order": sol.order.tolist(),
+                  "refreshes": loaded_refreshes, "compiled": int(total(np.arange(5)))}))
+"""
+
+
+def test_program_loads_cached_kernels_without_starting_the_compiler(graph_path):
+    """`load_kernels_lean` (the `regal` program): the cached kernels load without refreshing
+    Numba's target, the search's answer is the library's, and a kernel compiled afterwards works."""
+    docs = {}
+    for mode in ("library", "lean"):
+        subprocess.run([sys.executable, "-c", _LEAN, graph_path, mode], capture_output=True)  # fills the cache
+        out = subprocess.run([sys.executable, "-c", _LEAN, graph_path, mode], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        docs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert docs["library"]["refreshes"] > 0 and docs["lean"]["refreshes"] == 0
+    assert docs["lean"]["compiled"] == 10
+    assert {k: docs["lean"][k] for k in ("peak", "placement", "order")} == \
+           {k: docs["library"][k] for k in ("peak", "placement", "order")}
