@@ -11,7 +11,7 @@ is optimal.
 
 1. the fast heuristic: greedy placement (first fit and best fit) in several orders (size,
    area, life, the busiest section first), the best kept; at the bound it stops there;
-2. MiniMalloc's exact search (`regal._pack_kernels.search`; Moffitt, ASPLOS 2023) at the
+2. MiniMalloc's exact search (`regal._minimalloc.search`; Moffitt, ASPLOS 2023) at the
    bound, its three preorders taking turns under doubling node limits as MiniMalloc does;
 3. if the bound is not reached, a bisection between the bound and the best arena found, each
    capacity tried with a share of the time left.
@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regal import _minimalloc
 from regal import _pack_kernels as K
 
 __all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound", "check", "pack",
@@ -211,26 +212,31 @@ def _greedy(part: _Part, quick: bool = False) -> tuple[np.ndarray, int, str]:
     return best
 
 
+def _buffers(part: _Part) -> _minimalloc.Buffers:
+    """The exact search's view of a part."""
+    width = part.upper - part.lower
+    return _minimalloc.Buffers(part.size, part.ptr, part.idx, *part.sections, width, part.size * width)
+
+
 def _search(part: _Part, capacity: int, deadline: float) -> tuple[np.ndarray | None, bool]:
     """(offsets of the part's rest within `capacity` (its base included) by the exact search,
     or None; whether a complete search showed that nothing fits)."""
     cap = capacity - part.base
     if cap < part.bound - part.base:
         return None, True
-    width = part.upper - part.lower
-    area = part.size * width
+    bufs = _buffers(part)
     out = np.empty(part.size.shape[0], dtype=np.int64)
     limit = max(64, part.size.shape[0])
     while time.perf_counter() < deadline:
         limit *= 2
         for heuristic in range(3):
-            status, _ = K.search(part.size, part.ptr, part.idx, *part.sections, width, area, heuristic, cap, limit,
-                                 deadline if np.isfinite(deadline) else 0.0, out)
-            if status == K.FOUND:
+            status, _ = _minimalloc.search(bufs, heuristic, cap, limit, deadline if np.isfinite(deadline) else 0.0,
+                                           out)
+            if status == _minimalloc.FOUND:
                 return out.copy(), False
-            if status == K.INFEASIBLE:
+            if status == _minimalloc.INFEASIBLE:
                 return None, True
-            if status == K.TIMEOUT:
+            if status == _minimalloc.TIMEOUT:
                 return None, False
     return None, False
 

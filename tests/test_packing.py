@@ -50,7 +50,7 @@ def test_greedy_kernel_matches_its_naive_twin():
 
 def test_search_decides_like_brute_force():
     """The exact search fits every tiny instance at its optimum and proves one byte less infeasible."""
-    from regal import _pack_kernels as K
+    from regal import _minimalloc as K
     rng = np.random.default_rng(2)
     for trial in range(120):
         lo, up, sz = _random_instance(rng, int(rng.integers(2, 7)))
@@ -58,11 +58,9 @@ def test_search_decides_like_brute_force():
         part = packing._part(packing.instance(lo, up, sz), np.arange(lo.shape[0]))
         if part.size.shape[0] == 0:
             continue
-        width = part.upper - part.lower
         for cap, want in ((opt, K.FOUND), (opt - 1, K.INFEASIBLE)):
             out = np.empty(part.size.shape[0], dtype=np.int64)
-            status, _ = K.search(part.size, part.ptr, part.idx, *part.sections, width, part.size * width,
-                                 trial % 3, cap - part.base, 10**7, 0.0, out)
+            status, _ = K.search(packing._buffers(part), trial % 3, cap - part.base, 10**7, 0.0, out)
             assert status == want
             if status == K.FOUND:
                 assert naive_pack.collide(part.lower, part.upper, part.size, out + part.base) is None
