@@ -109,12 +109,14 @@ def load_kernels_lean() -> None:
     initializes Numba's runtime (NRT, which the kernels' arrays need), and the modules the cached
     code names are imported as it is unpickled (`NUMBA_OPTIONAL_IMPORTS` failing, as in
     `start_numba`). A kernel missing from the cache compiles as before: Numba's compiler
-    refreshes the target itself. Nothing changes for another Numba version's layout."""
+    refreshes the target itself. Nothing changes for another Numba version's layout. Also
+    `_drop_lock_events`."""
     try:
         from numba.core import caching
         from numba.core.runtime import rtsys
     except ImportError:
         return
+    _drop_lock_events()
     cache = caching.Cache
     if getattr(cache.load_overload, "lean", False) or not all(
             hasattr(cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
@@ -128,6 +130,16 @@ def load_kernels_lean() -> None:
 
     load_overload.lean = True
     cache.load_overload = load_overload
+
+
+def _drop_lock_events() -> None:
+    """Remove Numba's callbacks on llvmlite's lock, which turn each of the ~5,000 LLVM calls of
+    the kernels' loads into two Numba events (10 to 20 ms): they feed only the "llvm_lock" timer
+    of a compilation's metadata, which a compilation in this process then lacks."""
+    from llvmlite.binding import ffi
+    for acquire, release in list(getattr(getattr(ffi.lib, "_lock", None), "_cblist", ())):
+        if getattr(acquire, "__module__", None) == "numba.core.base":
+            ffi.unregister_lock_callback(acquire, release)
 
 
 def use_workqueue_threads() -> None:
