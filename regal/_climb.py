@@ -3,7 +3,8 @@
 `regal.local_search` in one kernel: the same moves, acceptance and kicks, and the same draws
 from the same numpy Generator (Numba's `random()` and `integers(lo, hi)` are numpy's, bit for
 bit, on the shared bit generator), so a climb gives the same schedules as the Python loop it
-replaced. Its state lives in arrays the caller keeps between calls:
+replaced. It reads the graph as one struct, `g` (a `regal._kernel_graph.KernelGraph`, the
+simulator's); its state lives in arrays the caller keeps between calls:
   st: int64[_ST]   the scalars below; quality: float64[4], each move kind's success estimate
   traces: int64[2, n, d], the current schedule's step trace (row st[_CUR]) and scratch
   hist: int64[*, 2], (evaluations, peak) each time the best peak fell, st[_NHIST] of them

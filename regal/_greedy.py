@@ -12,12 +12,12 @@ from regal._takeover import taken_over
 _BIG = np.int64(2 ** 62)   # larger than any score
 
 
-@numba.njit(**_JIT)
-def _greedy_terms(g, v, d, placement, present, left, has_reuse, cx, c2, cb):
+@numba.njit(inline="always", **_JIT)
+def _greedy_terms(v, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
+                  has_reuse, cx, c2, cb):
     """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
     resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
     over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
-    in_ptr, in_idx, nbytes, resident = g.in_ptr, g.in_idx, g.nbytes, g.resident
     extra_r = np.int64(0)
     for e in range(in_ptr[v], in_ptr[v + 1]):
         if placement[in_idx[e]] < 0:
@@ -43,8 +43,8 @@ def _greedy_terms(g, v, d, placement, present, left, has_reuse, cx, c2, cb):
                 freed += nbytes[u] * cnt_dev
         taken = np.int64(0)
         if has_reuse:
-            taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
-        c2[v * d + k] = copy + nbytes[v] + g.temp[v] - taken
+            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
+        c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
         cb[v * d + k] = copy + nbytes[v] - freed
 
 
@@ -80,12 +80,13 @@ def _greedy_sources(g, d, placement, present, rbase, indeg, order, ready):
     return t, cnt, peak
 
 
-@numba.njit(**_JIT)
-def _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_reuse, cx, c2, cb,
-                 rbase, level, dynpeak, peak):
+@numba.njit(inline="always", **_JIT)
+def _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, ready, cnt, dirty,
+                 placement, present, left, has_reuse, cx, c2, cb, rbase, level, dynpeak, peak):
     """The (ready index, device) to run next: among the last `window` ready nodes, each on its
     device of lowest (peak after, net bytes, memory while running, device), the node of lowest
-    (peak after without the resident bytes it homes, net bytes, memory while running, index)."""
+    (peak after without the resident bytes it homes, net bytes, memory while running, index).
+    The per-step helpers take the arrays they read, not the graph struct: a call passes them all."""
     best = -1
     bk = 0
     s1 = _BIG
@@ -95,7 +96,8 @@ def _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_
         v = ready[i]
         if dirty[v]:
             dirty[v] = False
-            _greedy_terms(g, v, d, placement, present, left, has_reuse, cx, c2, cb)
+            _greedy_terms(v, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present,
+                          left, has_reuse, cx, c2, cb)
         vk = -1
         f1 = _BIG
         f2 = _BIG
@@ -117,15 +119,15 @@ def _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_
     return best, bk
 
 
-@numba.njit(**_JIT)
-def _greedy_run(g, d, v, k, placement, present, left, has_reuse, rbase, level, dynpeak):
+@numba.njit(inline="always", **_JIT)
+def _greedy_run(v, k, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
+                has_reuse, rbase, level, dynpeak):
     """Run v on device k in the greedy's running state: its unplaced resident inputs are homed
     on k, the others copied in; the level rises by its output and temp (less what it takes
     over) while it runs; inputs it was the last reader of are freed on every device."""
-    in_ptr, in_idx, nbytes = g.in_ptr, g.in_idx, g.nbytes
     taken = 0
     if has_reuse:
-        taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, g.resident, placement, left)
+        taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
     placement[v] = k
     present[v * d + k] = True
     for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -137,16 +139,16 @@ def _greedy_run(g, d, v, k, placement, present, left, has_reuse, rbase, level, d
         elif not present[u * d + k]:
             present[u * d + k] = True
             level[k] += nbytes[u]
-    level[k] += nbytes[v] + g.temp[v] - taken
+    level[k] += nbytes[v] + temp[v] - taken
     if level[k] > dynpeak[k]:
         dynpeak[k] = level[k]
-    level[k] += taken - g.temp[v]
+    level[k] += taken - temp[v]
     for e in range(in_ptr[v], in_ptr[v + 1]):
         u = in_idx[e]
         left[u] -= 1
         if left[u] == 0:
             for j in range(d):
-                if present[u * d + j] and not (g.resident[u] and j == placement[u]):
+                if present[u * d + j] and not (resident[u] and j == placement[u]):
                     present[u * d + j] = False
                     level[j] -= nbytes[u]
 
@@ -162,11 +164,14 @@ def greedy_schedule(g, d, window, placement, order, stop):
     every step) to nonzero.
     """
     n = g.num_nodes
-    has_reuse = g.reuse_idx.shape[0] > 0
+    in_ptr, in_idx, out_ptr, out_idx = g.in_ptr, g.in_idx, g.out_ptr, g.out_idx
+    succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
+    nbytes, temp, resident, reuse_ptr, reuse_idx = g.nbytes, g.temp, g.resident, g.reuse_ptr, g.reuse_idx
+    has_reuse = reuse_idx.shape[0] > 0
     present = np.zeros(n * d, dtype=np.bool_)
     left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
     for u in range(n):
-        left[u] = g.out_ptr[u + 1] - g.out_ptr[u]
+        left[u] = out_ptr[u + 1] - out_ptr[u]
         placement[u] = -1
     level = np.zeros(d, dtype=np.int64)     # bytes beyond the device's resident base
     dynpeak = np.zeros(d, dtype=np.int64)   # highest level so far
@@ -183,23 +188,24 @@ def greedy_schedule(g, d, window, placement, order, stop):
     while cnt > 0:
         if stop[0] != 0:
             return t
-        best, k = _greedy_pick(g, d, window, ready, cnt, dirty, placement, present, left, has_reuse, cx, c2, cb,
-                               rbase, level, dynpeak, peak)
+        best, k = _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, ready, cnt,
+                               dirty, placement, present, left, has_reuse, cx, c2, cb, rbase, level, dynpeak, peak)
         v = ready[best]
         cnt -= 1
         for i in range(best, cnt):  # keep the order in which they became ready
             ready[i] = ready[i + 1]
-        _greedy_run(g, d, v, k, placement, present, left, has_reuse, rbase, level, dynpeak)
+        _greedy_run(v, k, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
+                    has_reuse, rbase, level, dynpeak)
         order[t] = v
         t += 1
         if rbase[k] + dynpeak[k] > peak:
             peak = rbase[k] + dynpeak[k]
-        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
-            u = g.in_idx[e]
-            for f in range(g.out_ptr[u], g.out_ptr[u + 1]):
-                dirty[g.out_idx[f]] = True
-        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
-            w = g.succ_idx[e]
+        for e in range(in_ptr[v], in_ptr[v + 1]):  # v's inputs changed: their readers' terms did
+            u = in_idx[e]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                dirty[out_idx[f]] = True
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready[cnt] = w
@@ -211,5 +217,5 @@ def greedy_schedule(g, d, window, placement, order, stop):
                 if rbase[j] + dynpeak[j] < rbase[k] + dynpeak[k]:
                     k = j
             placement[v] = k
-            rbase[k] += g.nbytes[v]
+            rbase[k] += nbytes[v]
     return t

@@ -110,14 +110,15 @@ def _heap3_pop(hk, hv, size):
 
 
 @numba.njit(**_JIT)
-def _xla_push(g, hk, hv, size, v, freed, stamp, scalar_bytes):
-    """Push ready node v with its current priority (negated: the heap is a min-heap)."""
-    if 0 < g.nbytes[v] <= scalar_bytes:
+def _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes):
+    """Push ready node v with its current priority (negated: the heap is a min-heap). A step's
+    helper takes the arrays it reads, not the graph struct: a call passes them all."""
+    if 0 < nbytes[v] <= scalar_bytes:
         p = _BIG
         nu = _BIG
     else:
-        p = freed[v] - (0 if g.resident[v] else g.nbytes[v])
-        nu = g.out_ptr[v + 1] - g.out_ptr[v]
+        p = freed[v] - (0 if resident[v] else nbytes[v])
+        nu = out_ptr[v + 1] - out_ptr[v]
     return _heap3_push(hk, hv, size, -p, -nu, -stamp[v], v)
 
 
@@ -137,6 +138,7 @@ def xla_list_order(g, scalar_bytes, order):
     """
     n, in_ptr, in_idx, out_ptr, out_idx, nbytes, resident = (g.num_nodes, g.in_ptr, g.in_idx, g.out_ptr,
                                                              g.out_idx, g.nbytes, g.resident)
+    succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
     uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
     for u in range(n):
         uses[u] = out_ptr[u + 1] - out_ptr[u]
@@ -161,7 +163,7 @@ def xla_list_order(g, scalar_bytes, order):
             in_ready[v] = True
             clock += 1
             stamp[v] = clock
-            size = _xla_push(g, hk, hv, size, v, freed, stamp, scalar_bytes)
+            size = _xla_push(hk, hv, size, v, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
     t = 0
     while size > 0:
         v = hv[0]
@@ -191,16 +193,16 @@ def xla_list_order(g, scalar_bytes, order):
                     clock += 1
                     stamp[w] = clock
                     changed[w] = -1
-                    size = _xla_push(g, hk, hv, size, w, freed, stamp, scalar_bytes)
+                    size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
         t += 1
-        for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
-            w = g.succ_idx[e]
+        for e in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
                 in_ready[w] = True
                 clock += 1
                 stamp[w] = clock
-                size = _xla_push(g, hk, hv, size, w, freed, stamp, scalar_bytes)
+                size = _xla_push(hk, hv, size, w, freed, nbytes, resident, out_ptr, stamp, scalar_bytes)
     return t
 
 
@@ -284,18 +286,19 @@ def _lpmf_start(g, outdeg, size, to_free):
 
 
 @numba.njit(**_JIT)
-def _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width):
+def _lpmf_release(v, in_ptr, in_idx, out_ptr, out_idx, nbytes, resident, outdeg, to_free, size, ready, rank,
+                  tb, tv, width):
     """After v runs: each non-resident input of v with one use left now frees its bytes when
     that reader runs; ready readers move in the segment tree."""
-    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
-        u = g.in_idx[e]
-        if g.resident[u]:
+    for e in range(in_ptr[v], in_ptr[v + 1]):
+        u = in_idx[e]
+        if resident[u]:
             continue
         outdeg[u] -= 1
         if outdeg[u] == 1:
-            for f in range(g.out_ptr[u], g.out_ptr[u + 1]):
-                w = g.out_idx[f]
-                to_free[w] += g.nbytes[u]
+            for f in range(out_ptr[u], out_ptr[u + 1]):
+                w = out_idx[f]
+                to_free[w] += nbytes[u]
                 if ready[w]:
                     _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
 
@@ -363,7 +366,8 @@ def lpmf_order(g, order):
                 ready[w] = True
                 cnt += 1
                 _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
-        _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width)
+        _lpmf_release(v, g.in_ptr, g.in_idx, g.out_ptr, g.out_idx, g.nbytes, g.resident, outdeg, to_free, size,
+                      ready, rank, tb, tv, width)
     return t
 
 
