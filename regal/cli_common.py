@@ -12,14 +12,17 @@ import math
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from regal.graph import Graph, GraphError
+if TYPE_CHECKING:
+    from regal.graph import Graph
 
-__all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_OPTIONAL_IMPORTS", "RUNTIME_OPTIONS", "TIME_LIMIT",
-           "command_deadline", "dim_option_advice", "human_bytes", "load_graph", "load_kernels_lean", "parse_dims",
-           "skip_flax_interop", "start_numba", "use_jax_cache", "use_workqueue_threads"]
+__all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_IMPORT_SKIPS", "NUMBA_OPTIONAL_IMPORTS",
+           "RUNTIME_OPTIONS", "TIME_LIMIT", "command_deadline", "dim_option_advice", "human_bytes", "import_numba_lean",
+           "load_graph", "load_kernels_lean", "parse_dims", "skip_flax_interop", "start_numba", "use_jax_cache",
+           "use_workqueue_threads"]
 
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
@@ -51,6 +54,7 @@ def load_graph(path: str, dims: tuple[str, ...] = ()) -> Graph:
 def dim_option_advice():
     """The ONNX importer's error for a dimension without a value, with the command line's advice
     (--dim NAME=VALUE) in place of the library's (a Python keyword argument)."""
+    from regal.graph import GraphError
     try:
         yield
     except GraphError as e:
@@ -79,6 +83,25 @@ def _without(names):
         for name in blocked:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+
+
+#: Modules `import numba` imports that regal does not use: SciPy (for a version check only) and
+#: PyYAML (to read a .numba_config.yaml, which is then left importable when one is there).
+NUMBA_IMPORT_SKIPS = ("scipy", "yaml")
+
+
+def import_numba_lean() -> None:
+    """`import numba` without `NUMBA_IMPORT_SKIPS` (30 ms, a fifth of Numba's import), for the
+    command line only: `regal.cli` runs it before its first import of a kernel module. Numba
+    then skips its SciPy version check; both modules stay importable afterwards."""
+    if "numba" in sys.modules:
+        return
+    skips = [name for name in NUMBA_IMPORT_SKIPS if not (name == "yaml" and os.path.exists(".numba_config.yaml"))]
+    with _without(skips):
+        try:
+            import numba  # noqa: F401
+        except ImportError:  # reported where a kernel module imports it
+            pass
 
 
 def start_numba() -> None:
@@ -178,6 +201,7 @@ def _friendly_errors(fn):
     """Turn the library's validation errors into click's one-line errors."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from regal.graph import GraphError
         from regal.simulate import ScheduleError
         from regal.solution import SolutionError
         try:
