@@ -27,7 +27,7 @@ _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def _score(g, order, placement, d, device_peak, trace, st, out):
     """Simulate into trace, count the evaluation, write (peak, sum of device peaks, steps at peak) to out."""
     peak = simulate_peak(g, order, placement, d, device_peak, trace)
@@ -52,13 +52,13 @@ def _argmin_but(row, skip):
     return best
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def _window(g, pos, v):
     """(lo, hi): the positions v may take, after its predecessors and before its successors."""
     return feasible_window(g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, pos, v, g.num_nodes)
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def _order_move(g, order, pos, v, shift, rng, mv):
     """Order move: v to another position in its feasible window (half the time within `shift`);
     mv = (1, from, to) and True, or False if v has no room."""
@@ -76,7 +76,7 @@ def _order_move(g, order, pos, v, shift, rng, mv):
     return True
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, mv):
     """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
     a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
@@ -144,7 +144,7 @@ def _focus_pool(order, placement, a, b, k, on_k, pool):
     return m
 
 
-@numba.njit(**_JIT)
+@numba.njit(inline="always", **_JIT)
 def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last, pool, rng, focused, informed,
              directed, focus_width, shift, mv):
     """Apply one random move (near the peak if `focused`: a window of `focus_width` positions
@@ -307,12 +307,11 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
         kind = -1
         if adaptive:
             kind = _pick_kind(quality, floor, rng)
-            ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
-                          _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind], focus_width, shift, mv)
+            focused, aimed, share = _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind]
         else:
-            focused = rng.random() < focus_fraction
-            ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
-                          focused, informed, directed, focus_width, shift, mv)
+            focused, aimed, share = rng.random() < focus_fraction, informed, directed
+        ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
+                      focused, aimed, share, focus_width, shift, mv)
         if not ok:
             st[_SINCE] += 1
             if movable.shape[0] == 0 and d == 1:

@@ -17,7 +17,7 @@ from regal._takeover import taken_over
 def _one_device(with_reuse):
     """The one-device step loop, with or without taking over (compiled for each)."""
 
-    @numba.njit(**_JIT)
+    @numba.njit(inline="always", **_JIT)
     def one_device(g, order, placement, r, device_peak, trace):
         """One device: no copies; a tensor is freed when its last consumer has run. r: the
         resident bytes; placement: all 0; writes device_peak[0] and returns it."""
@@ -78,7 +78,7 @@ def _device_state(g, placement, d):
 def _many_devices(with_reuse):
     """The d-device step loop, with or without taking over (compiled for each)."""
 
-    @numba.njit(**_JIT)
+    @numba.njit(inline="always", **_JIT)
     def many_devices(g, order, placement, d, res, device_peak, trace):
         """d devices; res: int64[d], each device's resident bytes (updated as it runs).
 
