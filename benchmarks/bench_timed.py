@@ -26,7 +26,7 @@ from regal import _kernels, _timed
 from regal.decode import chromosome_length, evaluate_population
 from regal.search import numba_threads
 from regal.simulate import kernel_graph
-from regal.timed import DeviceModel, _kernel_args, evaluate_population_timed, timed_chromosome_length
+from regal.timed import DeviceModel, evaluate_population_timed, kernel_devices, timed_chromosome_length
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,14 +46,14 @@ def measure(graph, d: int, repeats: int, batch: int = 200) -> dict:
     peak_keys = rng.random((batch, chromosome_length(n, d)))
     timed_keys = rng.random((batch, timed_chromosome_length(n, d)))
     kg = kernel_graph(graph)
-    _, args = _kernel_args(graph)
     model = DeviceModel().validate(d)
-    speed = model.speeds(d)
+    dev = kernel_devices(model, d)
     placement = np.empty(n, dtype=np.int32)
     order = np.empty(n, dtype=np.int32)
     device_peak = np.empty(d, dtype=np.int64)
     no_trace = np.empty((0, d), dtype=np.int64)
     none_f, none_i, none_m = np.empty(0), np.empty(0, dtype=np.int32), np.empty((0, d), dtype=np.int64)
+    rec = _timed.TimedRecord(device_peak, none_f, none_f, none_i, none_f, none_i, none_f, none_m)
 
     def peak_batch():
         for keys in peak_keys:
@@ -61,8 +61,7 @@ def measure(graph, d: int, repeats: int, batch: int = 200) -> dict:
 
     def timed_batch():
         for keys in timed_keys:
-            _timed.decode_timed(keys, n, d, *args, speed, model.bandwidth_bytes_per_s, model.latency_s, placement,
-                                device_peak, none_f, none_f, none_i, none_f, none_i, none_f, none_m)
+            _timed.decode_timed(keys, kg, dev, placement, rec)
 
     peak_batch(), timed_batch()  # compile or load from the cache
     with numba_threads(1):

@@ -1,133 +1,110 @@
 """Numba kernels of the timed model (SPEC.md section 4, settled in docs/timed-model.md): an
 event-driven simulation of a placement and scheduling priorities that returns the makespan and
-every device's peak memory, its decoder from the timed chromosome (section 5), the batched
-population evaluation, and HEFT's insertion scheduler (`regal.timed_heuristics`).
+every device's peak memory, its decoder from the timed chromosome (section 5) and the batched
+population evaluation. HEFT's list scheduler is `regal._heft`.
 
-Arrays and scalars in, arrays out, as in `regal._kernels` (same JIT options); the public wrappers
-in `regal.timed` validate first. The naive twin of `simulate_timed` is `tests/naive_timed.py`.
-
-Graph arrays (n nodes, d devices) as in `regal._kernels`, plus output: bool[n] (graph outputs,
-field `output`: their home copy is never freed) and cost: float64[n] seconds on the nominal
-device. Device model: speed: float64[d] (a node runs cost / speed[k] seconds on device k),
-bandwidth (bytes/s) and latency (s) of every directed link p -> q, p != q.
+Structs in, arrays out, as in `regal._kernels` (same JIT options): the graph is
+`regal._kernel_graph.KernelGraph` (`g`; the timed model reads its `output`: graph outputs, whose
+home copy is never freed, and `cost`: float64[n] seconds on the nominal device), the devices
+`TimedDevices`, and what a simulation writes besides the makespan `TimedRecord`. The public
+wrappers in `regal.timed` validate first. The naive twin of `simulate_timed` is
+`tests/naive_timed.py`.
 """
+
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from regal._heap import heap_pop as _pop, heap_push as _push
 from regal._jit import JIT as _JIT, PARALLEL_JIT
+from regal._takeover import taken_over
+
+#: The simulation's loops (`_start_residents`, `_events`) run without reference counting (they
+#: allocate nothing: the state comes from `_new_run`), their steps (`_STEP`) inlined into them:
+#: with the counting, passing the structs to a step costs an atomic increment and decrement per
+#: array per call, several times the work. `forceinline` compiles them and `_new_run` into
+#: `simulate_timed` (LLVM), as fast as the one-function kernel they were cut from.
+_LOOP = dict(_nrt=False, forceinline=True, **_JIT)
+_SETUP = dict(forceinline=True, **_JIT)
+_STEP = dict(inline="always", **_JIT)
 
 
-@numba.njit(**_JIT)
-def _epush(etime, eslot, size, time, slot):
-    """Push (time, slot) on the min-heap of running tasks; ties go to the lower slot."""
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        tp = etime[parent]
-        if time < tp or (time == tp and slot < eslot[parent]):
-            etime[i] = tp
-            eslot[i] = eslot[parent]
-            i = parent
-        else:
-            break
-    etime[i] = time
-    eslot[i] = slot
-    return size + 1
+class TimedDevices(NamedTuple):
+    """The device model as the kernels read it (d devices)."""
+    speed: np.ndarray  # float64[d]  a node runs cost / speed[k] seconds on device k
+    bandwidth: float   # bytes/s of every directed link p -> q, p != q (one transfer at a time)
+    latency: float     # s, added to every transfer
 
 
-@numba.njit(**_JIT)
-def _epop(etime, eslot, size):
-    """Remove the earliest running task; returns (slot, new size)."""
-    top = eslot[0]
-    size -= 1
-    time = etime[size]
-    slot = eslot[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size:
-            t1 = etime[c + 1]
-            t0 = etime[c]
-            if t1 < t0 or (t1 == t0 and eslot[c + 1] < eslot[c]):
-                c += 1
-        tc = etime[c]
-        if tc < time or (tc == time and eslot[c] < slot):
-            etime[i] = tc
-            eslot[i] = eslot[c]
-            i = c
-        else:
-            break
-    etime[i] = time
-    eslot[i] = slot
-    return top, size
+class TimedRecord(NamedTuple):
+    """What `simulate_timed` writes besides the makespan (n nodes, d devices); the arrays after
+    `device_peak` may have 0 entries (0 rows), and then are not written."""
+    device_peak: np.ndarray  # int64[d]      bytes, over time
+    start: np.ndarray        # float64[n]    resident nodes: 0
+    finish: np.ndarray       # float64[n]
+    seq: np.ndarray          # int32[n]      starts numbered in the order they happen
+    tr_start: np.ndarray     # float64[n*d]  the transfer of u to q at [u*d + q] (untouched where none)
+    tr_seq: np.ndarray       # int32[n*d]
+    trace_t: np.ndarray      # float64[R]    instants (n*d + 1 rows suffice)
+    trace_m: np.ndarray      # int64[R, d]   every device's bytes after the instant's starts
 
 
-@numba.njit(**_JIT)
-def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                   out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed,
-                   bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
-    """Makespan (s) of running the placement with these priorities (SPEC.md section 4).
+class _Run(NamedTuple):
+    """A simulation's state (n nodes, d devices, d*d links: link l = p*d + q sends p -> q)."""
+    cons: np.ndarray       # int32[n*d]  [u*d + k]: u's consumers on k that have not finished
+    held: np.ndarray       # int32[n]    what holds u's home copy: its home consumers that have not
+    #                                    finished and its transfers that have not arrived
+    wait: np.ndarray       # int32[n]    predecessors to finish and remote inputs to arrive
+    sends: np.ndarray      # int32[n]    transfers of u (devices other than home that read u)
+    taken: np.ndarray      # int64[n]    bytes each running node took over (0 entries: no `reuse`)
+    rkey: np.ndarray       # float64[*]  every device's ready nodes: a max-heap by priority at
+    rnode: np.ndarray      # int32[*]    rkey/rnode[dbase[k]:], dsize[k] long
+    dbase: np.ndarray      # int64[d]
+    dsize: np.ndarray      # int64[d]
+    pkey: np.ndarray       # float64[*]  every link's queued transfers, likewise
+    pnode: np.ndarray      # int32[*]
+    lbase: np.ndarray      # int64[d*d]
+    lsize: np.ndarray      # int64[d*d]
+    mem: np.ndarray        # int64[d]    bytes now
+    dev_node: np.ndarray   # int32[d]    the node running on each device, -1 idle
+    link_node: np.ndarray  # int32[d*d]  the tensor each link sends, -1 idle
+    ekey: np.ndarray       # float64[d + d*d]  running tasks, a max-heap by -finish time (ties to
+    eslot: np.ndarray      # int32[d + d*d]    the lower slot): device k is slot k, link l d + l
+    dcand: np.ndarray      # int32[d]    devices that may start a task at this instant
+    dflag: np.ndarray      # bool[d]
+    lcand: np.ndarray      # int32[d*d]  links likewise
+    lflag: np.ndarray      # bool[d*d]
 
-    placement: int32[n]; prio: float64[n], scheduling priority (higher runs first among a
-    device's ready nodes, ties to the lower index); tprio: float64[n, d], tprio[u, q] the
-    priority of the transfer of u to device q on its link (higher first, ties to the lower u).
-    Writes device_peak: int64[d] (bytes, over time). When start has n entries (else 0) it also
-    writes start, finish: float64[n] (resident nodes: 0), seq: int32[n] and, for every
-    transfer (u, q), tr_start[u*d + q]: float64[n*d] and tr_seq[u*d + q]: int32[n*d] (untouched
-    where there is none). seq and tr_seq number the starts in the order they happen (resident
-    nodes first, by index): sorting by them gives the dispatch order, even among tasks of zero
-    length that start at the same instant. When trace_t has entries (n*d + 1 suffice; else 0),
-    trace_t: float64[*] and trace_m: int64[*, d] receive, after every instant's starts, the time
-    and every device's bytes (memory is constant from there to the next instant, and that row is
-    the instant's highest); rows past the last instant are untouched.
 
-    Each instant t: every task (node run or transfer) finishing at t is retired first (temp,
-    inputs and home copies freed, successors made ready, transfers queued), then every idle
-    device starts its best ready node and every idle link its best queued transfer. Memory
-    only falls while retiring and only rises while starting, so the order inside either phase
-    changes nothing. Tasks of zero length finish at the same t and are retired in a next round.
-    A graph output (`output`) keeps its home copy to the end, as a resident node does; its copies
-    on other devices go after their last consumer there.
-
-    Taking over (`reuse`, SPEC.md section 3): node v starting on k takes over, in preference
-    order while the total stays <= bytes(v), each input homed on k, neither resident nor an
-    output, of which v is the last unfinished home consumer and whose transfers have all arrived
-    (the step frees its home copy); v then holds that many bytes fewer while it runs, and after
-    it the bytes are as without the field.
-    """
-    record = start.shape[0] > 0
-    tracing = trace_t.shape[0] > 0
-    ntr = 0
-    has_reuse = reuse_idx.shape[0] > 0
-    taken = np.zeros(n if has_reuse else 0, dtype=np.int64)
+@numba.njit(**_SETUP)
+def _new_run(g, placement, d):
+    """The state at time 0: counts, and queues sized to what each device and link will hold."""
+    n = g.num_nodes
     dd = d * d
-    # consumers of u on each device; a node waits for its predecessors to finish and for each
-    # remote data input to arrive; transfers of u; capacity of each device's and link's queue
     cons = np.zeros(n * d, dtype=np.int32)
     wait = np.empty(n, dtype=np.int32)
     for v in range(n):
         k = placement[v]
-        w = pred_cnt[v]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
+        w = g.pred_cnt[v]
+        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            u = g.in_idx[e]
             cons[u * d + k] += 1
             w += placement[u] != k
         wait[v] = w
-    tr_left = np.zeros(n, dtype=np.int32)
+    sends = np.zeros(n, dtype=np.int32)
+    held = np.empty(n, dtype=np.int32)
     dcap = np.zeros(d, dtype=np.int64)
     lcap = np.zeros(dd, dtype=np.int64)
     for u in range(n):
         h = placement[u]
-        dcap[h] += not resident[u]
+        dcap[h] += not g.resident[u]
         if d > 1:
             for q in range(d):
                 if q != h and cons[u * d + q] > 0:
-                    tr_left[u] += 1
+                    sends[u] += 1
                     lcap[h * d + q] += 1
+        held[u] = cons[u * d + h] + sends[u]
     dbase = np.empty(d, dtype=np.int64)
     acc = 0
     for k in range(d):
@@ -140,193 +117,257 @@ def simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, i
     for l in range(dd):
         lbase[l] = acc
         acc += lcap[l]
-    pkey = np.empty(max(acc, 1), dtype=np.float64)
-    pnode = np.empty(max(acc, 1), dtype=np.int32)
-    dsize = np.zeros(d, dtype=np.int64)
-    lsize = np.zeros(dd, dtype=np.int64)
-    mem = np.zeros(d, dtype=np.int64)
-    home_freed = np.zeros(n, dtype=np.bool_)
-    dev_node = np.full(d, -1, dtype=np.int32)
-    link_node = np.full(dd, -1, dtype=np.int32)
-    etime = np.empty(d + dd, dtype=np.float64)  # running tasks by finish time: device k is slot
-    eslot = np.empty(d + dd, dtype=np.int32)    # k, link l slot d + l (one task each at a time)
-    esize = 0
-    dcand = np.empty(d, dtype=np.int32)  # devices and links that may start a task at this instant
-    dflag = np.zeros(d, dtype=np.bool_)
-    ndc = 0
-    lcand = np.empty(dd, dtype=np.int32)
-    lflag = np.zeros(dd, dtype=np.bool_)
-    nlc = 0
-    nseq = 0
-    t = 0.0
-    makespan = 0.0
+    return _Run(cons, held, wait, sends, np.zeros(n if g.reuse_idx.shape[0] > 0 else 0, dtype=np.int64),
+                rkey, rnode, dbase, np.zeros(d, dtype=np.int64), np.empty(max(acc, 1), dtype=np.float64),
+                np.empty(max(acc, 1), dtype=np.int32), lbase, np.zeros(dd, dtype=np.int64), np.zeros(d, dtype=np.int64),
+                np.full(d, -1, dtype=np.int32), np.full(dd, -1, dtype=np.int32), np.empty(d + dd, dtype=np.float64),
+                np.empty(d + dd, dtype=np.int32), np.arange(d).astype(np.int32), np.ones(d, dtype=np.bool_),
+                np.empty(dd, dtype=np.int32), np.zeros(dd, dtype=np.bool_))
 
-    for u in range(n):
-        if resident[u]:
-            mem[placement[u]] += nbytes[u]
-    for k in range(d):
-        device_peak[k] = mem[k]
-        dflag[k] = True  # every device looks at its queue at time 0
-        dcand[k] = k
-    ndc = d
-    for u in range(n):
-        if resident[u]:  # present at time 0: successors and transfers as if it finished then
-            if record:
-                start[u] = 0.0
-                finish[u] = 0.0
-                seq[u] = nseq
-                nseq += 1
-            for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                w = succ_idx[e]
-                wait[w] -= 1
-                if wait[w] == 0:
-                    k = placement[w]
-                    dsize[k] = _push(rkey, rnode, dbase[k], dsize[k], prio[w], w)
-            if tr_left[u] > 0:
-                h = placement[u]
-                for q in range(d):
-                    if q != h and cons[u * d + q] > 0:
-                        l = h * d + q
-                        lsize[l] = _push(pkey, pnode, lbase[l], lsize[l], tprio[u, q], u)
-                        if not lflag[l]:
-                            lflag[l] = True
-                            lcand[nlc] = l
-                            nlc += 1
-        elif pred_cnt[u] == 0:
-            k = placement[u]
-            dsize[k] = _push(rkey, rnode, dbase[k], dsize[k], prio[u], u)
 
-    while True:
-        # start: every idle device its best ready node, every idle link its best transfer
-        for i in range(ndc):
-            k = dcand[i]
-            dflag[k] = False
-            if dev_node[k] < 0 and dsize[k] > 0:
-                v, dsize[k] = _pop(rkey, rnode, dbase[k], dsize[k])
-                dev_node[k] = v
-                tk = 0
-                if has_reuse:
-                    for e in range(reuse_ptr[v], reuse_ptr[v + 1]):
-                        u = reuse_idx[e]
-                        if (placement[u] == k and not resident[u] and not output[u] and cons[u * d + k] == 1
-                                and tr_left[u] == 0 and tk + nbytes[u] <= nbytes[v]):
-                            tk += nbytes[u]
-                    taken[v] = tk
-                m = mem[k] + nbytes[v] + temp[v] - tk
-                mem[k] = m
-                if m > device_peak[k]:
-                    device_peak[k] = m
-                esize = _epush(etime, eslot, esize, t + cost[v] / speed[k], k)
-                if record:
-                    start[v] = t
-                    seq[v] = nseq
-                    nseq += 1
-        ndc = 0
-        for i in range(nlc):
-            l = lcand[i]
-            lflag[l] = False
-            if link_node[l] < 0 and lsize[l] > 0:
-                u, lsize[l] = _pop(pkey, pnode, lbase[l], lsize[l])
-                q = l % d
-                link_node[l] = u
-                m = mem[q] + nbytes[u]  # the copy occupies memory from the transfer's start
-                mem[q] = m
-                if m > device_peak[q]:
-                    device_peak[q] = m
-                esize = _epush(etime, eslot, esize, t + (latency + nbytes[u] / bandwidth), d + l)
-                if record:
-                    tr_start[u * d + q] = t
-                    tr_seq[u * d + q] = nseq
-                    nseq += 1
-        nlc = 0
-        if tracing:
-            trace_t[ntr] = t
-            for k in range(d):
-                trace_m[ntr, k] = mem[k]
-            ntr += 1
-        if esize == 0:
-            break
-        # advance to the next finish and retire everything that ends then
-        t = etime[0]
-        while esize > 0 and etime[0] == t:
-            s, esize = _epop(etime, eslot, esize)
-            if s < d:  # node v finished on device k
-                k = s
-                v = dev_node[k]
-                dev_node[k] = -1
-                if not dflag[k]:
-                    dflag[k] = True
-                    dcand[ndc] = k
-                    ndc += 1
-                mem[k] -= temp[v]
-                if has_reuse:
-                    mem[k] += taken[v]
-                if t > makespan:
-                    makespan = t
-                if record:
-                    finish[v] = t
-                for e in range(succ_ptr[v], succ_ptr[v + 1]):
-                    w = succ_idx[e]
-                    wait[w] -= 1
-                    if wait[w] == 0:
-                        kw = placement[w]
-                        dsize[kw] = _push(rkey, rnode, dbase[kw], dsize[kw], prio[w], w)
-                        if not dflag[kw]:
-                            dflag[kw] = True
-                            dcand[ndc] = kw
-                            ndc += 1
-                for e in range(in_ptr[v], in_ptr[v + 1]):
-                    u = in_idx[e]
-                    h = placement[u]
-                    c = cons[u * d + k] - 1
-                    cons[u * d + k] = c
-                    if c == 0:
-                        if h != k:  # the copy on k after its last consumer there
-                            mem[k] -= nbytes[u]
-                        elif tr_left[u] == 0 and not resident[u] and not output[u] and not home_freed[u]:
-                            home_freed[u] = True  # the home copy: home consumers done, copies sent
-                            mem[h] -= nbytes[u]
-                if tr_left[v] > 0:
-                    for q in range(d):
-                        if q != k and cons[v * d + q] > 0:
-                            l = k * d + q
-                            lsize[l] = _push(pkey, pnode, lbase[l], lsize[l], tprio[v, q], v)
-                            if not lflag[l]:
-                                lflag[l] = True
-                                lcand[nlc] = l
-                                nlc += 1
-            else:  # the transfer of u to device q arrived
-                l = s - d
-                u = link_node[l]
-                link_node[l] = -1
-                q = l % d
-                h = l // d
-                if not lflag[l]:
-                    lflag[l] = True
-                    lcand[nlc] = l
-                    nlc += 1
-                tr_left[u] -= 1
-                for e in range(out_ptr[u], out_ptr[u + 1]):
-                    w = out_idx[e]
-                    if placement[w] == q:
-                        wait[w] -= 1
-                        if wait[w] == 0:
-                            dsize[q] = _push(rkey, rnode, dbase[q], dsize[q], prio[w], w)
-                            if not dflag[q]:
-                                dflag[q] = True
-                                dcand[ndc] = q
-                                ndc += 1
-                if (tr_left[u] == 0 and cons[u * d + h] == 0 and not resident[u] and not output[u]
-                        and not home_freed[u]):
-                    home_freed[u] = True
-                    mem[h] -= nbytes[u]
-    return makespan
+@numba.njit(**_STEP)
+def _ready(s, w, k, key, ndc):
+    """Node w is ready on device k: queue it, and have k look at its queue; returns ndc."""
+    s.dsize[k] = _push(s.rkey, s.rnode, s.dbase[k], s.dsize[k], key, w)
+    if not s.dflag[k]:
+        s.dflag[k] = True
+        s.dcand[ndc] = k
+        ndc += 1
+    return ndc
+
+
+@numba.njit(**_STEP)
+def _send(s, u, h, tprio, d, nlc):
+    """u is ready on its home h: queue its transfer to every other device that reads it, and have
+    those links look at their queues; returns nlc."""
+    for q in range(d):
+        if q != h and s.cons[u * d + q] > 0:
+            l = h * d + q
+            s.lsize[l] = _push(s.pkey, s.pnode, s.lbase[l], s.lsize[l], tprio[u, q], u)
+            if not s.lflag[l]:
+                s.lflag[l] = True
+                s.lcand[nlc] = l
+                nlc += 1
+    return nlc
 
 
 @numba.njit(**_JIT)
-def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, nbytes,
-                 temp, resident, output, reuse_ptr, reuse_idx, cost, speed, bandwidth, latency, placement,
-                 device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m):
+def simulate_timed(g, dev, placement, prio, tprio, rec):
+    """Makespan (s) of running the placement with these priorities (SPEC.md section 4).
+
+    g: `KernelGraph`; dev: `TimedDevices`; placement: int32[n]; prio: float64[n], scheduling
+    priority (higher runs first among a device's ready nodes, ties to the lower index); tprio:
+    float64[n, d], tprio[u, q] the priority of the transfer of u to device q on its link (higher
+    first, ties to the lower u). Writes rec (`TimedRecord`): device_peak always; start, finish,
+    seq, tr_start, tr_seq when start has n entries; trace_t, trace_m when trace_t has entries:
+    after every instant's starts, the time and every device's bytes (memory is constant from
+    there to the next instant, and that row is the instant's highest); rows past the last
+    instant are untouched. seq and tr_seq number the starts in the order they happen (resident
+    nodes first, by index): sorting by them gives the dispatch order, even among tasks of zero
+    length that start at the same instant.
+
+    Each instant t: every task (node run or transfer) finishing at t is retired first (temp,
+    inputs and home copies freed, successors made ready, transfers queued), then every idle
+    device starts its best ready node and every idle link its best queued transfer. Memory
+    only falls while retiring and only rises while starting, so the order inside either phase
+    changes nothing. Tasks of zero length finish at the same t and are retired in a next round.
+    A graph output (`output`) keeps its home copy to the end, as a resident node does; its copies
+    on other devices go after their last consumer there. A home copy goes when its home
+    consumers have finished and its transfers have arrived (`held` counts both).
+
+    Taking over (`reuse`, SPEC.md section 3): node v starting on k takes over what
+    `regal._takeover.taken_over` decides, `last` being `held` (v reads each of its `reuse`
+    inputs, so for one homed on k the count is 1 exactly when v is its last home consumer and
+    every transfer has arrived: v's step frees the home copy); v then holds that many bytes
+    fewer while it runs, and after it the bytes are as without the field.
+    """
+    s = _new_run(g, placement, dev.speed.shape[0])
+    nlc, nseq = _start_residents(g, s, placement, prio, tprio, rec)
+    return _events(g, dev, s, placement, prio, tprio, rec, nlc, nseq)
+
+
+@numba.njit(**_LOOP)
+def _events(g, dev, s, placement, prio, tprio, rec, nlc, nseq):
+    """`simulate_timed`'s event loop, from time 0 on; returns the makespan."""
+    d = s.mem.shape[0]
+    record = rec.start.shape[0] > 0
+    ntrace = 0
+    esize = 0
+    t = 0.0
+    makespan = 0.0
+    ndc = d  # every device looks at its queue at time 0
+    while True:
+        # start: every idle device its best ready node, every idle link its best transfer
+        esize, nseq = _start_nodes(g, dev, s, placement, t, ndc, esize, nseq, rec, record)
+        ndc = 0
+        esize, nseq = _start_transfers(g, dev, s, t, nlc, esize, nseq, rec, record)
+        nlc = 0
+        if rec.trace_t.shape[0] > 0:
+            rec.trace_t[ntrace] = t
+            for k in range(d):
+                rec.trace_m[ntrace, k] = s.mem[k]
+            ntrace += 1
+        if esize == 0:
+            return makespan
+        # advance to the next finish and retire everything that ends then
+        t = -s.ekey[0]
+        while esize > 0 and -s.ekey[0] == t:
+            slot, esize = _pop(s.ekey, s.eslot, 0, esize)
+            if slot < d:  # node finished on device `slot`
+                ndc, nlc = _finish_node(g, s, placement, prio, tprio, slot, t, ndc, nlc, rec, record)
+                if t > makespan:
+                    makespan = t
+            else:
+                ndc, nlc = _finish_transfer(g, s, placement, prio, slot - d, d, ndc, nlc)
+
+
+@numba.njit(**_LOOP)
+def _start_residents(g, s, placement, prio, tprio, rec):
+    """Time 0: resident nodes are present (their successors and transfers go as if they finished
+    then), nodes without predecessors ready; returns (nlc, nseq)."""
+    n, d = g.num_nodes, s.mem.shape[0]
+    record = rec.start.shape[0] > 0
+    for u in range(n):
+        if g.resident[u]:
+            s.mem[placement[u]] += g.nbytes[u]
+    for k in range(d):
+        rec.device_peak[k] = s.mem[k]
+    nlc = 0
+    nseq = 0
+    for u in range(n):
+        if g.resident[u]:
+            if record:
+                rec.start[u] = 0.0
+                rec.finish[u] = 0.0
+                rec.seq[u] = nseq
+                nseq += 1
+            for e in range(g.succ_ptr[u], g.succ_ptr[u + 1]):
+                w = g.succ_idx[e]
+                s.wait[w] -= 1
+                if s.wait[w] == 0:
+                    _ready(s, w, placement[w], prio[w], d)  # every device is already marked
+            if s.sends[u] > 0:
+                nlc = _send(s, u, placement[u], tprio, d, nlc)
+        elif g.pred_cnt[u] == 0:
+            _ready(s, u, placement[u], prio[u], d)
+    return nlc, nseq
+
+
+@numba.njit(**_STEP)
+def _start_nodes(g, dev, s, placement, t, ndc, esize, nseq, rec, record):
+    """Every marked idle device starts its best ready node (taking inputs over, SPEC.md section
+    3); returns (esize, nseq)."""
+    d = s.mem.shape[0]
+    for i in range(ndc):
+        k = s.dcand[i]
+        s.dflag[k] = False
+        if s.dev_node[k] < 0 and s.dsize[k] > 0:
+            v, s.dsize[k] = _pop(s.rkey, s.rnode, s.dbase[k], s.dsize[k])
+            s.dev_node[k] = v
+            tk = 0
+            if s.taken.shape[0] > 0:
+                tk = taken_over(v, k, g.reuse_ptr, g.reuse_idx, g.nbytes, g.resident, placement, s.held)
+                s.taken[v] = tk
+            m = s.mem[k] + g.nbytes[v] + g.temp[v] - tk
+            s.mem[k] = m
+            if m > rec.device_peak[k]:
+                rec.device_peak[k] = m
+            esize = _push(s.ekey, s.eslot, 0, esize, -(t + g.cost[v] / dev.speed[k]), k)
+            if record:
+                rec.start[v] = t
+                rec.seq[v] = nseq
+                nseq += 1
+    return esize, nseq
+
+
+@numba.njit(**_STEP)
+def _start_transfers(g, dev, s, t, nlc, esize, nseq, rec, record):
+    """Every marked idle link starts its best queued transfer; returns (esize, nseq)."""
+    d = s.mem.shape[0]
+    for i in range(nlc):
+        l = s.lcand[i]
+        s.lflag[l] = False
+        if s.link_node[l] < 0 and s.lsize[l] > 0:
+            u, s.lsize[l] = _pop(s.pkey, s.pnode, s.lbase[l], s.lsize[l])
+            q = l % d
+            s.link_node[l] = u
+            m = s.mem[q] + g.nbytes[u]  # the copy occupies memory from the transfer's start
+            s.mem[q] = m
+            if m > rec.device_peak[q]:
+                rec.device_peak[q] = m
+            esize = _push(s.ekey, s.eslot, 0, esize, -(t + (dev.latency + g.nbytes[u] / dev.bandwidth)), d + l)
+            if record:
+                rec.tr_start[u * d + q] = t
+                rec.tr_seq[u * d + q] = nseq
+                nseq += 1
+    return esize, nseq
+
+
+@numba.njit(**_STEP)
+def _finish_node(g, s, placement, prio, tprio, k, t, ndc, nlc, rec, record):
+    """Node v finished on device k at t: free its temp and what it took over back, ready its
+    successors, free inputs it was the last to read, queue its transfers; returns (ndc, nlc)."""
+    d = s.mem.shape[0]
+    v = s.dev_node[k]
+    s.dev_node[k] = -1
+    if not s.dflag[k]:
+        s.dflag[k] = True
+        s.dcand[ndc] = k
+        ndc += 1
+    s.mem[k] -= g.temp[v]
+    if s.taken.shape[0] > 0:
+        s.mem[k] += s.taken[v]
+    if record:
+        rec.finish[v] = t
+    for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
+        w = g.succ_idx[e]
+        s.wait[w] -= 1
+        if s.wait[w] == 0:
+            ndc = _ready(s, w, placement[w], prio[w], ndc)
+    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+        u = g.in_idx[e]
+        if placement[u] != k:
+            c = s.cons[u * d + k] - 1
+            s.cons[u * d + k] = c
+            if c == 0:  # the copy on k after its last consumer there
+                s.mem[k] -= g.nbytes[u]
+        else:
+            c = s.held[u] - 1
+            s.held[u] = c
+            if c == 0 and not g.resident[u] and not g.output[u]:  # home consumers done, copies sent
+                s.mem[k] -= g.nbytes[u]
+    if s.sends[v] > 0:
+        nlc = _send(s, v, k, tprio, d, nlc)
+    return ndc, nlc
+
+
+@numba.njit(**_STEP)
+def _finish_transfer(g, s, placement, prio, l, d, ndc, nlc):
+    """The transfer on link l arrived: its consumers there may become ready, and the home copy
+    goes when this was the last thing holding it; returns (ndc, nlc)."""
+    u = s.link_node[l]
+    s.link_node[l] = -1
+    q = l % d
+    h = l // d
+    if not s.lflag[l]:
+        s.lflag[l] = True
+        s.lcand[nlc] = l
+        nlc += 1
+    for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
+        w = g.out_idx[e]
+        if placement[w] == q:
+            s.wait[w] -= 1
+            if s.wait[w] == 0:
+                ndc = _ready(s, w, q, prio[w], ndc)
+    c = s.held[u] - 1
+    s.held[u] = c
+    if c == 0 and not g.resident[u] and not g.output[u]:
+        s.mem[h] -= g.nbytes[u]
+    return ndc, nlc
+
+
+@numba.njit(**_JIT)
+def decode_timed(keys, g, dev, placement, rec):
     """Decode one timed chromosome (SPEC.md section 5) and return its makespan (section 4).
 
     keys: float64[n*(2d+1)], node v's row keys[v*(2d+1) : (v+1)*(2d+1)] holds its d device
@@ -334,8 +375,8 @@ def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_p
     priorities of the transfers of its output to devices 0..d-1. Writes placement int32[n] and
     what `simulate_timed` writes.
     """
-    w = 2 * d + 1
-    rows = keys.reshape((n, w))
+    n, d = g.num_nodes, dev.speed.shape[0]
+    rows = keys.reshape((n, 2 * d + 1))
     for v in range(n):
         best = 0
         bk = rows[v, 0]
@@ -344,18 +385,11 @@ def decode_timed(keys, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_p
                 bk = rows[v, j]
                 best = j
         placement[v] = best
-    prio = rows[:, d]
-    tprio = rows[:, d + 1:]
-    return simulate_timed(placement, prio, tprio, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                          out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed,
-                          bandwidth, latency, device_peak, start, finish, seq, tr_start, tr_seq, trace_t,
-                          trace_m)
+    return simulate_timed(g, dev, placement, rows[:, d], rows[:, d + 1:], rec)
 
 
 @numba.njit(**PARALLEL_JIT)
-def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr,
-                              out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx, cost, speed, bandwidth,
-                              latency, limit, makespan, excess):
+def evaluate_population_timed(population, g, dev, limit, makespan, excess):
     """Decode and simulate every chromosome of population float64[m, n*(2d+1)] in parallel.
 
     limit: int64[d] bytes per device (negative: none). Writes makespan: float64[m] seconds and
@@ -363,171 +397,17 @@ def evaluate_population_timed(population, n, d, pred_cnt, succ_ptr, succ_idx, in
     chromosome is decoded on its own, so the result does not depend on the number of threads.
     """
     m = population.shape[0]
+    n, d = g.num_nodes, dev.speed.shape[0]
     none_f = np.empty(0, dtype=np.float64)
     none_i = np.empty(0, dtype=np.int32)
     none_m = np.empty((0, d), dtype=np.int64)
     for i in numba.prange(m):
         placement = np.empty(n, dtype=np.int32)
         device_peak = np.empty(d, dtype=np.int64)
-        makespan[i] = decode_timed(population[i], n, d, pred_cnt, succ_ptr, succ_idx, in_ptr, in_idx,
-                                   out_ptr, out_idx, nbytes, temp, resident, output, reuse_ptr, reuse_idx,
-                                   cost, speed, bandwidth, latency, placement, device_peak, none_f, none_f,
-                                   none_i, none_f, none_i, none_f, none_m)
+        rec = TimedRecord(device_peak, none_f, none_f, none_i, none_f, none_i, none_f, none_m)
+        makespan[i] = decode_timed(population[i], g, dev, placement, rec)
         over = np.int64(0)
         for k in range(d):
             if limit[k] >= 0 and device_peak[k] > limit[k]:
                 over += device_peak[k] - limit[k]
         excess[i] = over
-
-
-# ---------------------------------------------------------------------------- list schedulers
-# HEFT (Topcuoglu, Hariri and Wu, IEEE TPDS 2002) and the bottom levels of the critical-path list
-# scheduler, for `regal.timed_heuristics`.
-
-@numba.njit(**_JIT)
-def bottom_levels(topo, succ_ptr, succ_idx, out_ptr, out_idx, work, comm, placement, level):
-    """level[v] = work[v] + max over successors w of (edge + level[w]), edge = comm[v] for a data
-    edge that crosses devices (placement[v] != placement[w]; with placement all -1, every data
-    edge), else 0. topo: int32[n] topological; work, comm: float64[n]; writes level: float64[n]."""
-    n = topo.shape[0]
-    is_data = np.zeros(n, dtype=np.bool_)
-    for t in range(n - 1, -1, -1):
-        v = topo[t]
-        for e in range(out_ptr[v], out_ptr[v + 1]):
-            is_data[out_idx[e]] = True
-        best = 0.0
-        for e in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[e]
-            x = level[w]
-            if is_data[w] and (placement[v] < 0 or placement[v] != placement[w]):
-                x += comm[v]
-            if x > best:
-                best = x
-        for e in range(out_ptr[v], out_ptr[v + 1]):
-            is_data[out_idx[e]] = False
-        level[v] = work[v] + best
-
-
-@numba.njit(**_JIT)
-def heft_schedule(order, n, d, pred_ptr, pred_idx, in_ptr, in_idx, out_ptr, nbytes, resident, cost,
-                  speed, bandwidth, latency, kept, cap, placement, ast):
-    """HEFT's processor-selection phase with insertion: each node of `order` (int32[*], the
-    non-resident nodes by decreasing upward rank) goes to the device where it finishes earliest,
-    into the earliest idle gap of that device that fits it after its inputs can be there.
-
-    A data input on another device is there `latency + bytes / bandwidth` after it finished
-    (HEFT's model: no link contention); a control input when it finished. A resident input not
-    yet placed is there at time 0 and is placed with its first consumer; resident nodes nobody
-    reads go to the device with the fewest resident bytes. Writes placement: int32[n] and
-    ast: float64[n] (start times; resident nodes 0). Ties go to the lower device.
-
-    Memory booking (`cap`: int64[d] bytes per device; a cap no booking reaches is plain HEFT):
-    in `order`, each device books the resident nodes placed on it for good, every output placed
-    on it and every copy of a data input sent to it, and releases an output and its copies when
-    the last of its consumers is placed, unless it is `kept` (bool[n]: resident, graph output or
-    never read). A device whose booking with `v` would exceed its cap is passed over for `v`;
-    when every device would, `v` goes where the excess is smallest (ties: earliest finish).
-    """
-    aft = np.zeros(n, dtype=np.float64)
-    for v in range(n):
-        placement[v] = -1
-        ast[v] = 0.0
-    s_start = np.empty((d, order.shape[0] + 1), dtype=np.float64)  # busy intervals per device,
-    s_end = np.empty((d, order.shape[0] + 1), dtype=np.float64)    # sorted by start
-    cnt = np.zeros(d, dtype=np.int64)
-    is_data = np.zeros(n, dtype=np.bool_)
-    booked = np.zeros(d, dtype=np.int64)
-    copied = np.zeros((n, d), dtype=np.bool_)
-    left = np.empty(n, dtype=np.int64)  # consumers not yet placed
-    for u in range(n):
-        left[u] = out_ptr[u + 1] - out_ptr[u]
-    for t in range(order.shape[0]):
-        v = order[t]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            is_data[in_idx[e]] = True
-        best_k = 0
-        best_s = 0.0
-        best_f = np.inf
-        best_pos = 0
-        best_over = np.int64(1) << 62
-        for k in range(d):
-            need = booked[k] + (0 if resident[v] else nbytes[v])
-            for e in range(in_ptr[v], in_ptr[v + 1]):
-                u = in_idx[e]
-                if placement[u] < 0 or (placement[u] != k and not copied[u, k]):
-                    need += nbytes[u]  # repeated inputs count once more each: a bound, not exact
-            over = max(need - cap[k], np.int64(0))
-            if over > best_over:
-                continue
-            ready = 0.0
-            for e in range(pred_ptr[v], pred_ptr[v + 1]):
-                u = pred_idx[e]
-                r = aft[u]
-                if is_data[u] and placement[u] >= 0 and placement[u] != k:
-                    r += latency + nbytes[u] / bandwidth
-                if r > ready:
-                    ready = r
-            dur = cost[v] / speed[k]
-            # earliest gap after `ready`: intervals do not overlap, so their ends are sorted too;
-            # skip (binary search) those that end by `ready`, then walk the gaps
-            lo = 0
-            hi = cnt[k]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if s_end[k, mid] <= ready:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            prev_end = s_end[k, lo - 1] if lo > 0 else 0.0
-            pos = cnt[k]
-            for i in range(lo, cnt[k]):
-                st = max(ready, prev_end)
-                if st + dur <= s_start[k, i]:
-                    pos = i
-                    break
-                prev_end = s_end[k, i]
-            s = max(ready, prev_end)
-            f = s + dur
-            if over < best_over or f < best_f:
-                best_f, best_s, best_k, best_pos, best_over = f, s, k, pos, over
-        k = best_k
-        if not resident[v]:
-            booked[k] += nbytes[v]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            is_data[u] = False
-            if placement[u] < 0:  # an unplaced resident input goes with its first consumer
-                placement[u] = k
-                booked[k] += nbytes[u]
-            elif placement[u] != k and not copied[u, k]:
-                copied[u, k] = True
-                booked[k] += nbytes[u]
-        for e in range(in_ptr[v], in_ptr[v + 1]):
-            u = in_idx[e]
-            left[u] -= 1
-            if left[u] == 0 and not kept[u]:
-                booked[placement[u]] -= nbytes[u]
-                for q in range(d):
-                    if copied[u, q]:
-                        booked[q] -= nbytes[u]
-        for i in range(cnt[k], best_pos, -1):
-            s_start[k, i] = s_start[k, i - 1]
-            s_end[k, i] = s_end[k, i - 1]
-        s_start[k, best_pos] = best_s
-        s_end[k, best_pos] = best_f
-        cnt[k] += 1
-        placement[v] = k
-        ast[v] = best_s
-        aft[v] = best_f
-    rbytes = np.zeros(d, dtype=np.int64)
-    for u in range(n):
-        if resident[u] and placement[u] >= 0:
-            rbytes[placement[u]] += nbytes[u]
-    for u in range(n):
-        if placement[u] < 0:
-            k = 0
-            for j in range(1, d):
-                if rbytes[j] < rbytes[k]:
-                    k = j
-            placement[u] = k
-            rbytes[k] += nbytes[u]

@@ -135,14 +135,9 @@ class TimedSimulation(NamedTuple):
 
 
 # ---------------------------------------------------------------------------- simulation
-def _kernel_args(graph: Graph):
-    """The graph arrays of the `regal._timed` kernels: `kernel_graph`'s, the graph outputs
-    (`output`, whose home copy is never freed) and the costs."""
-    kg = kernel_graph(graph)
-    cost = graph.cached("timed_cost", lambda: np.ascontiguousarray(graph.cost, dtype=np.float64))
-    output = graph.cached("timed_output", lambda: np.ascontiguousarray(graph.output, dtype=np.bool_))
-    return kg, (kg.pred_cnt, kg.succ_ptr, kg.succ_idx, kg.in_ptr, kg.in_idx, kg.out_ptr, kg.out_idx,
-                kg.nbytes, kg.temp, kg.resident, output, kg.reuse_ptr, kg.reuse_idx, cost)
+def kernel_devices(model: DeviceModel, devices: int) -> _timed.TimedDevices:
+    """The device model as the `regal._timed` kernels read it (model validated)."""
+    return _timed.TimedDevices(model.speeds(devices), model.bandwidth_bytes_per_s, model.latency_s)
 
 
 def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceModel,
@@ -153,8 +148,6 @@ def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceM
     trace: also return the memory of every device over time (trace_s, trace_bytes).
     """
     n, d = graph.num_nodes, devices
-    kg, args = _kernel_args(graph)
-    speed = model.speeds(d)
     placement = np.ascontiguousarray(placement, dtype=np.int32)
     prio = np.ascontiguousarray(prio, dtype=np.float64)
     tprio = np.ascontiguousarray(tprio, dtype=np.float64).reshape(n, d)
@@ -167,9 +160,8 @@ def run_timed(graph: Graph, placement, prio, tprio, devices: int, model: DeviceM
     rows = n * d + 1 if trace else 0
     trace_t = np.full(rows, np.nan)
     trace_m = np.zeros((rows, d), dtype=np.int64)
-    makespan = _timed.simulate_timed(placement, prio, tprio, n, d, *args, speed, model.bandwidth_bytes_per_s,
-                                     model.latency_s, device_peak, start, finish, seq, tr_start, tr_seq,
-                                     trace_t, trace_m)
+    rec = _timed.TimedRecord(device_peak, start, finish, seq, tr_start, tr_seq, trace_t, trace_m)
+    makespan = _timed.simulate_timed(kernel_graph(graph), kernel_devices(model, d), placement, prio, tprio, rec)
     sim = _result(graph, d, model, float(makespan), device_peak, start, finish, seq, tr_start, tr_seq)
     if trace:
         used = int(np.count_nonzero(~np.isnan(trace_t)))
@@ -337,12 +329,11 @@ def evaluate_population_timed(graph: Graph, population, devices: int, device_mod
         raise ValueError("population must be a 2-D array (individuals x keys)")
     model = check_device_model(device_model, devices)
     limits = memory_limits(memory_limit_bytes, devices)
-    kg, args = _kernel_args(graph)
     m = population.shape[0]
     makespan = np.empty(m, dtype=np.float64)
     excess = np.empty(m, dtype=np.int64)
-    _timed.evaluate_population_timed(population, kg.num_nodes, devices, *args, model.speeds(devices),
-                                     model.bandwidth_bytes_per_s, model.latency_s, limits, makespan, excess)
+    _timed.evaluate_population_timed(population, kernel_graph(graph), kernel_devices(model, devices), limits,
+                                     makespan, excess)
     bound = graph.cached(("makespan_bound", devices, model), lambda: makespan_bound(graph, devices, model))
     return runtime_fitness(makespan, excess, bound, limits), makespan, excess
 

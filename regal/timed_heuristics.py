@@ -32,10 +32,11 @@ import time
 
 import numpy as np
 
-from regal import _timed
+from regal import _heft
 from regal.graph import Graph, check_devices
 from regal.solution import Solution, timed_solution
-from regal.timed import (DeviceModel, TimedSimulation, check_device_model, memory_limits, run_timed,
+from regal.simulate import kernel_graph
+from regal.timed import (DeviceModel, TimedSimulation, check_device_model, kernel_devices, memory_limits, run_timed,
                          simulate_timed)
 
 __all__ = ["upward_ranks", "heft_schedule", "heft_mem_schedule", "HEFT_MEM_CAPS", "critical_path_schedule",
@@ -57,10 +58,9 @@ def _comm(graph: Graph, model: DeviceModel) -> np.ndarray:
 
 def _levels(graph: Graph, work: np.ndarray, comm: np.ndarray, placement: np.ndarray) -> np.ndarray:
     level = np.zeros(graph.num_nodes, dtype=np.float64)
-    _timed.bottom_levels(_topological(graph), graph.succ_ptr, graph.succ_idx.astype(np.int32), graph.out_ptr,
-                         graph.out_idx.astype(np.int32), np.ascontiguousarray(work, dtype=np.float64),
-                         np.ascontiguousarray(comm, dtype=np.float64), np.ascontiguousarray(placement, dtype=np.int32),
-                         level)
+    _heft.bottom_levels(_topological(graph), kernel_graph(graph), np.ascontiguousarray(work, dtype=np.float64),
+                        np.ascontiguousarray(comm, dtype=np.float64), np.ascontiguousarray(placement, dtype=np.int32),
+                        level)
     return level
 
 
@@ -77,7 +77,7 @@ def heft_schedule(graph: Graph, devices: int, device_model=None, cap=None) -> tu
     """HEFT's placement, nodes prioritised by HEFT's start times, run through the timed model.
 
     `cap` (bytes, one for every device or one per device; None: none) passes over, for each
-    node, the devices whose memory booking in HEFT's order would exceed it (`regal._timed.heft_schedule`).
+    node, the devices whose memory booking in HEFT's order would exceed it (`regal._heft.heft_schedule`).
     """
     model = check_device_model(device_model, devices)
     caps = np.full(devices, np.int64(1) << 62) if cap is None else np.broadcast_to(
@@ -90,10 +90,8 @@ def heft_schedule(graph: Graph, devices: int, device_model=None, cap=None) -> tu
     heft_order = compute[np.lexsort((topo_pos[compute], -rank[compute]))].astype(np.int32)
     placement = np.empty(graph.num_nodes, dtype=np.int32)
     ast = np.empty(graph.num_nodes, dtype=np.float64)
-    _timed.heft_schedule(heft_order, graph.num_nodes, devices, graph.pred_ptr, graph.pred_idx.astype(np.int32),
-                         graph.in_ptr, graph.in_idx.astype(np.int32), graph.out_ptr, graph.bytes.astype(np.int64),
-                         graph.resident, graph.cost.astype(np.float64), model.speeds(devices),
-                         model.bandwidth_bytes_per_s, model.latency_s, graph.kept, caps, placement, ast)
+    _heft.heft_schedule(heft_order, kernel_graph(graph), kernel_devices(model, devices), graph.kept, caps, placement,
+                        ast)
     order = np.lexsort((topo_pos, ast)).astype(np.int32)  # by HEFT's start time, ties topological
     return placement, simulate_timed(graph, placement, order, devices, model)
 
