@@ -13,7 +13,7 @@ import click
 
 from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors,
                               command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
-from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report, preload_report
+from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report
 from regal.graph import Graph
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 
@@ -84,8 +84,6 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
     import regal.methods
     g = _load_or_exit(graph_path, dims, deadline)
     priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
-    if objective != "runtime":  # the report computes the allocation and the packed arena
-        preload_report(devices)
     from regal.policy.names import needs_network
     bar = None
     if sys.stderr.isatty() and not as_json:

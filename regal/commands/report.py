@@ -35,36 +35,6 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         _print_solution(g, sol, output, deadline)
 
 
-def preload_report(devices: int) -> None:
-    """Load the report's kernels (the allocation's and the packed arena's: 20 to 50 ms from Numba's
-    cache) in a helper thread, by reporting on a four-node graph, while this thread searches: the
-    search's local search runs on one core, and none of these kernels is a parallel one (Numba's
-    workqueue threads serve one caller at a time). A kernel the report then needs waits for its
-    load under Numba's compiler lock; a failure here is left to the report itself to meet."""
-    import threading
-    threading.Thread(target=_report_tiny_graph, args=(devices,), name="regal-preload-report", daemon=True).start()
-
-
-def _report_tiny_graph(devices: int) -> None:
-    import types
-
-    import numpy as np
-    try:
-        from regal.allocation import allocation
-        g = Graph.from_records([
-            {"id": "w", "bytes": 4, "resident": True},
-            {"id": "a", "bytes": 3, "temp_bytes": 1},
-            {"id": "b", "bytes": 2, "inputs": ["a", "w"], "reuse": ["a"]},
-            {"id": "c", "bytes": 1, "inputs": ["a", "b"]},
-        ], name="preload")
-        placement = np.array([0, 1, 0, 1], dtype=np.int64) % devices
-        order = np.arange(4, dtype=np.int64)
-        allocation(g, placement, order, devices)
-        packed_summary(g, types.SimpleNamespace(placement=placement, order=order, num_devices=devices))
-    except Exception:  # noqa: BLE001 (the report loads what it needs itself)
-        pass
-
-
 def _effort(sol) -> str:
     """", 5,000 evaluations" for a method with an evaluation budget, else "" (CP-SAT's and the
     exact DP's counts are not evaluations)."""
