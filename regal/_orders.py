@@ -136,9 +136,8 @@ def xla_list_order(g, scalar_bytes, order):
     is dropped when it surfaces. g: the `KernelGraph`; writes order: int32[n]; returns the
     number of nodes ordered. O((n + e) log n + e * max consumers).
     """
-    n, in_ptr, in_idx, out_ptr, out_idx, nbytes, resident = (g.num_nodes, g.in_ptr, g.in_idx, g.out_ptr,
-                                                             g.out_idx, g.nbytes, g.resident)
-    succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
+    n, in_ptr, in_idx, out_ptr, out_idx, succ_ptr, succ_idx, nbytes, resident = (
+        g.num_nodes, g.in_ptr, g.in_idx, g.out_ptr, g.out_idx, g.succ_ptr, g.succ_idx, g.nbytes, g.resident)
     uses = np.empty(n, dtype=np.int64)  # unscheduled uses of each buffer
     for u in range(n):
         uses[u] = out_ptr[u + 1] - out_ptr[u]
