@@ -273,15 +273,27 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
     check_schedule(graph, placement, order, d)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    end_of_run = n
-    resident = graph.resident
-    out = graph.kept & ~resident
-    nbytes = graph.bytes.astype(np.int64)
+    out = graph.kept & ~graph.resident
+    home_end, copies = _lifetimes(graph, placement, pos, out)
+    taken_by = _taken_by(graph, placement, order, pos, home_end, out)
     rank = post_order(graph)
+    nbytes = graph.bytes.astype(np.int64)
+    res = {key: np.zeros(d, dtype=np.int64) for key in ("arg", "out", "heap", "packed")}
+    np.add.at(res["arg"], placement[graph.resident], nbytes[graph.resident])
+    for k in range(d):
+        res["out"][k], res["packed"][k], res["heap"][k] = _device(
+            graph, k, placement, pos, out, home_end, copies, taken_by, rank, int(alignment))
+    total = res["arg"] + res["out"] + res["heap"]
+    return Allocation(int(total.max()), total, res["arg"], res["out"], res["heap"], res["packed"])
 
-    # home-copy lifetimes (section 3's free rules) and the copies each device receives
+
+def _lifetimes(graph: Graph, placement, pos, out) -> tuple[np.ndarray, dict]:
+    """Home-copy lifetimes (section 3's free rules): the step that frees each node's home copy
+    (graph outputs: the end of the run), and the copies each device receives,
+    (u, device) -> [first, last consumer step]."""
+    n = graph.num_nodes
     home_end = pos.copy()
-    copies: dict[tuple[int, int], list[int]] = {}   # (u, device) -> [first, last consumer step]
+    copies: dict[tuple[int, int], list[int]] = {}
     for u in range(n):
         cons = graph.consumers(u)
         if cons.shape[0] == 0:
@@ -296,10 +308,16 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
             copies[(u, q)] = [int(steps.min()), int(steps.max())]
             last = max(last, int(steps.min()))
         home_end[u] = last
-    home_end[out] = end_of_run
+    home_end[out] = n
+    return home_end, copies
 
-    # section 3 step 2 on this schedule: which input each node takes over (the heap shares them)
-    taken_by = np.full(n, -1, dtype=np.int64)
+
+def _taken_by(graph: Graph, placement, order, pos, home_end, out) -> np.ndarray:
+    """Section 3 step 2 on this schedule: the node that takes each input over, -1 none (the
+    heap shares their buffer)."""
+    resident = graph.resident
+    nbytes = graph.bytes.astype(np.int64)
+    taken_by = np.full(graph.num_nodes, -1, dtype=np.int64)
     for v in order.tolist():
         if resident[v]:
             continue
@@ -309,63 +327,77 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
                     and home_end[u] == pos[v] and taken + nbytes[u] <= nbytes[v]):
                 taken += nbytes[u]
                 taken_by[u] = v
+    return taken_by
 
-    res = {key: np.zeros(d, dtype=np.int64) for key in ("arg", "out", "heap", "packed")}
-    np.add.at(res["arg"], placement[resident], nbytes[resident])
-    for k in range(d):
-        homed = np.flatnonzero((placement == k) & ~resident & ((nbytes > 0) | out))
-        values = homed.tolist()
-        buf_of = {int(v): i for i, v in enumerate(values)}
-        size = nbytes[homed].tolist()
-        start = pos[homed].tolist()
-        end = home_end[homed].tolist()
-        live = out[homed].tolist()
-        key = rank[homed].tolist()
-        copy_of = {}
-        for (u, q), (first, last) in copies.items():
-            if q == k and nbytes[u] > 0:
-                copy_of[u] = len(size)
-                size.append(int(nbytes[u]))
-                start.append(first)
-                end.append(last)
-                live.append(False)
-                key.append(int(rank[u]))
-        temp_nodes = np.flatnonzero((placement == k) & ~resident & (graph.temp_bytes > 0)).tolist()
-        for v in temp_nodes:  # a node's scratch: a temporary of its own step
-            size.append(int(graph.temp_bytes[v]))
-            start.append(int(pos[v]))
-            end.append(int(pos[v]))
+
+def _device(graph: Graph, k: int, placement, pos, out, home_end, copies, taken_by, rank,
+            alignment: int) -> tuple[int, int, int]:
+    """(output bytes, temporaries packed into outputs, heap bytes) of device k."""
+    vals = _values(graph, k, placement, pos, out, home_end, copies, rank)
+    m = vals.size.shape[0]
+    ops, shares = [[] for _ in range(m)], [[] for _ in range(m)]
+    for w in vals.homed:
+        b = vals.buf_of[w]
+        for u in graph.inputs(w).tolist():
+            if u in vals.buf_of:
+                ops[b].append(vals.buf_of[u])
+            elif u in vals.copy_of:
+                ops[b].append(vals.copy_of[u])
+        for u in graph.reuse(w).tolist():
+            if u in vals.buf_of and not out[u] and home_end[u] == pos[w]:
+                shares[b].append(vals.buf_of[u])
+    ranked = np.lexsort((vals.key, ~vals.live, -vals.size)).astype(np.int64)
+    op_ptr, op_idx = _csr(m, ops)
+    sh_ptr, sh_idx = _csr(m, shares)
+    where = _assign(vals.size, vals.start, vals.end, vals.live, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
+    taker = np.full(m, -1, dtype=np.int64)
+    for u in vals.homed:
+        if taken_by[u] >= 0 and int(taken_by[u]) in vals.buf_of:
+            taker[vals.buf_of[u]] = vals.buf_of[int(taken_by[u])]
+    deferred = np.flatnonzero(where < 0)
+    heap = _heap(deferred, vals.size, vals.start, vals.end, vals.key, taker, alignment) if deferred.shape[0] else 0
+    return int(vals.size[vals.live].sum()), int(((where >= 0) & ~vals.live).sum()), heap
+
+
+class _Values(NamedTuple):
+    """Device k's values (m of them): its homed nodes, then the copies it receives, then the
+    nodes' scratch; int64[m] arrays but `live` (bool[m]: graph outputs)."""
+    homed: list     # the homed nodes, buffers 0, 1, ...
+    buf_of: dict    # homed node -> its buffer
+    copy_of: dict   # node -> the buffer of its copy on k
+    size: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    live: np.ndarray
+    key: np.ndarray  # post-order rank of the node
+
+
+def _values(graph: Graph, k: int, placement, pos, out, home_end, copies, rank) -> _Values:
+    resident = graph.resident
+    nbytes = graph.bytes.astype(np.int64)
+    homed = np.flatnonzero((placement == k) & ~resident & ((nbytes > 0) | out))
+    values = homed.tolist()
+    buf_of = {int(v): i for i, v in enumerate(values)}
+    size = nbytes[homed].tolist()
+    start = pos[homed].tolist()
+    end = home_end[homed].tolist()
+    live = out[homed].tolist()
+    key = rank[homed].tolist()
+    copy_of = {}
+    for (u, q), (first, last) in copies.items():
+        if q == k and nbytes[u] > 0:
+            copy_of[u] = len(size)
+            size.append(int(nbytes[u]))
+            start.append(first)
+            end.append(last)
             live.append(False)
-            key.append(int(rank[v]))
-        m = len(size)
-        ops, shares = [[] for _ in range(m)], [[] for _ in range(m)]
-        for v in values:
-            b = buf_of[v]
-            for u in graph.inputs(v).tolist():
-                if u in buf_of:
-                    ops[b].append(buf_of[u])
-                elif u in copy_of:
-                    ops[b].append(copy_of[u])
-            for u in graph.reuse(v).tolist():
-                if u in buf_of and not out[u] and home_end[u] == pos[v]:
-                    shares[b].append(buf_of[u])
-        size_a = np.asarray(size, dtype=np.int64)
-        start_a = np.asarray(start, dtype=np.int64)
-        end_a = np.asarray(end, dtype=np.int64)
-        live_a = np.asarray(live, dtype=np.bool_)
-        key_a = np.asarray(key, dtype=np.int64)
-        ranked = np.lexsort((key_a, ~live_a, -size_a)).astype(np.int64)
-        op_ptr, op_idx = _csr(m, ops)
-        sh_ptr, sh_idx = _csr(m, shares)
-        where = _assign(size_a, start_a, end_a, live_a, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
-        res["out"][k] = int(size_a[live_a].sum())
-        res["packed"][k] = int(((where >= 0) & ~live_a).sum())
-        taker = np.full(m, -1, dtype=np.int64)
-        for v in values:
-            if taken_by[v] >= 0 and int(taken_by[v]) in buf_of:
-                taker[buf_of[v]] = buf_of[int(taken_by[v])]
-        deferred = np.flatnonzero(where < 0)
-        if deferred.shape[0]:
-            res["heap"][k] = _heap(deferred, size_a, start_a, end_a, key_a, taker, int(alignment))
-    total = res["arg"] + res["out"] + res["heap"]
-    return Allocation(int(total.max()), total, res["arg"], res["out"], res["heap"], res["packed"])
+            key.append(int(rank[u]))
+    for v in np.flatnonzero((placement == k) & ~resident & (graph.temp_bytes > 0)).tolist():
+        size.append(int(graph.temp_bytes[v]))  # a node's scratch: a temporary of its own step
+        start.append(int(pos[v]))
+        end.append(int(pos[v]))
+        live.append(False)
+        key.append(int(rank[v]))
+    i64 = np.int64
+    return _Values(values, buf_of, copy_of, np.asarray(size, dtype=i64), np.asarray(start, dtype=i64),
+                   np.asarray(end, dtype=i64), np.asarray(live, dtype=np.bool_), np.asarray(key, dtype=i64))

@@ -193,60 +193,94 @@ def build(graph: Graph, devices: int, structure: bool = True, features: str = "v
     unknown = set(drop) - set(FEATURE_GROUPS)
     if unknown or (drop and features == "v1"):
         raise ValueError(f"cannot drop feature groups {sorted(drop)} of feature set {features!r}")
+    common = _common_columns(graph)
+    columns = _v1_columns if features == "v1" else _v2_columns
+    feats = np.concatenate([columns(graph, devices, common), _structure_columns(graph, devices, structure)], axis=1)
+    assert feats.shape[1] == num_node_features(features)
+    for group in drop:
+        feats[:, list(FEATURE_GROUPS[group])] = 0.0
+    senders, receivers, efeat = _edges(graph, common.node_of_edge, features)
+    return _padded(graph, feats, senders, receivers, efeat, features, drop)
+
+
+class _Common(NamedTuple):
+    """What both feature sets compute from the graph (n nodes, E data edges)."""
+    node_of_edge: np.ndarray  # int64[E]    the consumer of each data edge
+    in_bytes: np.ndarray      # float64[n]  bytes of all of a node's inputs
+    degrees: list             # 4 x float64[n]  log in/out degree (data), log control in/out degree
+    levels: list              # 2 x float64[n]  depth from the sources and to the sinks (fractions)
+    span: np.ndarray          # float64[n]  levels from the node to its last consumer (fraction)
+    depth: int                # the graph's depth in levels
+
+
+def _common_columns(graph: Graph) -> _Common:
     n = graph.num_nodes
-    order = graph.topological_order()
     src_level, sink_level = graph.levels()
     depth = max(1, int(src_level.max() + 1))
-    b = graph.bytes.astype(np.float64)
     in_deg = np.diff(graph.in_ptr)
-    out_deg = np.diff(graph.out_ptr)
     node_of_edge = np.repeat(np.arange(n), in_deg)
-    in_bytes = np.bincount(node_of_edge, weights=b[graph.in_idx], minlength=n)
+    in_bytes = np.bincount(node_of_edge, weights=graph.bytes.astype(np.float64)[graph.in_idx], minlength=n)
     # levels between a node and its last consumer: how long its output must live at least
     last_use = src_level.copy()
     if graph.in_idx.size:
         np.maximum.at(last_use, graph.in_idx, src_level[node_of_edge])
-    degrees = [np.log1p(in_deg) / 4.0, np.log1p(out_deg) / 4.0,
+    degrees = [np.log1p(in_deg) / 4.0, np.log1p(np.diff(graph.out_ptr)) / 4.0,
                np.log1p(np.diff(graph.ctrl_in_ptr)) / 4.0, np.log1p(np.diff(graph.ctrl_out_ptr)) / 4.0]
-    levels = [src_level / depth, sink_level / depth]
-    span = (last_use - src_level) / depth
-    if features == "v1":
-        total = max(1.0, b.sum())
-        feats = np.stack([
-            np.log1p(b) * _LOG_SCALE,
-            np.log1p(graph.temp_bytes.astype(np.float64)) * _LOG_SCALE,
-            np.log1p(graph.cost * 1e9) * _LOG_SCALE,
-            graph.resident.astype(np.float64),
-            *degrees, *levels,
-            b / total * 10.0,
-            b / max(1.0, b.max()),
-            np.log1p(in_bytes) * _LOG_SCALE,
-            span,
-            (out_deg == 0).astype(np.float64),
-            np.full(n, np.log2(devices) / 3.0),
-            np.full(n, np.log1p(n) / 12.0),
-            np.full(n, np.log1p(depth) / 12.0),
-        ], axis=1)
-    else:
-        biggest = max(1.0, b.max())
-        positive = b[b > 0]
-        median = float(np.median(positive)) if positive.size else 1.0
-        bound = max(1.0, float(graph.lower_bound(devices)))
-        feats = np.stack([
-            _rank(b),
-            b / biggest,
-            np.where(b > 0, np.clip(np.log2(np.maximum(b, 1.0) / median) / 16.0 + 0.5, 0.0, 1.0), 0.0),
-            np.minimum(b / bound, 1.0),
-            np.minimum(graph.temp_bytes.astype(np.float64) / biggest, 1.0),
-            _rank(in_bytes),
-            _rank(graph.cost.astype(np.float64)),
-            graph.resident.astype(np.float64),
-            ((out_deg == 0) & ~graph.resident).astype(np.float64),
-            *degrees, *levels, span,
-            np.full(n, np.log2(devices) / 3.0),
-            np.full(n, b[graph.resident].sum() / max(1.0, b.sum())),
-            np.full(n, depth / max(1, n)),
-        ], axis=1)
+    return _Common(node_of_edge, in_bytes, degrees, [src_level / depth, sink_level / depth],
+                   (last_use - src_level) / depth, depth)
+
+
+def _v1_columns(graph: Graph, devices: int, c: _Common) -> np.ndarray:
+    """REGAL's columns, with absolute scales: float64[n, NUM_BASE_FEATURES]."""
+    n = graph.num_nodes
+    b = graph.bytes.astype(np.float64)
+    total = max(1.0, b.sum())
+    return np.stack([
+        np.log1p(b) * _LOG_SCALE,
+        np.log1p(graph.temp_bytes.astype(np.float64)) * _LOG_SCALE,
+        np.log1p(graph.cost * 1e9) * _LOG_SCALE,
+        graph.resident.astype(np.float64),
+        *c.degrees, *c.levels,
+        b / total * 10.0,
+        b / max(1.0, b.max()),
+        np.log1p(c.in_bytes) * _LOG_SCALE,
+        c.span,
+        (np.diff(graph.out_ptr) == 0).astype(np.float64),
+        np.full(n, np.log2(devices) / 3.0),
+        np.full(n, np.log1p(n) / 12.0),
+        np.full(n, np.log1p(c.depth) / 12.0),
+    ], axis=1)
+
+
+def _v2_columns(graph: Graph, devices: int, c: _Common) -> np.ndarray:
+    """The source-invariant columns (no absolute scale): float64[n, NUM_BASE_FEATURES + 1]."""
+    n = graph.num_nodes
+    b = graph.bytes.astype(np.float64)
+    biggest = max(1.0, b.max())
+    positive = b[b > 0]
+    median = float(np.median(positive)) if positive.size else 1.0
+    bound = max(1.0, float(graph.lower_bound(devices)))
+    return np.stack([
+        _rank(b),
+        b / biggest,
+        np.where(b > 0, np.clip(np.log2(np.maximum(b, 1.0) / median) / 16.0 + 0.5, 0.0, 1.0), 0.0),
+        np.minimum(b / bound, 1.0),
+        np.minimum(graph.temp_bytes.astype(np.float64) / biggest, 1.0),
+        _rank(c.in_bytes),
+        _rank(graph.cost.astype(np.float64)),
+        graph.resident.astype(np.float64),
+        ((np.diff(graph.out_ptr) == 0) & ~graph.resident).astype(np.float64),
+        *c.degrees, *c.levels, c.span,
+        np.full(n, np.log2(devices) / 3.0),
+        np.full(n, b[graph.resident].sum() / max(1.0, b.sum())),
+        np.full(n, c.depth / max(1, n)),
+    ], axis=1)
+
+
+def _structure_columns(graph: Graph, devices: int, structure: bool) -> np.ndarray:
+    """float64[n, 1 + NUM_PART_FEATURES]: the DFS position and the METIS part (zero without
+    `structure`)."""
+    n = graph.num_nodes
     extra = np.zeros((n, 1 + NUM_PART_FEATURES))
     if structure:
         extra[dfs_order(graph), 0] = np.arange(n) / max(1, n - 1)
@@ -254,12 +288,14 @@ def build(graph: Graph, devices: int, structure: bool = True, features: str = "v
             part = metis_placement(graph, devices, seed=0)
             keep = part < NUM_PART_FEATURES
             extra[np.flatnonzero(keep), 1 + part[keep]] = 1.0
-    feats = np.concatenate([feats, extra], axis=1)
-    assert feats.shape[1] == num_node_features(features)
-    for group in drop:
-        feats[:, list(FEATURE_GROUPS[group])] = 0.0
+    return extra
 
-    # edges: data edges then control edges, producer -> consumer
+
+def _edges(graph: Graph, node_of_edge: np.ndarray, features: str):
+    """(senders, receivers: int32[E], features float64[E, NUM_EDGE_FEATURES]): data edges then
+    control edges, producer -> consumer."""
+    n = graph.num_nodes
+    b = graph.bytes.astype(np.float64)
     d_src = graph.in_idx.astype(np.int32)
     d_dst = node_of_edge.astype(np.int32)
     c_src = graph.ctrl_in_idx.astype(np.int32)
@@ -270,7 +306,13 @@ def build(graph: Graph, devices: int, structure: bool = True, features: str = "v
     efeat[:, 0] = np.log1p(b[senders]) * _LOG_SCALE if features == "v1" else b[senders] / max(1.0, b.max())
     efeat[d_src.shape[0]:, 1] = 1.0
     efeat[d_src.shape[0]:, 0] = 0.0
+    return senders, receivers, efeat
 
+
+def _padded(graph: Graph, feats, senders, receivers, efeat, features: str, drop: tuple) -> GraphBatch:
+    """The batch padded to power-of-two buckets, padding masked out and padded edges pointing at
+    the last (padding) node."""
+    n = graph.num_nodes
     N = bucket(n + 1)  # at least one padding node to receive padded edges
     E = bucket(senders.shape[0])
     nodes = np.zeros((N, feats.shape[1]), dtype=np.float32)
@@ -291,5 +333,5 @@ def build(graph: Graph, devices: int, structure: bool = True, features: str = "v
     edge_mask = np.zeros(E, dtype=bool)
     edge_mask[:senders.shape[0]] = True
     seq = np.arange(N, dtype=np.int32)
-    seq[:n] = order
+    seq[:n] = graph.topological_order()
     return GraphBatch(nodes, op_ids, edges, snd, rcv, node_mask, edge_mask, seq)
