@@ -5,8 +5,9 @@
 Every measurement is a fresh Python process (what a user who types the command waits for),
 timed from outside: wall time, CPU time (user + system, all threads) and, for the optimize runs,
 the `seconds` the solution reports. With `--baseline REF`, each row is measured for `git archive
-REF` too (runs alternate between the two, so that a change of load hits both alike) and the
-peaks of the two are compared.
+REF` too (or REF's own regal/, when REF is a directory holding one: e.g. a revision with some
+files swapped, to time one change alone; runs alternate between the two, so that a change of
+load hits both alike) and the peaks of the two are compared.
 
 - cold: a first run after installing: Numba's and JAX's on-disk caches empty (fresh
   NUMBA_CACHE_DIR and REGAL_JAX_CACHE_DIR), so every kernel is compiled (median of `--cold`).
@@ -24,7 +25,9 @@ the flagship with the shipped policy (`--policy default`). Writes benchmarks/res
 its wall time, in N fresh processes (a launcher wraps, never replaces, each phase's function):
 the interpreter's start, the imports, Numba's CPU target, the graph's loading and validation,
 the kernels' loading from Numba's cache (the warm-up), the heuristic seeds, the search, the
-solution, the report and the exit; medians, written to benchmarks/results/startup_phases.md.
+solution, the report and the exit; medians, written to benchmarks/results/startup_phases.md,
+each run beside a `regal --help` (the floor). With `--baseline REF` (and `--ref REF`) it times
+both sources, run by run in turn, in two columns.
 
 Regal's own modules are byte-compiled first (`compileall`, as `pip install` does; `--no-compile`
 skips it): this machine sets PYTHONDONTWRITEBYTECODE=1, so without that every run compiles
@@ -136,7 +139,8 @@ def _export(ref: str, into: str) -> None:
 #: The phases launcher: wraps each phase's function so that it records (name, start, end) in
 #: perf_counter time, then runs `regal.cli.main` as the console script does and prints the
 #: records to stderr as JSON just before the process's own `os._exit`. Calls made inside the
-#: warm-up (its searches on a tiny graph) count as the warm-up's.
+#: warm-up (its searches on a tiny graph) count as the warm-up's. "imports" holds the modules
+#: `regal optimize` imports when it starts (`import regal` names its functions lazily).
 PHASES_LAUNCHER = r"""
 import functools, json, os, sys, time
 T0 = time.perf_counter()
@@ -158,8 +162,8 @@ def wrap(owner, attr, name):
             marks.append((name, t, time.perf_counter()))
     setattr(owner, attr, wrapper)
 import regal.cli
+import regal.flagship, regal.memetic, regal.solution, regal.load, regal.methods  # optimize imports them
 marks.append(("imports", T0, time.perf_counter()))
-import regal.flagship, regal.memetic, regal.solution
 load = sys.modules["regal.load"]
 wrap(sys.modules["regal.cli_common"], "start_numba", "Numba's CPU target")
 wrap(load, "load_graph", "graph: parse + validate")
@@ -189,61 +193,93 @@ def compile_sources(paths) -> None:
                        check=True, capture_output=True)
 
 
-def measure_phases(graph: str, repeats: int, env: dict, cwd: str) -> tuple[list, list]:
-    """(rows, wall times): per phase the median seconds over `repeats` fresh processes, the time
-    between phases ("other": click, the search's set-up, writing) included as its own rows."""
-    per = {}
-    walls = []
-    order = []
+def _phases_of(doc: dict, t_wall: float, wall: float) -> list[tuple[str, float]]:
+    """(phase, seconds) rows of one run's marks, the gaps between phases as "other" rows."""
+    marks = sorted(doc["marks"], key=lambda m: m[1])
+    t0 = marks[0][1]
+    rows = [("interpreter start (before the first line)", doc["wall0"] - t_wall)]
+    prev = t0
+    for name, a, b in marks[1:]:
+        if a - prev > 1e-4:
+            rows.append((f"other, before {name}", a - prev))
+        if name != "end":
+            rows.append((name, b - a))
+        prev = max(prev, b)
+    rows.append(("exit (flush, os._exit) and process teardown", wall - (doc["wall0"] - t_wall) - (prev - t0)))
+    return rows
+
+
+def measure_phases(graph: str, repeats: int, envs: dict, cwd: str) -> dict:
+    """Per source (a name of `envs`): {"rows": [(phase, median seconds, runs)], "walls": [...],
+    "floor": [...]}, over `repeats` fresh processes after a discarded one; the sources and the
+    floor (`regal --help`) alternate run by run, so that a change of load hits them alike. The
+    time between phases ("other": click, the search's set-up, writing) is its own row."""
     cmd = [sys.executable, "-c", PHASES_LAUNCHER, "optimize", graph, "-d", "2", "-n", "5000", "--json"]
-    for _ in range(repeats + 1):
-        t_wall = time.time()
-        t = time.perf_counter()
-        out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        line = [x for x in out.stderr.splitlines() if x.startswith("@marks ")]
-        if out.returncode != 0 or not line:
-            raise SystemExit(f"phases run failed ({out.returncode}): {out.stderr.strip()[-800:]}")
-        doc = json.loads(line[-1][len("@marks "):])
-        marks = sorted(doc["marks"], key=lambda m: m[1])
-        t0 = marks[0][1]
-        rows = [("interpreter start (before the first line)", doc["wall0"] - t_wall)]
-        prev = t0
-        for name, a, b in marks[1:]:
-            if a - prev > 1e-4:
-                rows.append((f"other, before {name}", a - prev))
-            if name != "end":
-                rows.append((name, b - a))
-            prev = max(prev, b)
-        rows.append(("exit (flush, os._exit) and process teardown", wall - (doc["wall0"] - t_wall) - (prev - t0)))
-        if _ == 0:
-            continue  # the first run fills the page cache; discarded
-        walls.append(wall)
-        for name, sec in rows:
-            if name not in per:
-                per[name] = []
-                order.append(name)
-            per[name].append(sec)
-    return [(name, float(np.median(per[name])), len(per[name])) for name in order], walls
+    floor_cmd = rows(graph)[0][1]  # `regal --help`, the console script
+    out = {name: {"per": {}, "order": [], "walls": [], "floor": []} for name in envs}
+    for i in range(repeats + 1):
+        for name, env in envs.items():
+            m = out[name]
+            t = time.perf_counter()
+            subprocess.run(floor_cmd, env=env, cwd=cwd, capture_output=True, check=True)
+            floor = time.perf_counter() - t
+            t_wall = time.time()
+            t = time.perf_counter()
+            run = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+            wall = time.perf_counter() - t
+            line = [x for x in run.stderr.splitlines() if x.startswith("@marks ")]
+            if run.returncode != 0 or not line:
+                raise SystemExit(f"phases run failed ({run.returncode}): {run.stderr.strip()[-800:]}")
+            if i == 0:
+                continue  # the first run fills the page cache; discarded
+            m["walls"].append(wall)
+            m["floor"].append(floor)
+            for phase, sec in _phases_of(json.loads(line[-1][len("@marks "):]), t_wall, wall):
+                if phase not in m["per"]:
+                    m["per"][phase] = []
+                    m["order"].append(phase)
+                m["per"][phase].append(sec)
+    return {name: {"rows": [(p, float(np.median(m["per"][p])), len(m["per"][p])) for p in m["order"]],
+                   "walls": m["walls"], "floor": m["floor"]} for name, m in out.items()}
 
 
-def phases_main(args, env: dict, cwd: str, t0: float) -> None:
-    rows, walls = measure_phases(args.graph, args.phases, env, cwd)
-    table = ["| phase | median (s) | share of the wall |", "|---|---:|---:|"]
-    wall = float(np.median(walls))
-    for name, sec, k in rows:
-        note = "" if k == len(walls) else f" ({k} of {len(walls)} runs)"
-        table.append(f"| {name}{note} | {sec:.3f} | {sec / wall * 100:.0f} % |")
-    table.append(f"| **wall, from the shell** | **{wall:.3f}** | 100 % |")
+def phases_main(args, envs: dict, cwd: str, t0: float, what: dict) -> None:
+    res = measure_phases(args.graph, args.phases, envs, cwd)
+    names = list(envs)
+    order = []
+    for name in names:
+        order += [p for p, _, _ in res[name]["rows"] if p not in order]
+    walls = {n: float(np.median(res[n]["walls"])) for n in names}
+    head = "| phase | " + " | ".join(f"{n} (s) | {n}: share of the wall" for n in names) + " |"
+    table = [head, "|---|" + "---:|---:|" * len(names)]
+    for phase in order:
+        cells = []
+        for n in names:
+            got = {p: (sec, k) for p, sec, k in res[n]["rows"]}
+            if phase not in got:
+                cells += ["-", "-"]
+                continue
+            sec, k = got[phase]
+            note = "" if k == len(res[n]["walls"]) else f" ({k} of {len(res[n]['walls'])} runs)"
+            cells += [f"{sec:.3f}{note}", f"{sec / walls[n] * 100:.0f} %"]
+        table.append(f"| {phase} | " + " | ".join(cells) + " |")
+    table.append("| **wall, from the shell** | " + " | ".join(f"**{walls[n]:.3f}** | 100 %" for n in names) + " |")
+    table.append("| `regal --help` beside it (the floor) | "
+                 + " | ".join(f"{float(np.median(res[n]['floor'])):.3f} | {float(np.median(res[n]['floor'])) / walls[n] * 100:.0f} %"
+                              for n in names) + " |")
     print("\n".join(table))
     import numba
+    argv = f"--phases {args.phases}" + (f" --baseline {args.baseline}" if args.baseline else "") + \
+        (f" --ref {args.ref}" if args.ref else "")
     doc = ["# Where `regal optimize` spends its wall time (issue 36)", "",
-           f"Command: `python -m benchmarks.bench_startup --phases {args.phases}`  ",
+           f"Command: `python -m benchmarks.bench_startup {argv}`  ",
+           "Measured: " + "; ".join(f"{n}: {w}" for n, w in what.items()) + "  ",
            f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, numba {numba.__version__}; load "
            f"average at the end {os.getloadavg()[0]:.2f}; wall time {time.time() - t0:.0f} s.", "",
            f"`regal optimize {os.path.relpath(args.graph, ROOT)} -d 2 -n 5000 --json` (990 nodes, the flagship's "
            f"default, policy none), warm Numba cache, regal byte-compiled; median of {args.phases} fresh processes "
-           "after a discarded one. A phase's median and the wall's are taken separately, so the rows need not "
+           "per source after a discarded one, each beside a `regal --help` (the floor; the sources and the floor "
+           "alternate run by run). A phase's median and the wall's are taken separately, so the rows need not "
            "add up to the wall exactly.", ""] + table
     out = os.path.join(os.path.dirname(args.out), "startup_phases.md")
     from regal._io import atomic_text
@@ -256,7 +292,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="warm runs per row and source (median)")
     ap.add_argument("--cold", type=int, default=1, help="cold runs per row and source (median); 0 skips them")
-    ap.add_argument("--baseline", default=None, help="git revision to compare with (its regal/, exported)")
+    ap.add_argument("--baseline", default=None,
+                    help="git revision to compare with (its regal/, exported), or a directory holding a regal/")
     ap.add_argument("--ref", default=None, help="git revision to measure (default: the working tree)")
     ap.add_argument("--graph", default=GRAPH)
     ap.add_argument("--only", type=int, nargs="*", default=None, help="row numbers (1-based) to run")
@@ -268,12 +305,6 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     t0 = time.time()
     base_env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "REGAL_JAX_CACHE_DIR")}
-    if args.phases:
-        if args.compile:
-            compile_sources([ROOT])
-        with tempfile.TemporaryDirectory() as cwd:  # not the repository: its regal/ would come first
-            phases_main(args, {**base_env, "PYTHONPATH": ROOT}, cwd, t0)
-        return
     with tempfile.TemporaryDirectory() as tmp:
         sources = {}
         for name, ref in (("before", args.baseline), ("after", args.ref)):
@@ -281,6 +312,8 @@ def main(argv=None) -> None:
                 continue
             if ref is None:
                 sources[name] = ROOT
+            elif os.path.isdir(os.path.join(ref, "regal")):  # a directory holding a regal/ of its own
+                sources[name] = os.path.abspath(ref)
             else:
                 os.makedirs(os.path.join(tmp, name))
                 _export(ref, os.path.join(tmp, name))
@@ -291,6 +324,11 @@ def main(argv=None) -> None:
         cwd = os.path.join(tmp, "cwd")  # not the repository: its regal/ would come first on sys.path
         os.makedirs(cwd)
         names = list(envs)
+        what = {n: (args.baseline if n == "before" else args.ref or f"the working tree ({_git('rev-parse', '--short', 'HEAD')})")
+                for n in names}
+        if args.phases:
+            phases_main(args, envs, cwd, t0, what)
+            return
         head = ["what"] + [f"{col} {n}" for col in ("cold wall (s)", "warm wall (s)", "warm CPU (s)", "warm `seconds`")
                            for n in names] + ["peak (B)"]
         table = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
@@ -306,8 +344,6 @@ def main(argv=None) -> None:
             table.append(f"| {label} | " + " | ".join(cells) + f" | {peak} |")
             print(table[-1], flush=True)
     import numba
-    what = {n: (args.baseline if n == "before" else args.ref or f"the working tree ({_git('rev-parse', '--short', 'HEAD')})")
-            for n in names}
     doc = ["# Start-up benchmark", "",
            f"Command: `python -m benchmarks.bench_startup {' '.join(argv if argv is not None else sys.argv[1:])}`".rstrip()
            + "  ",
