@@ -22,8 +22,12 @@ import numpy as np
 
 from regal._jit import JIT as _JIT
 
-#: The search polls the clock through Numba's object mode, which holds the GIL.
+#: The search polls the clock through Numba's object mode, which holds the GIL. Its steps are
+#: compiled into it (`forceinline`), the one of every node without reference counting (it
+#: allocates nothing): a call, or the counting, of the structs' arrays at every node costs ~5 %.
 _JIT_SEARCH = dict(cache=True)
+_DFS_STEP = dict(_nrt=False, forceinline=True, **_JIT_SEARCH)
+_SPLIT_STEP = dict(forceinline=True, **_JIT)
 
 #: Search statuses.
 FOUND, INFEASIBLE, NODE_LIMIT, TIMEOUT = 0, 1, 2, 3
@@ -83,17 +87,14 @@ class _Frames(NamedTuple):
 
 
 @numba.njit(**_JIT)
-def _new_state(m, S):
-    return _State(np.full(m, -1, dtype=np.int64), np.zeros(m, dtype=np.int64), np.zeros(S, dtype=np.int64),
-                  np.zeros(S, dtype=np.int64), np.zeros(max(S - 1, 1), dtype=np.int64), np.zeros(m, dtype=np.int64))
-
-
-@numba.njit(**_JIT)
-def _new_frames(F, S):
-    z = np.zeros(F, dtype=np.int64)
-    return _Frames(z, z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros(F, dtype=np.bool_),
-                   z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), np.zeros(S + 1, dtype=np.int64),
-                   np.zeros(S + 1, dtype=np.int64))
+def _new(m, S):
+    """The search's state (m buffers, S sections) and its empty stack of frames."""
+    z, F = np.zeros, 2 * m + 4
+    return (_State(np.full(m, -1, dtype=np.int64), z(m, np.int64), z(S, np.int64), z(S, np.int64),
+                   z(max(S - 1, 1), np.int64), z(m, np.int64)),
+            _Frames(z(F, np.int64), z(F, np.int64), z(F, np.int64), z(F, np.int64), z(F, np.int64), z(F, np.int64),
+                    z(F, np.int64), z(F, np.bool_), z(F, np.int64), z(F, np.int64), z(F, np.int64), z(F, np.int64),
+                    z(F, np.int64), z(F, np.int64), z(S + 1, np.int64), z(S + 1, np.int64)))
 
 
 @numba.njit(**_JIT_SEARCH)
@@ -142,7 +143,7 @@ def search(b, heuristic, capacity, node_limit, deadline, out):
     """
     m = b.size.shape[0]
     S = b.sec_ptr.shape[0] - 1
-    st = _new_state(m, S)
+    st, fr = _new(m, S)
     for s in range(S):
         for e in range(b.sec_ptr[s], b.sec_ptr[s + 1]):
             st.total[s] += b.size[b.sec_idx[e]]
@@ -152,7 +153,6 @@ def search(b, heuristic, capacity, node_limit, deadline, out):
         for s in range(b.sec_lo[i], b.sec_hi[i] - 1):
             st.cuts[s] += 1
     max_deg = np.max(np.diff(b.ptr)) if m > 0 else 0
-    fr = _new_frames(2 * m + 4, S)
     c = np.zeros(7, dtype=np.int64)
     log = np.empty((4 * m + 16, 3), dtype=np.int64)  # (kind, index, old value)
     ordst = np.empty(8 * m + 16, dtype=np.int64)
@@ -190,7 +190,7 @@ def _push_split(top, lo_s, hi_s, c, fr, st):
     c[_RESULT] = _SUCCESS
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_SPLIT_STEP)
 def _split_step(c, fr, st, b, log, ordst, heuristic):
     """One visit of the top _SPLIT frame: undo it when a piece failed, else start its next piece
     (a _DFS frame over the piece, its buffers re-ranked), else hand success up. The log has room
@@ -221,7 +221,7 @@ def _split_step(c, fr, st, b, log, ordst, heuristic):
     return _GOING
 
 
-@numba.njit(**_JIT_SEARCH)
+@numba.njit(**_DFS_STEP)
 def _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, deadline):
     """One visit of the top _DFS frame: pop it when its child succeeded, else (its child failed:
     undo that placement) place its next buffer, in canonical order, that passes spatial
