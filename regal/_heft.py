@@ -11,6 +11,11 @@ import numpy as np
 
 from regal._jit import JIT as _JIT
 
+#: HEFT's steps for every (node, device) are compiled into it (`forceinline`) and count no
+#: references (they allocate nothing): a call, or the counting of every array of the graph
+#: struct a step is handed, would cost more than the step.
+_STEP = dict(_nrt=False, forceinline=True, **_JIT)
+
 
 @numba.njit(**_JIT)
 def bottom_levels(topo, g, work, comm, placement, level):
@@ -79,12 +84,24 @@ def heft_schedule(order, g, dev, kept, cap, placement, ast):
         best_pos = 0
         best_over = np.int64(1) << 62
         for k in range(d):
-            over = _booking_excess(v, k, g, booked, copied, placement, cap)
+            need = booked[k] + (0 if g.resident[v] else g.nbytes[v])
+            for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+                u = g.in_idx[e]
+                if placement[u] < 0 or (placement[u] != k and not copied[u, k]):
+                    need += g.nbytes[u]  # repeated inputs count once more each: a bound
+            over = max(need - cap[k], np.int64(0))
             if over > best_over:
                 continue
-            ready = _inputs_there(v, k, g, dev, aft, is_data, placement)
+            ready = 0.0  # every predecessor finished and every data input on k
+            for e in range(g.pred_ptr[v], g.pred_ptr[v + 1]):
+                u = g.pred_idx[e]
+                r = aft[u]
+                if is_data[u] and placement[u] >= 0 and placement[u] != k:
+                    r += dev.latency + g.nbytes[u] / dev.bandwidth
+                if r > ready:
+                    ready = r
             dur = g.cost[v] / dev.speed[k]
-            s, pos = _earliest_gap(s_start[k], s_end[k], cnt[k], ready, dur)
+            s, pos = _earliest_gap(s_start, s_end, k, cnt[k], ready, dur)
             f = s + dur
             if over < best_over or f < best_f:
                 best_f, best_s, best_k, best_pos, best_over = f, s, k, pos, over
@@ -102,57 +119,33 @@ def heft_schedule(order, g, dev, kept, cap, placement, ast):
     _place_unread_residents(g, d, placement)
 
 
-@numba.njit(**_JIT)
-def _booking_excess(v, k, g, booked, copied, placement, cap):
-    """Bytes by which device k's booking would exceed its cap with v on it (0: within)."""
-    need = booked[k] + (0 if g.resident[v] else g.nbytes[v])
-    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
-        u = g.in_idx[e]
-        if placement[u] < 0 or (placement[u] != k and not copied[u, k]):
-            need += g.nbytes[u]  # repeated inputs count once more each: a bound, not exact
-    return max(need - cap[k], np.int64(0))
-
-
-@numba.njit(**_JIT)
-def _inputs_there(v, k, g, dev, aft, is_data, placement):
-    """The time at which every predecessor of v has finished and every data input is on k."""
-    ready = 0.0
-    for e in range(g.pred_ptr[v], g.pred_ptr[v + 1]):
-        u = g.pred_idx[e]
-        r = aft[u]
-        if is_data[u] and placement[u] >= 0 and placement[u] != k:
-            r += dev.latency + g.nbytes[u] / dev.bandwidth
-        if r > ready:
-            ready = r
-    return ready
-
-
-@numba.njit(**_JIT)
-def _earliest_gap(s_start, s_end, cnt, ready, dur):
-    """(start, position) of the earliest idle gap, among a device's cnt busy intervals, that fits
-    a task of length dur from `ready` on (position cnt: after the last)."""
+@numba.njit(**_STEP)
+def _earliest_gap(s_start, s_end, k, cnt, ready, dur):
+    """(start, position) of the earliest idle gap, among device k's cnt busy intervals (sorted,
+    s_start/s_end[k, :cnt]), that fits a task of length dur from `ready` on (position cnt: after
+    the last)."""
     # intervals do not overlap, so their ends are sorted too; skip (binary search) those that end
     # by `ready`, then walk the gaps
     lo = 0
     hi = cnt
     while lo < hi:
         mid = (lo + hi) >> 1
-        if s_end[mid] <= ready:
+        if s_end[k, mid] <= ready:
             lo = mid + 1
         else:
             hi = mid
-    prev_end = s_end[lo - 1] if lo > 0 else 0.0
+    prev_end = s_end[k, lo - 1] if lo > 0 else 0.0
     pos = cnt
     for i in range(lo, cnt):
         st = max(ready, prev_end)
-        if st + dur <= s_start[i]:
+        if st + dur <= s_start[k, i]:
             pos = i
             break
-        prev_end = s_end[i]
+        prev_end = s_end[k, i]
     return max(ready, prev_end), pos
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_STEP)
 def _book(v, k, g, booked, copied, left, is_data, placement, kept):
     """Book v on device k: its output, its unplaced resident inputs (placed with it) and the
     copies of its remote inputs; release the inputs it was the last to read, unless kept."""
