@@ -362,3 +362,43 @@ def test_lower_bound_with_reuse_stays_below_the_optimum():
             assert g.lower_bound(d) <= naive.brute_force_peak(g, d), (seed, d)
     g = Graph.from_records([{"id": "x", "bytes": 8}, {"id": "y", "bytes": 8, "inputs": ["x"], "reuse": ["x"]}])
     assert g.max_taken_bytes().tolist() == [0, 8] and g.lower_bound(1) == 8
+
+
+def _same_fields(a, b) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, tuple):
+            if not all(p.dtype == q.dtype and np.array_equal(p, q) for p, q in zip(x, y)):
+                return False
+        elif isinstance(x, np.ndarray):
+            if x.dtype != y.dtype or not np.array_equal(x, y):
+                return False
+        elif x != y or list(x) != list(y):
+            return False
+    return True
+
+
+def test_column_checks_build_the_arrays_the_record_checks_build():
+    """bulk_fields (issue 36's fast load) gives the same arrays, dtypes and id order as record_fields."""
+    from regal.graph.records import bulk_fields, record_fields
+    for seed in range(60):
+        recs = random_dag(seed, max_nodes=40, reuse_fraction=0.5, output_fraction=0.2).to_records()
+        fast = bulk_fields(recs)
+        assert fast is not None
+        assert _same_fields(fast, record_fields(recs, "g"))
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r[2].update(bytes=4.0), lambda r: r[2].update(inputs=None), lambda r: r[2].update(cost=True),
+    lambda r: r[2].update(inputs=["n0", "n0"]), lambda r: r[2].update(inputs=["n2"]),
+    lambda r: r[2].update(inputs=["nope"]), lambda r: r[2].update(reuse=["n0", "n0"]), lambda r: r[1].update(reuse=["n2"]),
+    lambda r: r[1].update(id="n0"),
+    lambda r: r[2].update(bytes=2**63), lambda r: r[1].update(resident=True),
+    lambda r: r[0].update(resident=True, control_inputs=["n1"]), lambda r: r[2].update(op=3)])
+def test_column_checks_leave_anything_unusual_to_the_record_checks(change):
+    """bulk_fields returns None for a value it does not take plainly (valid or not); record_fields decides."""
+    from regal.graph.records import bulk_fields
+    recs = [{"id": "n0", "bytes": 1}, {"id": "n1", "bytes": 2, "inputs": ["n0"]},
+            {"id": "n2", "bytes": 3, "inputs": ["n0", "n1"], "reuse": ["n0"]}]
+    assert bulk_fields(recs) is not None
+    change(recs)
+    assert bulk_fields(recs) is None

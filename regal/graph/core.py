@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from regal import _kernels
-from regal.graph.records import (MAX_TOTAL_BYTES, GraphError, _csr, _id_list, _int_field, _reuse_list, _transpose,
-                                 _union_csr, _utf8)
+from regal.graph.records import GraphError, _transpose, _union_csr, _utf8, bulk_fields, record_fields
 
 
 GRAPH_FORMAT = "regal-graph/1"
@@ -84,67 +82,11 @@ class Graph:
         if not _utf8(str(name)):
             raise GraphError(f"{source}: the graph's name {name!r} is not a valid Unicode string "
                              "(a lone surrogate cannot be written to a file)")
-        index: dict[str, int] = {}
-        for i, rec in enumerate(nodes):
-            if type(rec) is not dict and not isinstance(rec, Mapping):  # a dict skips the ABC check
-                raise GraphError(f"{source}: node #{i} is not an object")
-            nid = rec.get("id")
-            if not isinstance(nid, str) or not nid:
-                raise GraphError(f"{source}: node #{i} has no string 'id'")
-            if nid in index:
-                raise GraphError(f"{source}: duplicate node id {nid!r}")
-            if not _utf8(nid):
-                raise GraphError(f"{source}: node id {nid!r} is not valid Unicode (a lone surrogate)")
-            index[nid] = i
-
-        n = len(nodes)
-        nbytes = np.zeros(n, dtype=np.int64)
-        temp = np.zeros(n, dtype=np.int64)
-        cost = np.zeros(n, dtype=np.float64)
-        resident = np.zeros(n, dtype=bool)
-        output = np.zeros(n, dtype=bool)
-        ops: list[str] = []
-        data_in: list[list[int]] = []
-        ctrl_in: list[list[int]] = []
-        reuse: list[list[int]] = []
-        total = 0
-        for i, rec in enumerate(nodes):
-            nid = rec["id"]
-            nbytes[i] = _int_field(rec, "bytes", nid, source, required=True)
-            temp[i] = _int_field(rec, "temp_bytes", nid, source, required=False)
-            total += int(nbytes[i]) + int(temp[i])
-            if total > MAX_TOTAL_BYTES:
-                raise GraphError(f"{source}: node {nid!r}: the graph's bytes and temp_bytes add up to more "
-                                 f"than {MAX_TOTAL_BYTES:,} (2**53 - 1), the most regal computes exactly")
-            c = rec.get("cost", 0.0)
-            if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
-                raise GraphError(f"{source}: node {nid!r}: 'cost' must be a finite number >= 0, got {c!r}")
-            cost[i] = float(c)
-            r = rec.get("resident", False)
-            if not isinstance(r, bool):
-                raise GraphError(f"{source}: node {nid!r}: 'resident' must be true or false, got {r!r}")
-            resident[i] = r
-            o = rec.get("output", False)
-            if not isinstance(o, bool):
-                raise GraphError(f"{source}: node {nid!r}: 'output' must be true or false, got {o!r}")
-            output[i] = o
-            op = rec.get("op", "op")
-            if not isinstance(op, str):
-                raise GraphError(f"{source}: node {nid!r}: 'op' must be a string, got {op!r}")
-            ops.append(op)
-            data_in.append(_id_list(rec, "inputs", nid, index, source))
-            ctrl_in.append(_id_list(rec, "control_inputs", nid, index, source))
-            if r and (data_in[-1] or ctrl_in[-1]):
-                raise GraphError(f"{source}: node {nid!r} is resident but has inputs")
-            reuse.append(_reuse_list(rec, nid, index, data_in[-1], source) if "reuse" in rec else [])
-
-        in_ptr, in_idx = _csr(n, data_in)
-        ctrl_ptr, ctrl_idx = _csr(n, ctrl_in)
-        reuse_ptr, reuse_idx = _csr(n, reuse)
-        g = cls(name=str(name), ids=tuple(index), ops=tuple(ops), bytes=nbytes, temp_bytes=temp,
-                cost=cost, resident=resident, in_ptr=in_ptr, in_idx=in_idx,
-                ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, reuse_ptr=reuse_ptr, reuse_idx=reuse_idx,
-                output=output, meta=dict(meta or {}))
+        f = bulk_fields(nodes) or record_fields(nodes, source)
+        g = cls(name=str(name), ids=tuple(f.index), ops=tuple(f.ops), bytes=f.bytes, temp_bytes=f.temp,
+                cost=f.cost, resident=f.resident, in_ptr=f.data_in[0], in_idx=f.data_in[1],
+                ctrl_in_ptr=f.ctrl_in[0], ctrl_in_idx=f.ctrl_in[1], reuse_ptr=f.reuse[0], reuse_idx=f.reuse[1],
+                output=f.output, meta=dict(meta or {}))
         g._check_acyclic(source)
         return g
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
+from contextlib import contextmanager
 from typing import Any, Mapping
 
 from regal._io import atomic_text, open_text
@@ -28,9 +30,28 @@ def from_json(doc: Any, source: str = "graph") -> Graph:
     return Graph.from_records(doc["nodes"], name=str(name), meta=meta, source=source)
 
 
+@contextmanager
+def _gc_paused():
+    """Python's cyclic garbage collector off in the body (and back on after, if it was on): the
+    JSON parse and the checks create a few objects per node and none in a cycle, yet each
+    collection walks all the objects made so far (issue 36: at 300K nodes a load took 14 s with
+    it, 7 s without)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load(path: str | os.PathLike) -> Graph:
     """Read a `regal-graph/1` file (`.json` or `.json.gz`); errors are `GraphError`s naming the file."""
-    source = os.fspath(path)
+    with _gc_paused():
+        return _load(os.fspath(path))
+
+
+def _load(source: str) -> Graph:
     try:
         with open_text(source, "rt") as f:
             doc = json.load(f)
