@@ -160,8 +160,9 @@ def greedy_schedule(g, d, window, placement, order, stop):
     `ready` holds the ready nodes in the order they became ready; each step scores the last
     `window` of them (all, while there are no more), so a step costs O(window * d * in-degree).
     g: the `KernelGraph`. Writes placement: int32[n] in [0, d) and order: int32[n]; returns the
-    number of nodes ordered, fewer than n when another thread set stop[0] (int64[1]; read before
-    every step) to nonzero.
+    number of nodes ordered, fewer than n when another thread set stop[0] (int64[2]; read before
+    every step) to nonzero. stop[1]: the nodes ordered so far, written after every step (its
+    progress, which `regal.heuristics._until` reads).
     """
     n = g.num_nodes
     in_ptr, in_idx, out_ptr, out_idx = g.in_ptr, g.in_idx, g.out_ptr, g.out_idx
@@ -198,6 +199,7 @@ def greedy_schedule(g, d, window, placement, order, stop):
                     has_reuse, rbase, level, dynpeak)
         order[t] = v
         t += 1
+        stop[1] = t
         if rbase[k] + dynpeak[k] > peak:
             peak = rbase[k] + dynpeak[k]
         for e in range(in_ptr[v], in_ptr[v + 1]):  # v's inputs changed: their readers' terms did

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -54,6 +55,15 @@ __all__ = ["xla_list_order", "xla_dfs_order", "xla_post_order", "lpmf_order", "i
 #: a step (a Transformer decoder's training step), so every shipped graph keeps the schedule the
 #: full scan gave.
 GREEDY_WINDOW = 2048
+
+#: Under a deadline, the greedy start may take at most this share of the time left after the
+#: other starts (`_solutions`): the rest goes to the search (its first generation decodes the
+#: seeds).
+GREEDY_SHARE = 0.5
+
+#: How long a kernel run by `_until` runs before its progress is extrapolated (its first steps
+#: include loading and warm caches).
+UNTIL_SETTLE_S = 0.2
 
 #: The heuristic starts, in the order they are evaluated (the first wins ties): gp-dfs, greedy,
 #: then the compiler orders on the METIS placement. "random" is accepted as well, never implied.
@@ -189,7 +199,8 @@ def inductor_dfs_order(graph: Graph) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- greedy, random
 def greedy_schedule(graph: Graph, devices: int, window: int = GREEDY_WINDOW,
-                    deadline: Deadline | float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    deadline: Deadline | float | None = None,
+                    finish_by: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(placement int32[n], order int32[n]): greedy list scheduling of nodes and devices together.
 
     Resident nodes go first in the order. Then, at every step, every (ready node v, device k)
@@ -210,9 +221,10 @@ def greedy_schedule(graph: Graph, devices: int, window: int = GREEDY_WINDOW,
     3: inputs homed on k whose last consumer it is, in its preference order, while they fit).
     On a wide graph only the `window` (default `GREEDY_WINDOW`) nodes that became ready last
     are scored at a step (every ready node while there are no more than that). Deterministic. O(n * window * d *
-    in-degree): linear in the nodes, with a large factor (23 s at 300K nodes, d = 2, 2 shared cores). deadline:
+    in-degree): linear in the nodes, with a large factor (6-9 s at 300K nodes, d = 2, 2 shared cores). deadline:
     `Stopped` within a few milliseconds once it expires; the kernel stops too (`_until`), so
-    nothing goes on computing in the background.
+    nothing goes on computing in the background. finish_by (a `time.perf_counter()` value, with
+    a deadline only): `Stopped` as well once its progress so far projects its end past that.
     """
     devices = check_devices(devices)
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
@@ -220,22 +232,27 @@ def greedy_schedule(graph: Graph, devices: int, window: int = GREEDY_WINDOW,
     kg = kernel_graph(graph)
     placement = np.empty(graph.num_nodes, dtype=np.int32)
     order = np.empty(graph.num_nodes, dtype=np.int32)
-    stop = np.zeros(1, dtype=np.int64)
-    t = _until(deadline, stop, _greedy.greedy_schedule, kg, devices, int(window), placement, order, stop)
+    stop = np.zeros(2, dtype=np.int64)
+    t = _until(deadline, stop, _greedy.greedy_schedule, kg, devices, int(window), placement, order, stop,
+               total=graph.num_nodes, finish_by=finish_by)
     assert t == graph.num_nodes
     return placement, order
 
 
-def _until(deadline, stop: np.ndarray, kernel, *args):
-    """`kernel(*args)`, whose loop returns early once stop[0] (one of `args`) is nonzero: run in a
-    helper thread (the kernels release the GIL) while this one polls `deadline`; once it
-    expires, stop[0] is set, the kernel returns within a step and `Stopped` is raised. Unlike
-    `interruptible`, no thread is left computing in the background, taking a core from the
-    search that follows (issue 36)."""
+def _until(deadline, stop: np.ndarray, kernel, *args, total: int = 0, finish_by: float | None = None):
+    """`kernel(*args)`, whose loop returns early once stop[0] (`stop` is one of `args`) is
+    nonzero: run in a helper thread (the kernels release the GIL) while this one polls
+    `deadline`; once it expires, stop[0] is set, the kernel returns within a step and `Stopped`
+    is raised. Unlike `interruptible`, no thread is left computing in the background, taking a
+    core from the search that follows (issue 36). With `finish_by`, the kernel's progress
+    (stop[1] of `total` done) is extrapolated at every poll, after the first UNTIL_SETTLE_S: it
+    is stopped as soon as the rate so far would not finish by then."""
     if deadline is None:
         return kernel(*args)
     deadline = as_deadline(deadline)
     deadline.check()
+    if finish_by is not None and time.perf_counter() >= finish_by:
+        raise Stopped("time_limit")
     box = []
 
     def work():
@@ -244,18 +261,33 @@ def _until(deadline, stop: np.ndarray, kernel, *args):
         except BaseException as e:  # noqa: BLE001  (handed to the caller's thread)
             box.append((False, e))
 
+    start = time.perf_counter()
     worker = threading.Thread(target=work, name="regal-until", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.01)
-        if worker.is_alive() and deadline.expired():
+        if worker.is_alive() and (deadline.expired() or _late(start, stop, total, finish_by)):
             stop[0] = 1
             worker.join()
-            raise Stopped(deadline.reason)
+            raise Stopped(deadline.reason or "time_limit")
     ok, value = box[0]
     if ok:
         return value
     raise value
+
+
+def _late(start: float, stop: np.ndarray, total: int, finish_by: float | None) -> bool:
+    """Whether a kernel that has done stop[1] of `total` since `start` will miss `finish_by` at
+    the rate so far."""
+    if finish_by is None:
+        return False
+    now = time.perf_counter()
+    if now >= finish_by:
+        return True
+    done = int(stop[1])
+    if now - start < UNTIL_SETTLE_S or done <= 0:
+        return False
+    return now + (now - start) * (total - done) / done > finish_by
 
 
 def random_solution(graph: Graph, devices: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -328,8 +360,10 @@ def heuristic_solutions(graph: Graph, devices: int, seed: int, names: Sequence[s
     METIS placement (`seed` feeds METIS), computed when first needed; greedy and random bring
     their own. Every yielded array is a fresh copy the caller may modify. A caller that stops
     iterating pays for no further heuristic. deadline (`regal._stop.Deadline`, or an absolute
-    `time.perf_counter()` value): once it expires no further heuristic is yielded, and the one
-    being computed is left behind within a poll interval (`regal._stop.interruptible`).
+    `time.perf_counter()` value): once it expires no further heuristic is computed, and the one
+    being computed is left behind within a poll interval (`regal._stop.interruptible`); under a
+    deadline the greedy is computed last, within a share of the time left, and the starts are
+    yielded once all are computed, still in `names` order (`_solutions`).
     """
     devices = check_devices(devices)
     unknown = [name for name in names if name not in START_NAMES + ("random",)]
@@ -387,6 +421,28 @@ def fallback_solution(graph: Graph) -> tuple[str, np.ndarray, np.ndarray]:
 
 
 def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...], deadline: Deadline | None):
+    """The starts of `names`, in that order. Under a deadline the greedy, whose steps each score
+    up to GREEDY_WINDOW ready nodes (20 s at 1M nodes, d = 2, where every other start takes
+    0.1-3 s), is computed after the others, with at most GREEDY_SHARE of the time then left: it
+    gives up as soon as its progress projects it past that (issue 36: before, it took the whole
+    limit on 300K+ nodes and the search started from METIS + DFS alone)."""
+    if deadline is None or "greedy" not in names:
+        yield from _computed(graph, devices, seed, names, deadline)
+        return
+    rest = tuple(name for name in names if name != "greedy")
+    done = {name: start for name, *start in _computed(graph, devices, seed, rest, deadline)}
+    if len(done) == len(rest) and not deadline.expired():
+        left = deadline.remaining_s()   # None: a deadline without a time limit (stop requests only)
+        finish_by = None if left is None else time.perf_counter() + GREEDY_SHARE * left
+        try:
+            done["greedy"] = _copies(*greedy_schedule(graph, devices, deadline=deadline, finish_by=finish_by))
+        except Stopped:  # out of time, or it would have been
+            pass
+    yield from ((name, *done[name]) for name in names if name in done)
+
+
+def _computed(graph: Graph, devices: int, seed: int, names: tuple[str, ...], deadline: Deadline | None):
+    """(name, placement, order) of each of `names`, lazily, until the deadline."""
     metis = None
     for name in names:
         try:
@@ -402,5 +458,9 @@ def _solutions(graph: Graph, devices: int, seed: int, names: tuple[str, ...], de
                 placement, order = metis, interruptible(_compiler_order, deadline, graph, name)
         except Stopped:
             return
-        yield (name, np.ascontiguousarray(placement, dtype=np.int32).copy(),
-               np.ascontiguousarray(order, dtype=np.int32).copy())
+        yield (name, *_copies(placement, order))
+
+
+def _copies(placement, order) -> tuple[np.ndarray, np.ndarray]:
+    return (np.ascontiguousarray(placement, dtype=np.int32).copy(),
+            np.ascontiguousarray(order, dtype=np.int32).copy())

@@ -31,7 +31,7 @@ from regal.graph import Graph
 from regal.priors import Priors
 
 __all__ = ["Progress", "Problem", "Improver", "LoopResult", "run_loop", "write_back", "numba_threads",
-           "check_search_size"]
+           "check_search_size", "fit_population", "SEARCH_BYTES"]
 
 
 class Progress(NamedTuple):
@@ -83,6 +83,21 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
+#: The most bytes a search's chromosomes (three float64[population, keys] copies: parents,
+#: children, the next population) may take before the flagship shrinks its population
+#: (`fit_population`, issue 36): a population of 100 keeps fitting up to 335K nodes at d = 2
+#: (2.2 GB), 1M nodes at d = 2 get 33 (2.4 GB; peak RSS 3.x GB with the graph and the seeds).
+SEARCH_BYTES = 2.25 * 2**30
+
+
+def _memory_limit() -> int:
+    """A quarter of this machine's memory (8 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
 def check_search_size(graph: Graph, devices: int, population_size: int, length: int,
                       what: str = "chromosomes") -> None:
     """ValueError, before anything is allocated, when a search cannot fit: more devices than
@@ -90,14 +105,20 @@ def check_search_size(graph: Graph, devices: int, population_size: int, length: 
     if devices > graph.num_nodes:
         raise ValueError(f"devices is {devices:,}, more than the graph's {graph.num_nodes:,} nodes can use")
     need = population_size * length * 8 * 3  # parents, children, keys
-    try:
-        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
-    except (ValueError, OSError, AttributeError):
-        limit = 8 * 2**30
+    limit = _memory_limit()
     if need > limit:
         raise ValueError(f"{devices:,} devices on {graph.num_nodes:,} nodes: a population of {population_size} "
                          f"{what} needs about {need / 2**30:,.1f} GiB, more than a quarter of this "
                          f"machine's memory ({limit / 2**30:,.1f} GiB); use fewer devices or a smaller population")
+
+
+def fit_population(graph: Graph, devices: int, population_size: int, length: int) -> int:
+    """The population a search of chromosomes of `length` keys runs with: `population_size`, or
+    fewer where that many would take more than SEARCH_BYTES (at least 2); ValueError as
+    `check_search_size` when not even that fits."""
+    size = max(2, min(population_size, int(SEARCH_BYTES // max(length * 8 * 3, 1))))
+    check_search_size(graph, devices, size, length)
+    return size
 
 
 def write_back(state: BrkgaState, keys: Callable[[], np.ndarray], fitness: float) -> BrkgaState:

@@ -41,7 +41,9 @@ off is plain BRKGA, bit for bit):
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
 `time_limit_s` or the callback stops the search first. The answer is never worse than the best
-seed (elitism). Thread-count invariant: the population is decoded in parallel, each chromosome
+seed (elitism). A population too large for memory is shrunk (`regal.loop.fit_population`: at
+most 2.25 GiB of chromosomes; info "population_asked" then holds the size asked for, "config" the
+one used). Thread-count invariant: the population is decoded in parallel, each chromosome
 on its own; the local search is sequential and seeded from `seed`.
 """
 
@@ -61,7 +63,7 @@ from regal.decode import encode
 from regal.graph import Graph, check_devices
 from regal.heuristics import heuristic_solutions, packed_solutions
 from regal.local_search import Climb, LocalSearchConfig
-from regal.loop import Progress, check_search_size, numba_threads, run_loop, write_back
+from regal.loop import Progress, fit_population, numba_threads, run_loop, write_back
 from regal.policy.names import DEFAULT_POLICY_NAME
 from regal.policy.resolve import resolve_priors
 from regal.priors import Priors
@@ -174,7 +176,8 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     flagship = as_flagship_config(config)
     config = flagship.resolved_brkga(seeding or polish)
     problem = MemoryProblem(graph, devices)
-    check_search_size(graph, devices, config.population_size, problem.num_keys)
+    asked = config.population_size  # fewer where that many would not fit in memory (issue 36)
+    config = config._replace(population_size=fit_population(graph, devices, asked, problem.num_keys)).validate()
     priors = resolve_priors(graph, devices, priors, policy)
     deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     # the last evaluations re-home the resident tensors of the climb's best (pack_residents)
@@ -196,6 +199,8 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
             "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
             "polish_share": share, "polish_evaluations": improver.spent - extra, "config": config._asdict(),
             "history": out.history}
+    if config.population_size < asked:
+        info["population_asked"] = asked
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=out.evaluations,
                         seconds=time.perf_counter() - t0, info=info)
     assert sol.peak_bytes == state.best_fitness, "decoder and simulator disagree"

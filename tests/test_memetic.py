@@ -137,3 +137,18 @@ def test_config_fields_reach_the_search():
     unpacked = regal.optimize(g, 2, budget=1500, seed=0, config=regal.FlagshipConfig(packed_seeds=0))
     assert not any("/compute-on-" in name for name in unpacked.info["seeding"])
     assert any("/compute-on-" in name for name in default.info["seeding"])
+
+
+def test_a_population_too_large_for_memory_is_shrunk_and_said_so(monkeypatch):
+    """Where the chromosomes of the population asked for exceed SEARCH_BYTES, the flagship runs
+    the largest population that fits (at least 2) and its info names the size asked for."""
+    import regal.loop
+    g = random_dag(3, num_nodes=60)
+    keys = 60 * 3  # d = 2
+    monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 10 * keys * 8 * 3)
+    sol = regal.optimize(g, 2, budget=200, seed=0)
+    assert sol.info["config"]["population_size"] == 10 and sol.info["population_asked"] == 100
+    monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 1)
+    assert regal.optimize(g, 2, budget=50, seed=0).info["config"]["population_size"] == 2
+    monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 2**40)
+    assert "population_asked" not in regal.optimize(g, 2, budget=50, seed=0).info

@@ -50,17 +50,39 @@ def test_interruptible_returns_control_while_a_call_goes_on():
         interruptible(lambda: 1 / 0, Deadline(60))
 
 
-def test_heuristic_starts_stop_at_the_deadline():
-    """An expired deadline yields no start; a stop request after the first start ends the list."""
+def test_heuristic_starts_stop_at_the_deadline(monkeypatch):
+    """An expired deadline yields no start; a stop request while the first start is computed ends
+    the list after it; under a deadline that does not expire, the same starts as without one."""
     g = random_dag(3, num_nodes=40)
     assert list(heuristics.heuristic_solutions(g, 2, 0, deadline=Deadline(0.0))) == []
+    free = [(n, p.tolist(), o.tolist()) for n, p, o in heuristics.heuristic_solutions(g, 2, 0)]
+    assert [(n, p.tolist(), o.tolist()) for n, p, o in heuristics.heuristic_solutions(g, 2, 0, deadline=Deadline())] \
+        == free and [n for n, _, _ in free] == list(heuristics.START_NAMES)
     d = Deadline()
-    names = []
-    for name, _, _ in heuristics.heuristic_solutions(g, 2, 0, deadline=d):
-        names.append(name)
+    order = heuristics._compiler_order
+
+    def then_stop(*args):
         d.request_stop("test")
-    assert names == ["gp-dfs"]
-    assert [n for n, _, _ in heuristics.heuristic_solutions(g, 2, 0, deadline=Deadline())] == list(heuristics.START_NAMES)
+        return order(*args)
+    monkeypatch.setattr(heuristics, "_compiler_order", then_stop)
+    assert [n for n, _, _ in heuristics.heuristic_solutions(g, 2, 0, deadline=d)] == ["gp-dfs"]
+
+
+def test_greedy_gives_up_when_its_progress_says_it_would_finish_late():
+    """greedy_schedule with `finish_by` raises Stopped at once when that has passed, soon when its
+    rate cannot make it, and returns the schedule it gives without one when it can."""
+    g = random_dag(4, num_nodes=3000)
+    free = heuristics.greedy_schedule(g, 2)
+    with pytest.raises(Stopped):
+        heuristics.greedy_schedule(g, 2, deadline=Deadline(60), finish_by=time.perf_counter())
+    stop = np.zeros(2, dtype=np.int64)
+    stop[1] = 1   # one of a million steps done in UNTIL_SETTLE_S: a million times that is late
+    assert heuristics._late(time.perf_counter() - 2 * heuristics.UNTIL_SETTLE_S, stop, 10**6,
+                            time.perf_counter() + 60)
+    assert not heuristics._late(time.perf_counter() - 2 * heuristics.UNTIL_SETTLE_S, stop, 2,
+                                time.perf_counter() + 60)
+    timed = heuristics.greedy_schedule(g, 2, deadline=Deadline(600), finish_by=time.perf_counter() + 600)
+    assert timed[0].tolist() == free[0].tolist() and timed[1].tolist() == free[1].tolist()
 
 
 def test_population_evaluation_stops_after_its_first_slice(monkeypatch):
