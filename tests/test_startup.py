@@ -111,3 +111,26 @@ def test_program_loads_cached_kernels_without_starting_the_compiler(graph_path):
     assert docs["lean"]["compiled"] == 10
     assert {k: docs["lean"][k] for k in ("peak", "placement", "order")} == \
            {k: docs["library"][k] for k in ("peak", "placement", "order")}
+
+
+_LAZY = r"""
+import sys
+import regal
+heavy = sorted(m for m in ("numpy", "numba", "jax") if m in sys.modules)
+import regal.cli
+skipped = [m for m in ("scipy", "yaml") if m in sys.modules]
+import scipy, yaml
+import regal.load, regal.simulate
+names = {n: callable(getattr(regal, n)) or n == "FORMAT" for n in regal.__all__}
+print(heavy, skipped, "numba" in sys.modules)
+print(type(regal.load).__name__, type(regal.simulate).__name__, all(names.values()))
+"""
+
+
+def test_import_regal_is_lazy_and_the_cli_imports_numba_lean(tmp_path):
+    """`import regal` imports no NumPy, Numba or JAX, every public name still resolves (regal.load
+    and regal.simulate the functions, beside their submodules); `regal.cli` imports Numba without
+    SciPy and PyYAML, which stay importable."""
+    out = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["[] [] True", "function function True"], out.stdout
