@@ -105,7 +105,7 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", "-n", type=int, default=2000)
     ap.add_argument("--time-limit", type=float, nargs="+", default=[20.0])
     ap.add_argument("--population", type=int, default=None,
-                    help="BRKGA population (default the command's, 100: at 1M nodes, d = 2, it needs 7.2 GB)")
+                    help="BRKGA population (default the command's, 100, which the flagship shrinks to fit: 33 at 1M nodes, d = 2)")
     ap.add_argument("--steps", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--command", action=argparse.BooleanOptionalAction, default=True)
     args = ap.parse_args(argv)
