@@ -37,6 +37,14 @@ off is plain BRKGA, bit for bit):
   lately (`adaptive_moves`), so it leans on whatever pays on the graph. Each new best of the
   climb has its resident tensors (parameters) re-homed to the devices where they cost least
   (`pack_residents`), and so does the final one, with the last two evaluations.
+- **Restarts** (issue 33). A climb that has found no new best for `restart_stall` of the budget
+  starts again: from the population's best when the population has found a better schedule
+  than the climb, else from the best start of the other kind (a plain start after a "computes on
+  fewer devices" one, or the reverse) not yet climbed from; its best stays in the population. A
+  climb from a packed start is checked every half stall rather than between generations: a
+  one-device schedule the climb cannot spread over the devices again is the trap that costs
+  most (ViT forward graphs: up to 49 % above local search before), and at 1,000 evaluations a
+  generation's round is most of the budget.
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
