@@ -1,7 +1,7 @@
 """The one experiment runner: run an experiment from its config file and write its tables and plots.
 
     python -m experiments.run experiments/configs/table1.json [--workers 2] [--scheduler tcp://HOST:PORT]
-                              [--out DIR] [--cache DIR]
+                              [--out DIR] [--cache DIR] [--shard I/N]
 
 Every table of experiments/results/ is a config of this runner (experiments/results/INDEX.md lists
 them). A config's "kind" says what its table is: "table" (the default: methods against a
@@ -81,6 +81,19 @@ def run_table(cfg: dict, config_path: str, client, progress: bool = True, manife
     with atomic_text(os.path.join(results_dir, "README.md")) as f:
         f.write(doc)
     return {"counts": counts, "summary": summary, "rows": rows, "per_graph": graph_rows, "table": table}
+
+
+def run_shard(config_path: str, i: int, n: int, cache_dir: str | None = None) -> dict:
+    """Cells i, i + n, i + 2n, ... of a table config, solved in this process into its cache."""
+    with open(config_path) as f:
+        cfg = json.load(f)
+    if cfg.get("kind", "table") != "table":
+        raise ValueError(f"{config_path}: --shard runs table configs only")
+    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", cfg.get("cache", cfg["name"]))
+    cells, _ = _cells(cfg, [Method.from_config(m) for m in cfg["methods"]], None)
+    # every shard does the cheap cells first, so that one cut short leaves the large budgets undone
+    cells.sort(key=lambda c: (c.method.options.get("budget") or 0, c.method.name, c.graph_path, c.devices, c.seed))
+    return run_cells(cells[i::n], cache_dir, client=None, progress=False)
 
 
 KINDS = {"table": run_table, "runtime": runtime.run_config, "tune": tune_flagship.run_config}
@@ -210,7 +223,15 @@ def main(argv=None):
                     help="write the results to DIR (default: experiments/results/<name>/, the shipped ones)")
     ap.add_argument("--cache", metavar="DIR", default=None,
                     help="the cells' cache (default: experiments/cache/<cache or name>/)")
+    ap.add_argument("--shard", metavar="I/N", default=None,
+                    help="a table's cells i, i + N, ... only, in this process (no Dask, no tables): N such "
+                         "processes fill the cache on a machine without Dask; a run without --shard then "
+                         "writes the tables from it")
     args = ap.parse_args(argv)
+    if args.shard:
+        i, n = (int(x) for x in args.shard.split("/"))
+        print(run_shard(args.config, i, n, cache_dir=args.cache))
+        return
     out = run(args.config, args.scheduler, args.workers, progress=not args.no_progress, cache_dir=args.cache,
               results_dir=args.out)
     print(out["table"])

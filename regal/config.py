@@ -39,6 +39,10 @@ class FlagshipConfig(NamedTuple):
         evaluation of the budget.
     infeasible_share: the runtime objective's climb share while the best schedule is over the
         memory limit.
+    restart_stall: the climb restarts when it has found no new best for this share of the
+        budget (checked between generations): from the population's best when that is better
+        than the climb's, else from the best start of the other kind (computes on fewer devices
+        / plain) it has not climbed from (0: never).
     """
     brkga: BrkgaConfig = BrkgaConfig()
     prior_share: float = 0.5
@@ -52,6 +56,7 @@ class FlagshipConfig(NamedTuple):
     packed_seeds: int = 1
     packed_seeds_nodes_per_eval: float = 1.0
     infeasible_share: float = 0.5
+    restart_stall: float = 0.1
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish

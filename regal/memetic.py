@@ -37,6 +37,14 @@ off is plain BRKGA, bit for bit):
   lately (`adaptive_moves`), so it leans on whatever pays on the graph. Each new best of the
   climb has its resident tensors (parameters) re-homed to the devices where they cost least
   (`pack_residents`), and so does the final one, with the last two evaluations.
+- **Restarts** (issue 33). A climb that has found no new best for `restart_stall` of the budget
+  starts again: from the population's best when the population has found a better schedule
+  than the climb, else from the best start of the other kind (a plain start after a "computes on
+  fewer devices" one, or the reverse) not yet climbed from; its best stays in the population. A
+  climb from a packed start is checked every half stall rather than between generations: a
+  one-device schedule the climb cannot spread over the devices again is the trap that costs
+  most (ViT forward graphs: up to 49 % above local search before), and at 1,000 evaluations a
+  generation's round is most of the budget.
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
@@ -95,7 +103,8 @@ def _seed_solutions(graph: Graph, devices: int, seed: int, budget: int, config: 
 
 class Polish:
     """The flagship's improver (`regal.loop.Improver`): one local-search climb between the
-    generations, its new bests re-homed (`pack_residents`) and written back into the population.
+    generations, its new bests re-homed (`pack_residents`) and written back into the population,
+    restarted when it stalls (`restart_stall`).
 
     starts: (name, placement, order) the climb picks its start from (the best by its own score;
     none: the population's best); extra: evaluations the seeds spent outside the population;
@@ -109,27 +118,57 @@ class Polish:
         self.reserve, self.deadline = reserve, deadline
         self.rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
         self.climber: Climb | None = None
-        self.packed = None   # the best score last re-homed
+        self.packed = None    # the best score last re-homed
+        self.retired = 0      # evaluations of the climbs a restart ended
+        self.kind = None      # the kind of start the climb went on from: packed, plain or population
+        self.tried = set()    # the kinds of start climbed from so far
+        self.climb_best = (float("inf"), 0)   # the climb's best peak, and the evaluations spent then
+        self.climbs = []      # each climb's kind of start, start and best peak, evaluations
+        self.marks = []       # (climb, its evaluations, the run's evaluations) before each climb step
 
     @property
     def spent(self) -> int:
-        return self.extra + (0 if self.climber is None else self.climber.evaluations)
+        return self.extra + self.retired + (0 if self.climber is None else self.climber.evaluations)
 
     def improve(self, state: BrkgaState, budget: int) -> BrkgaState:
-        """Start the climb (first time), then climb on for a share of a generation's evaluations."""
+        """Start the climb (first time) or restart it if it has stalled, then climb on for a
+        share of a generation's evaluations."""
         if self.share <= 0.0:
             return state
         if self.climber is None and state.evaluations + self.spent < budget:
             self._start(state, budget - state.evaluations - self.spent)
         used = state.evaluations + self.spent
+        if used < budget and self.config.restart_stall > 0 and self._stalled():
+            self._restart(state, budget - used)
+            used = state.evaluations + self.spent
         if used < budget:
             cfg = self.brkga_config
             chunk = int(round((cfg.population_size - cfg.num_elites) * self.share / (1.0 - self.share)))
-            self.climber.run(min(max(chunk, 2), budget - used), self.deadline)
+            self._climb(state, min(max(chunk, 2), budget - used))
             self._pack(state)
+            if self.climber.best_peak < self.climb_best[0]:
+                self.climb_best = (self.climber.best_peak, self.spent)
             if self.climber.best_peak < state.best_fitness:
                 state = self._write_back(state)
         return state
+
+    def _climb(self, state: BrkgaState, evaluations: int) -> None:
+        """Climb on for `evaluations`. A climb from a packed start goes in steps of half the
+        stall length and restarts as soon as it stalls: a one-device schedule it cannot spread
+        again is the trap that costs most, and a round may be most of a short budget."""
+        stall = self.config.restart_stall * self.budget
+        end = self.spent + evaluations
+        while self.spent < end:
+            spent = self.spent
+            step = end - spent if stall <= 0 or self.kind != "packed" else max(int(stall // 2), 10)
+            self.marks.append((self.climber, self.climber.evaluations, state.evaluations + spent))
+            self.climber.run(min(step, end - spent), self.deadline)
+            if self.spent == spent or self.spent >= end:   # done, or the deadline / no move left
+                break
+            if self.climber.best_peak < self.climb_best[0]:
+                self.climb_best = (self.climber.best_peak, self.spent)
+            elif self._stalled():
+                self._restart(state, end - self.spent)
 
     def finish(self, state: BrkgaState, stopped: str) -> BrkgaState:
         """With the reserve: re-home the final best's resident tensors, climb on with what is left."""
@@ -141,16 +180,74 @@ class Polish:
         climber.run(full - state.evaluations - self.spent, self.deadline)  # what pack left
         return self._write_back(state) if climber.best_peak < state.best_fitness else state
 
+    def history(self, loop_history: list, t0: float) -> list:
+        """The loop's history ([evaluations, best peak, seconds] after each round) with every new
+        best a climb found inside a round, at the evaluation it was found: the anytime curve."""
+        points = list(loop_history)
+        for climber in {id(m[0]): m[0] for m in self.marks}.values():
+            marks = [(count, at) for c, count, at in self.marks if c is climber]
+            for count, peak, when in climber.state.history:
+                prior = [m for m in marks if m[0] <= count]
+                if prior:
+                    points.append([prior[-1][1] + count - prior[-1][0], float(peak), round(max(when - t0, 0.0), 6)])
+        points.sort(key=lambda p: (p[0], p[1]))
+        out = []
+        for p in points:
+            if not out or p[1] < out[-1][1]:
+                out.append(p)
+        return out
+
+    def report(self) -> list:
+        """Each climb of the run, the last one too: its kind of start, start and best peak, evaluations."""
+        return self.climbs + ([] if self.climber is None else [self._climb_record()])
+
+    def _stalled(self) -> bool:
+        """Whether the climb has found no new best for `restart_stall` of the budget."""
+        return self.spent - self.climb_best[1] >= self.config.restart_stall * self.budget
+
+    def _restart(self, state: BrkgaState, left: int) -> None:
+        """A stalled climb starts again: from the population's best when that is better than the
+        climb's best, else from the best start of the other kind (packed / plain) not yet climbed
+        from; nothing when neither exists (the stall is then counted afresh)."""
+        if state.best_fitness < self.climber.best_peak:
+            starts, kind = [self.problem.decode(state.best_keys)], "population"
+        else:
+            named = [(name, p, o) for name, p, o in self.starts if _kind(name) not in self.tried]
+            if not named:
+                self.climb_best = (self.climb_best[0], self.spent)
+                return
+            starts, kind = [(p, o) for _, p, o in named], _kind(named[0][0])
+        self.climbs.append(self._climb_record())
+        self.retired += self.climber.evaluations
+        self._new_climb(starts, left)
+        self.kind = kind
+        self.tried.add(kind)
+        self.climb_best = (self.climber.best_peak, self.spent)
+
     def _start(self, state: BrkgaState, left: int) -> None:
+        if self.starts:
+            self._new_climb([(p, o) for _, p, o in self.starts], left)
+            self.kind = _kind(self.starts[self.climber.start_index][0])
+        else:
+            self._new_climb([self.problem.decode(state.best_keys)], left)
+            self.kind = "population"
+        self.tried.add(self.kind)
+        self.climb_best = (self.climber.best_peak, self.spent)
+        self._pack(state)
+
+    def _new_climb(self, starts: list, left: int) -> None:
         graph, budget = self.problem.graph, self.budget + self.reserve
         cfg = LocalSearchConfig.resolve(
             graph.num_nodes, budget, informed=True, directed=self.config.directed_share,
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
             adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate)
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
-        self.climber.start([(p, o) for _, p, o in self.starts] or [self.problem.decode(state.best_keys)], left,
-                           self.deadline)
-        self._pack(state)
+        self.climber.start(starts, left, self.deadline)
+
+    def _climb_record(self) -> dict:
+        c = self.climber
+        return {"kind": self.kind, "start_peak_bytes": int(c.state.history[0][1]),
+                "best_peak_bytes": int(c.best_peak), "evaluations": int(c.evaluations)}
 
     def _pack(self, state: BrkgaState) -> None:
         """Re-home the climb's best schedule's resident tensors if it is new since the last time."""
@@ -161,6 +258,11 @@ class Polish:
 
     def _write_back(self, state: BrkgaState) -> BrkgaState:
         return write_back(state, lambda: encode(*self.climber.best, self.problem.devices), self.climber.best_peak)
+
+
+def _kind(name: str) -> str:
+    """A start's kind: "packed" (computes on fewer devices) or "plain"."""
+    return "packed" if "/compute-on-" in name else "plain"
 
 
 def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *,
@@ -198,7 +300,8 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
             "seeding": [name for name, _, _ in starts], "priors": priors is not None,
             "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
             "polish_share": share, "polish_evaluations": improver.spent - extra, "config": config._asdict(),
-            "history": out.history}
+            "climbs": improver.report(),
+            "history": improver.history(out.history, t0)}
     if config.population_size < asked:
         info["population_asked"] = asked
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=out.evaluations,

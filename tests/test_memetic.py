@@ -152,3 +152,35 @@ def test_a_population_too_large_for_memory_is_shrunk_and_said_so(monkeypatch):
     assert regal.optimize(g, 2, budget=50, seed=0).info["config"]["population_size"] == 2
     monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 2**40)
     assert "population_asked" not in regal.optimize(g, 2, budget=50, seed=0).info
+
+
+VIT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "data", "graphs", "real", "vit_l8_d256_b32_fwd_pre.json.gz")
+
+
+def test_a_stalled_climb_from_a_packed_start_restarts_from_a_plain_one():
+    """Issue 33's trap: on this ViT forward graph at d = 2 the best start computes on one device
+    and the climb from it cannot spread it again; with `restart_stall` it leaves that start once
+    stalled, climbs from the best plain start, and ends lower than without restarts. Every climb
+    is reported, and the evaluations are spent exactly."""
+    g = regal.load(VIT)
+    trapped = regal.optimize(g, 2, budget=1000, seed=0, config=regal.FlagshipConfig(restart_stall=0.0))
+    sol = regal.optimize(g, 2, budget=1000, seed=0)
+    assert [c["kind"] for c in trapped.info["climbs"]] == ["packed"]
+    kinds = [c["kind"] for c in sol.info["climbs"]]
+    assert kinds[:2] == ["packed", "plain"]
+    assert sol.peak_bytes < trapped.peak_bytes
+    assert sol.evaluations == 1000
+
+
+@pytest.mark.parametrize("budget", [50, 120, 300])
+def test_a_short_budget_returns_at_least_the_best_heuristic_start(budget):
+    """Anytime (issue 33): from 50 evaluations up the answer is no worse than every heuristic
+    start, packed ones included, and the history of best peaks falls monotonically within the budget."""
+    g = regal.load(VIT)
+    starts = [simulate(g, p, o, 2).peak_bytes for _, p, o in heuristic_solutions(g, 2, 0)]
+    sol = regal.optimize(g, 2, budget=budget, seed=0)
+    assert sol.peak_bytes <= min(starts)
+    hist = sol.info["history"]
+    assert all(a[0] <= b[0] and a[1] > b[1] for a, b in zip(hist, hist[1:]))
+    assert hist[-1][0] <= budget and hist[-1][1] == sol.peak_bytes

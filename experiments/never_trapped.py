@@ -1,0 +1,202 @@
+"""Issue 33's tables and anytime plots: is the flagship ever worse than plain BRKGA or local search
+at the same budget?
+
+    python -m experiments.never_trapped experiments/configs/never_trapped.json   # after experiments.run of it
+
+Reads the cells of a "table" config of `experiments.run` from its cache (run the config first)
+whose methods are named `METHOD-BUDGET` (e.g. `regal-1k`, `brkga-5k`, `local-search-20k`, budget
+in its options) and writes to the config's results folder:
+
+- `trapped.md`: per source (the config's dataset labels), d and budget, for each flagship method
+  (solver "regal"): the share of cells (graph, seed) where it is no worse than plain BRKGA, than
+  local search, and than both, at the same budget and seed; the same over graphs with the peaks
+  averaged over seeds; its mean % lower peak than local search and than BRKGA; its mean %
+  above its own result at 5,000 evaluations (the largest budget when there is no 5K).
+- `anytime_SOURCE_dD.png`: the best peak (relative to the best any method found on the graph)
+  against evaluations and against seconds, the mean over the source's graphs and seeds, from
+  the histories of the runs at the largest budget; and the final peak against the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+
+import numpy as np
+
+from experiments.run import _cells
+from experiments.runner import ROOT, Method, dataset_graphs
+from regal._io import atomic_text
+
+
+def _budget_of(method: Method) -> int | None:
+    return method.options.get("budget")
+
+
+def _family(method: Method) -> str:
+    """`regal-ar2-5k` -> `regal-ar2`: the method without its budget suffix."""
+    name = method.name
+    return name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].rstrip("k").isdigit() else name
+
+
+def load(config_path: str, cache_dir: str | None = None) -> tuple[dict, list[dict]]:
+    """The config and one record per cached cell: source, graph, d, seed, family, solver, budget,
+    peak, seconds and the run's history ([evaluations, best peak, seconds])."""
+    with open(config_path) as f:
+        cfg = json.load(f)
+    cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", cfg.get("cache", cfg["name"]))
+    methods = [Method.from_config(m) for m in cfg["methods"]]
+    cells, label_of = _cells(cfg, methods, None)
+    out = []
+    for c in cells:
+        path = c.path(cache_dir)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        info = doc.get("info", {})
+        out.append({"source": label_of[c.graph_path], "graph": c.graph_name, "d": c.devices, "seed": c.seed,
+                    "family": _family(c.method), "solver": c.method.solver, "budget": _budget_of(c.method),
+                    "peak": float(doc["peak_bytes"]), "seconds": float(doc.get("seconds", 0.0)),
+                    "history": info.get("history") or []})
+    return cfg, out
+
+
+def _pct_lower(x: float, ref: float) -> float:
+    return 100.0 * (ref - x) / ref
+
+
+def tables(records: list[dict]) -> tuple[str, list[dict]]:
+    """The Markdown table of the module docstring and its rows."""
+    peak = {(r["source"], r["graph"], r["d"], r["seed"], r["family"], r["budget"]): r["peak"] for r in records}
+    solver = {r["family"]: r["solver"] for r in records}
+    flagships = sorted(f for f, s in solver.items() if s == "regal")
+    brkga = next((f for f, s in solver.items() if s == "brkga"), None)
+    ls = next((f for f, s in solver.items() if s == "local-search"), None)
+    budgets = sorted({r["budget"] for r in records if r["budget"]})
+    top = 5000 if 5000 in budgets else budgets[-1]   # issue 33: 1K against its own 5K
+    rows = []
+    groups = sorted({(r["source"], r["d"]) for r in records})
+    for source, d in groups:
+        graphs = sorted({r["graph"] for r in records if r["source"] == source and r["d"] == d})
+        seeds = sorted({r["seed"] for r in records if r["source"] == source and r["d"] == d})
+        for b in budgets:
+            for fam in flagships:
+                cells = [(g, s) for g in graphs for s in seeds if (source, g, d, s, fam, b) in peak]
+                if not cells:
+                    continue
+                f = {c: peak[(source, c[0], d, c[1], fam, b)] for c in cells}
+                bk = {c: peak.get((source, c[0], d, c[1], brkga, b)) for c in cells}
+                lk = {c: peak.get((source, c[0], d, c[1], ls, b)) for c in cells}
+                own_top = {c: peak.get((source, c[0], d, c[1], fam, top)) for c in cells}
+                ok_b = [f[c] <= bk[c] for c in cells if bk[c] is not None]
+                ok_l = [f[c] <= lk[c] for c in cells if lk[c] is not None]
+                ok_both = [f[c] <= min(bk[c], lk[c]) for c in cells if bk[c] is not None and lk[c] is not None]
+
+                def graph_mean(table, g):
+                    vals = [table[(g, s)] for s in seeds if (g, s) in table and table[(g, s)] is not None]
+                    return np.mean(vals) if len(vals) == len(seeds) else None
+                gm = [(graph_mean(f, g), graph_mean(bk, g), graph_mean(lk, g)) for g in graphs]
+                gm = [t for t in gm if None not in t]
+                rows.append({
+                    "source": source, "d": d, "budget": b, "method": fam, "cells": len(cells), "graphs": len(gm),
+                    "no_worse_brkga": 100.0 * np.mean(ok_b) if ok_b else float("nan"),
+                    "no_worse_ls": 100.0 * np.mean(ok_l) if ok_l else float("nan"),
+                    "no_worse_both": 100.0 * np.mean(ok_both) if ok_both else float("nan"),
+                    "graphs_no_worse_both": 100.0 * np.mean([x <= min(y, z) for x, y, z in gm]) if gm else float("nan"),
+                    "vs_ls": np.mean([_pct_lower(f[c], lk[c]) for c in cells if lk[c]]) if ok_l else float("nan"),
+                    "vs_brkga": np.mean([_pct_lower(f[c], bk[c]) for c in cells if bk[c]]) if ok_b else float("nan"),
+                    "above_own_top": np.mean([100.0 * (f[c] / own_top[c] - 1) for c in cells if own_top[c]]),
+                })
+    head = ("| source | d | budget | method | cells | no worse than BRKGA % | no worse than LS % | "
+            "no worse than both % | graphs no worse than both % (seed means) | % lower than LS | "
+            f"% lower than BRKGA | % above own {top // 1000}K |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(
+        f"| {r['source']} | {r['d']} | {r['budget']:,} | {r['method']} | {r['cells']} | {r['no_worse_brkga']:.1f} | "
+        f"{r['no_worse_ls']:.1f} | {r['no_worse_both']:.1f} | {r['graphs_no_worse_both']:.1f} | {r['vs_ls']:+.2f} | "
+        f"{r['vs_brkga']:+.2f} | {r['above_own_top']:+.2f} |\n" for r in rows)
+    return head + body, rows
+
+
+def anytime_plots(records: list[dict], results_dir: str) -> list[str]:
+    """One figure per (source, d): best peak / best known against evaluations and seconds (the
+    runs at the largest budget), and final peak / best known against the budget."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    best = collections.defaultdict(lambda: float("inf"))
+    for r in records:
+        key = (r["source"], r["graph"], r["d"])
+        best[key] = min(best[key], r["peak"])
+    budgets = sorted({r["budget"] for r in records if r["budget"]})
+    top = budgets[-1]
+    families = sorted({r["family"] for r in records})
+    files = []
+    for source, d in sorted({(r["source"], r["d"]) for r in records}):
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        for fam in families:
+            runs = [r for r in records if r["source"] == source and r["d"] == d and r["family"] == fam
+                    and r["budget"] == top and r["history"]]
+            if runs:
+                grid = np.unique(np.geomspace(10, top, 60).astype(int))
+                curves = np.array([_step(r["history"], 0, grid) / best[(source, r["graph"], d)] for r in runs])
+                axes[0].plot(grid, np.nanmean(curves, axis=0), label=fam)
+                tmax = max(r["seconds"] for r in runs)
+                tgrid = np.geomspace(1e-3, max(tmax, 2e-3), 60)
+                tcurves = np.array([_step(r["history"], 2, tgrid) / best[(source, r["graph"], d)] for r in runs])
+                axes[1].plot(tgrid, np.nanmean(tcurves, axis=0), label=fam)
+            finals = []
+            for b in budgets:
+                vals = [r["peak"] / best[(source, r["graph"], d)] for r in records
+                        if r["source"] == source and r["d"] == d and r["family"] == fam and r["budget"] == b]
+                finals.append(np.mean(vals) if vals else np.nan)
+            axes[2].plot(budgets, finals, marker="o", label=fam)
+        for ax, xlabel in zip(axes, ["evaluations (one run at the largest budget)", "seconds (same runs)",
+                                     "budget (one run per budget)"]):
+            ax.set_xscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("peak / best known (mean)")
+            ax.grid(True, alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle(f"{source}, d = {d}")
+        fig.tight_layout()
+        name = f"anytime_{source}_d{d}.png"
+        fig.savefig(os.path.join(results_dir, name), dpi=80)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def _step(history: list, column: int, grid: np.ndarray) -> np.ndarray:
+    """The best peak reached at each grid point (evaluations or seconds); NaN before the first."""
+    xs = np.array([h[column] for h in history], dtype=float)
+    ys = np.array([h[1] for h in history], dtype=float)
+    idx = np.searchsorted(xs, grid, side="right") - 1
+    return np.where(idx >= 0, ys[np.clip(idx, 0, None)], np.nan)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--cache", default=None)
+    ap.add_argument("--out", default=None, help="results folder (default: the config's)")
+    ap.add_argument("--no-plots", action="store_true")
+    args = ap.parse_args(argv)
+    cfg, records = load(args.config, args.cache)
+    results_dir = args.out or os.path.join(ROOT, "experiments", "results", cfg["name"])
+    os.makedirs(results_dir, exist_ok=True)
+    table, _ = tables(records)
+    plots = [] if args.no_plots else anytime_plots(records, results_dir)
+    doc = (f"# Never trapped: {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
+           f"Command: `python -m experiments.run {os.path.relpath(args.config, ROOT)}` then "
+           f"`python -m experiments.never_trapped {os.path.relpath(args.config, ROOT)}`; {len(records)} cells.\n\n"
+           + table + "\n" + "".join(f"![{p}]({p})\n" for p in plots))
+    with atomic_text(os.path.join(results_dir, "trapped.md")) as f:
+        f.write(doc)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
