@@ -123,6 +123,34 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     def fail(msg: str):
         raise SolutionError(f"{source}: {msg}")
 
+    claimed, d = _check_header(graph, doc, fail)
+    placement = _read_placement(graph, doc.get("placement"), d, fail)
+    order = _read_order(graph, doc.get("order"), fail)
+    try:
+        sol = make_solution(graph, placement, order, d, method=str(doc.get("method", "unknown")),
+                            evaluations=int(doc.get("evaluations") or 0),
+                            seconds=float(doc.get("seconds") or 0.0), info=doc.get("info") or {})
+    except ScheduleError as e:
+        fail(str(e))
+    if claimed != sol.peak_bytes:
+        fail(f"claims peak_bytes {claimed} but the simulation gives {sol.peak_bytes}")
+    claimed_dev = doc.get("device_peak_bytes")
+    if claimed_dev is not None and list(claimed_dev) != [int(x) for x in sol.device_peak_bytes]:
+        fail(f"claims device_peak_bytes {list(claimed_dev)} but the simulation gives "
+             f"{[int(x) for x in sol.device_peak_bytes]}")
+    if isinstance(sol.info.get("timed"), Mapping):
+        _check_timed(graph, sol, sol.info["timed"], fail)
+    if doc.get("memory_plan") is not None:  # the optional offsets (regal.memory_plan, issue 35)
+        from regal.memory_plan import check_plan_json
+        try:
+            check_plan_json(graph, sol.placement, sol.order, sol.num_devices, doc["memory_plan"])
+        except ValueError as e:
+            fail(str(e))
+    return sol
+
+
+def _check_header(graph: Graph, doc: Any, fail) -> tuple[int, int]:
+    """The document's format, graph name and scalar fields checked; (claimed peak, devices)."""
     if not isinstance(doc, Mapping):
         fail("not a regal-solution/1 document (top level is not an object)")
     if doc.get("format") != FORMAT:
@@ -148,8 +176,12 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
         fail(f"'devices' must be a positive integer, got {d!r}")
     if d > graph.num_nodes:
         fail(f"'devices' is {d:,}, more than the graph's {graph.num_nodes:,} nodes can use")
+    return claimed, d
+
+
+def _read_placement(graph: Graph, raw_place: Any, d: int, fail) -> np.ndarray:
+    """int64[n]: the device of every node, from the 'placement' object."""
     index = graph.index
-    raw_place = doc.get("placement")
     if not isinstance(raw_place, Mapping):
         fail("'placement' must be an object mapping node ids to devices")
     placement = np.full(graph.num_nodes, -1, dtype=np.int64)
@@ -164,7 +196,12 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     unplaced = np.flatnonzero(placement < 0)
     if unplaced.size:
         fail(f"node {graph.ids[unplaced[0]]!r} is not placed ({unplaced.size} unplaced)")
-    raw_order = doc.get("order")
+    return placement
+
+
+def _read_order(graph: Graph, raw_order: Any, fail) -> np.ndarray:
+    """int64[n]: the node indices of the 'order' list, each node once."""
+    index = graph.index
     if not isinstance(raw_order, list):
         fail("'order' must be a list of node ids")
     seen = set()
@@ -177,28 +214,7 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
     if len(seen) != graph.num_nodes:
         missing = next(nid for nid in graph.ids if nid not in seen)
         fail(f"order misses node {missing!r} ({graph.num_nodes - len(seen)} missing)")
-    order = np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=graph.num_nodes)
-    try:
-        sol = make_solution(graph, placement, order, d, method=str(doc.get("method", "unknown")),
-                            evaluations=int(doc.get("evaluations") or 0),
-                            seconds=float(doc.get("seconds") or 0.0), info=doc.get("info") or {})
-    except ScheduleError as e:
-        fail(str(e))
-    if claimed != sol.peak_bytes:
-        fail(f"claims peak_bytes {claimed} but the simulation gives {sol.peak_bytes}")
-    claimed_dev = doc.get("device_peak_bytes")
-    if claimed_dev is not None and list(claimed_dev) != [int(x) for x in sol.device_peak_bytes]:
-        fail(f"claims device_peak_bytes {list(claimed_dev)} but the simulation gives "
-             f"{[int(x) for x in sol.device_peak_bytes]}")
-    if isinstance(sol.info.get("timed"), Mapping):
-        _check_timed(graph, sol, sol.info["timed"], fail)
-    if doc.get("memory_plan") is not None:  # the optional offsets (regal.memory_plan, issue 35)
-        from regal.memory_plan import check_plan_json
-        try:
-            check_plan_json(graph, sol.placement, sol.order, sol.num_devices, doc["memory_plan"])
-        except ValueError as e:
-            fail(str(e))
-    return sol
+    return np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=graph.num_nodes)
 
 
 def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:
