@@ -390,8 +390,8 @@ def test_column_checks_build_the_arrays_the_record_checks_build():
 @pytest.mark.parametrize("change", [
     lambda r: r[2].update(bytes=4.0), lambda r: r[2].update(inputs=None), lambda r: r[2].update(cost=True),
     lambda r: r[2].update(inputs=["n0", "n0"]), lambda r: r[2].update(inputs=["n2"]),
-    lambda r: r[2].update(inputs=["nope"]), lambda r: r[2].update(reuse=["n0", "n0"]), lambda r: r[1].update(reuse=["n2"]),
-    lambda r: r[1].update(id="n0"),
+    lambda r: r[2].update(inputs=["nope"]), lambda r: r[2].update(reuse=["n0", "n0"]),
+    lambda r: r[1].update(reuse=["n2"]), lambda r: r[1].update(id="n0"),
     lambda r: r[2].update(bytes=2**63), lambda r: r[1].update(resident=True),
     lambda r: r[0].update(resident=True, control_inputs=["n1"]), lambda r: r[2].update(op=3)])
 def test_column_checks_leave_anything_unusual_to_the_record_checks(change):
