@@ -12,6 +12,8 @@ in its options) and writes to the config's results folder:
   local search, and than both, at the same budget and seed; the same over graphs with the peaks
   averaged over seeds; its mean % lower peak than local search and than BRKGA; its mean %
   above its own result at 5,000 evaluations (the largest budget when there is no 5K).
+- the same table over the transformer training steps of every source (`TRANSFORMER_TRAIN`),
+  issue 33's trapped shape;
 - `anytime_SOURCE_dD.png`: the best peak (relative to the best any method found on the graph)
   against evaluations and against seconds, the mean over the source's graphs and seeds, from
   the histories of the runs at the largest budget; and the final peak against the budget.
@@ -23,6 +25,7 @@ import argparse
 import collections
 import json
 import os
+import re
 
 import numpy as np
 
@@ -39,6 +42,11 @@ def _family(method: Method) -> str:
     """`regal-ar2-5k` -> `regal-ar2`: the method without its budget suffix."""
     name = method.name
     return name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].rstrip("k").isdigit() else name
+
+
+#: Issue 33's trapped shape: operator-level transformer training steps (large weights and
+#: optimizer state), gathered across sources into one more group.
+TRANSFORMER_TRAIN = re.compile(r"(vit|bert|gpt|t5|bart|llama|transformer|distilbert).*train")
 
 
 def load(config_path: str, cache_dir: str | None = None) -> tuple[dict, list[dict]]:
@@ -188,11 +196,16 @@ def main(argv=None):
     results_dir = args.out or os.path.join(ROOT, "experiments", "results", cfg["name"])
     os.makedirs(results_dir, exist_ok=True)
     table, _ = tables(records)
+    shaped = [dict(r, source="transformer-train") for r in records if TRANSFORMER_TRAIN.search(r["graph"])]
+    shaped_table = tables(shaped)[0] if shaped else ""
     plots = [] if args.no_plots else anytime_plots(records, results_dir)
     doc = (f"# Never trapped: {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
            f"Command: `python -m experiments.run {os.path.relpath(args.config, ROOT)}` then "
            f"`python -m experiments.never_trapped {os.path.relpath(args.config, ROOT)}`; {len(records)} cells.\n\n"
-           + table + "\n" + "".join(f"![{p}]({p})\n" for p in plots))
+           + table + "\n" + (f"Transformer training steps of every source ({len({r['graph'] for r in shaped})} graphs "
+                                f"whose names match `{TRANSFORMER_TRAIN.pattern}`), the shape issue 33 names:\n\n"
+                                + shaped_table + "\n" if shaped else "")
+           + "".join(f"![{p}]({p})\n" for p in plots))
     with atomic_text(os.path.join(results_dir, "trapped.md")) as f:
         f.write(doc)
     print(table)
