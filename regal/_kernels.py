@@ -8,15 +8,15 @@ Arrays and scalars in, arrays out; the graph as one struct, `g`, a
 no formatted errors: the public wrappers in `regal.decode`, `regal.simulate`,
 `regal.heuristics` and `regal.local_search` validate first. The other kernel modules: the
 peak-memory simulator `regal._peak_memory`, the heuristic orders `regal._orders`, the local
-search's climb `regal._climb`; JIT options from `regal._jit`, the binary heap from
-`regal._heap`. The reference twins of these kernels, written for clarity instead of speed, are
+search's climb `regal._climb`; JIT options from `regal._jit`, the ready sets (binary heap,
+sorted array) from `regal._heap`. The reference twins of these kernels, written for clarity instead of speed, are
 in `tests/naive.py`.
 """
 
 import numba
 import numpy as np
 
-from regal._heap import heap_pop, heap_push
+from regal._heap import heap_pop, heap_push, sorted_push, sorted_to_heap
 from regal._jit import JIT as _JIT, PARALLEL_JIT
 from regal._peak_memory import simulate_peak
 
@@ -36,59 +36,136 @@ def placement_from_keys(keys, n, d, placement):
         placement[v] = best
 
 
+#: The ready set of `priority_order` is a sorted array while it holds at most this many nodes
+#: (an insertion shifts a few entries; the top is the last one, so a pop is one decrement), a
+#: binary heap once it grows past it (a wide graph's ready set: O(log n) per operation).
+READY_SORTED_MAX = 64
+#: Resident nodes are sorted by bucketing their priorities (keys in [0, 1)) into about as many
+#: buckets as there are residents, then one insertion pass; when a bucket would hold more than
+#: this many (equal or non-random priorities), by merge sort instead.
+RESIDENT_BUCKET_MAX = 8
+
+
+@numba.njit(**_JIT)
+def _residents_by_priority(prio, resident, n):
+    """The resident nodes in taking order, (priority float64[r], node int32[r]): priority
+    descending, ties to the lower index (the order a stable sort of -prio gives)."""
+    num_res = 0
+    for v in range(n):
+        num_res += resident[v]
+    res_key = np.empty(num_res, dtype=np.float64)
+    res_node = np.empty(num_res, dtype=np.int32)
+    nb = 16
+    while nb < num_res:
+        nb *= 2
+    start = np.zeros(nb + 1, dtype=np.int64)
+    bucketed = True
+    for v in range(n):
+        if resident[v]:
+            k = prio[v]
+            if not (k >= 0.0 and k < 1.0):
+                bucketed = False
+                break
+            b = nb - 1 - int(k * nb)  # the highest keys first
+            start[b + 1] += 1
+            if start[b + 1] > RESIDENT_BUCKET_MAX:
+                bucketed = False
+                break
+    if not bucketed:
+        j = 0
+        for v in range(n):
+            if resident[v]:
+                res_key[j] = -prio[v]
+                res_node[j] = v
+                j += 1
+        by_prio = np.argsort(res_key, kind="mergesort")  # stable: equal keys keep increasing index
+        out_node = np.empty(num_res, dtype=np.int32)
+        for j in range(num_res):
+            out_node[j] = res_node[by_prio[j]]
+            res_key[j] = prio[out_node[j]]
+        return res_key, out_node
+    for b in range(nb):
+        start[b + 1] += start[b]
+    for v in range(n):
+        if resident[v]:
+            b = nb - 1 - int(prio[v] * nb)
+            res_key[start[b]] = prio[v]
+            res_node[start[b]] = v
+            start[b] += 1
+    for a in range(1, num_res):  # within buckets only: a few entries each
+        k = res_key[a]
+        x = res_node[a]
+        i = a
+        while i > 0 and (res_key[i - 1] < k or (res_key[i - 1] == k and res_node[i - 1] > x)):
+            res_key[i] = res_key[i - 1]
+            res_node[i] = res_node[i - 1]
+            i -= 1
+        res_key[i] = k
+        res_node[i] = x
+    return res_key, res_node
+
+
 @numba.njit(**_JIT)
 def priority_order(prio, n, pred_cnt, succ_ptr, succ_idx, resident, order):
     """Kahn's algorithm taking the ready node of highest prio (ties to the lower index).
 
     prio: float64[n]. Writes order: int32[n]; returns the number of nodes ordered (n for a DAG).
-    The ready set is a binary max-heap holding keys inline (no indirect loads when sifting).
-    Resident nodes (no inputs, ready from the start, often hundreds of weights) wait in a list
-    sorted once by (priority desc, index) instead, and each step takes the higher of the two
-    heads: the same order, with a heap that stays small.
+    The ready set holds keys inline (no indirect loads): a sorted array while small, a binary
+    max-heap past READY_SORTED_MAX. Resident nodes (no inputs, ready from the start, often
+    hundreds of weights) wait in a list sorted once by (priority desc, index) instead, and each
+    step takes the higher of the two heads: the same order, with a ready set that stays small.
     """
     indeg = pred_cnt.copy()
     hkey = np.empty(n, dtype=np.float64)
     hnode = np.empty(n, dtype=np.int32)
     size = 0
-    num_res = 0
+    is_heap = False
     for v in range(n):
-        if resident[v]:
-            num_res += 1
-    res_key = np.empty(num_res, dtype=np.float64)
-    res_node = np.empty(num_res, dtype=np.int32)
-    j = 0
+        is_heap |= prio[v] != prio[v]  # a NaN orders no array: the heap alone, as it always did
+    res_key, res_node = _residents_by_priority(prio, resident, n)
+    num_res = res_node.shape[0]
     for v in range(n):
-        if resident[v]:
-            res_key[j] = -prio[v]
-            res_node[j] = v
-            j += 1
-        elif indeg[v] == 0:
-            size = heap_push(hkey, hnode, 0, size, prio[v], v)
-    by_prio = np.argsort(res_key, kind="mergesort")  # stable: equal keys keep increasing index
+        if not resident[v] and indeg[v] == 0:
+            if is_heap:
+                size = heap_push(hkey, hnode, 0, size, prio[v], v)
+            else:
+                size = sorted_push(hkey, hnode, size, prio[v], v)
+                if size > READY_SORTED_MAX:
+                    sorted_to_heap(hkey, hnode, size)
+                    is_heap = True
     next_res = 0
     t = 0
     while size > 0 or next_res < num_res:
         take_res = False
         if next_res < num_res:
-            r = res_node[by_prio[next_res]]
             if size == 0:
                 take_res = True
             else:
-                pr = prio[r]
-                top = hkey[0]
-                take_res = pr > top or (pr == top and r < hnode[0])
+                top_i = 0 if is_heap else size - 1
+                pr = res_key[next_res]
+                top = hkey[top_i]
+                take_res = pr > top or (pr == top and res_node[next_res] < hnode[top_i])
         if take_res:
-            v = res_node[by_prio[next_res]]
+            v = res_node[next_res]
             next_res += 1
-        else:
+        elif is_heap:
             v, size = heap_pop(hkey, hnode, 0, size)
+        else:
+            size -= 1
+            v = hnode[size]
         order[t] = v
         t += 1
         for e in range(succ_ptr[v], succ_ptr[v + 1]):
             w = succ_idx[e]
             indeg[w] -= 1
             if indeg[w] == 0:
-                size = heap_push(hkey, hnode, 0, size, prio[w], w)
+                if is_heap:
+                    size = heap_push(hkey, hnode, 0, size, prio[w], w)
+                else:
+                    size = sorted_push(hkey, hnode, size, prio[w], w)
+                    if size > READY_SORTED_MAX:
+                        sorted_to_heap(hkey, hnode, size)
+                        is_heap = True
     return t
 
 

@@ -63,12 +63,11 @@ def _device_state(g, placement, d):
     """
     n = g.num_nodes
     st = np.zeros((n, 2 + 2 * d), dtype=np.int32)
-    for v in range(n):
-        st[v, 0] = placement[v]
     for u in range(n):
-        h = st[u, 0]
+        h = placement[u]
+        st[u, 0] = h
         for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
-            k = st[g.out_idx[e], 0]
+            k = placement[g.out_idx[e]]
             c = st[u, 2 + k]
             st[u, 1] += (c == 0) & (k != h)
             st[u, 2 + k] = c + 1
