@@ -39,9 +39,13 @@ allocation (`compiled.memory_analysis()`) on 45 of 45 forward graphs and 56 of 5
 searches minimise the section 3 peak, which it never undercuts where no value shares a buffer at
 a touching step (tested without `reuse`).
 
-Cost: O(v log v) to sort the v values, the packing O(v^2) at worst (each value against those
-already packed), the heap O(h^2) for h deferred temporaries (two Numba kernels); run on demand,
-not inside a search (0.01-1.7 s on the shipped graphs up to 20K nodes, 6.5 s at 80K).
+Cost: O(v log v) to sort the v values. The packing (issue 36: it tested every value against
+every allocation and each value in it, 262 s at 300K nodes) keeps each allocation's values
+sorted by start and each block of BLOCK allocations the gaps between them, so that an
+allocation is tested, or a block ruled out, by binary search: O(v log v) per block passed, plus
+the sorted inserts' moves (memmove, bounded by the values one allocation or block holds). The
+heap is O(h^2) for the h deferred temporaries (about 1 % of v). Run on demand, not inside a
+search (0.2 s at 10K nodes, 1.1 s at 80K, 6 s at 300K, d = 2; `benchmarks/results/allocation_speed.md`).
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ __all__ = ["Allocation", "allocation", "post_order", "ALIGNMENT"]
 
 #: Heap buffer sizes are rounded up to this many bytes.
 ALIGNMENT = 64
+#: Allocations per block of the assignment's search (`_choose`).
+BLOCK = 32
+_NEVER = 1 << 62   # a gap's end past the last step
 
 
 class Allocation(NamedTuple):
@@ -125,50 +132,206 @@ def _interferes(a, b, start, end, sh_ptr, sh_idx):
 
 
 @njit(**JIT)
-def _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
-    if size[b] > alloc_size[alloc]:
-        return False
-    a = head[alloc]
-    while a >= 0:
-        if _interferes(a, b, start, end, sh_ptr, sh_idx):
+def _free(b, mem, lo, hi, start, end, sh_ptr, sh_idx):
+    """Whether no value of mem[lo:hi] (one allocation's, sorted by (start, end): their ends are
+    then sorted too, since no two overlap by more than a step) interferes with b. Only those
+    whose [start, end] meets b's can: a binary search finds the first, O(log) in all."""
+    l, h = lo, hi
+    while l < h:
+        mid = (l + h) >> 1
+        if end[mem[mid]] < start[b]:
+            l = mid + 1
+        else:
+            h = mid
+    while l < hi and start[mem[l]] <= end[b]:
+        if _interferes(mem[l], b, start, end, sh_ptr, sh_idx):
             return False
-        a = nxt[a]
+        l += 1
     return True
 
 
 @njit(**JIT)
+def _room(pool, used, off, num, cap, x, width):
+    """(pool, used) with room for one more entry (`width` int64) in segment x: a full segment
+    moves to the end of the pool with twice the capacity (the pool doubles when it must)."""
+    if num[x] < cap[x]:
+        return pool, used
+    new_cap = max(4, 2 * cap[x])
+    if used + new_cap * width > pool.shape[0]:
+        bigger = np.empty(max(used + new_cap * width, 2 * pool.shape[0]), dtype=np.int64)
+        bigger[:used] = pool[:used]
+        pool = bigger
+    pool[used:used + num[x] * width] = pool[off[x]:off[x] + num[x] * width]
+    off[x], cap[x] = used, new_cap
+    return pool, used + new_cap * width
+
+
+@njit(**JIT)
+def _gap_add(gap, o, n, lo, hi, alloc, sign):
+    """Adds (sign 1) or removes (sign -1) the gap (lo, hi) of `alloc` in a block's list at
+    gap[o:]: n entries (lo, hi, alloc, the running max of hi), sorted by lo. Returns n after."""
+    l, h = 0, n
+    while l < h:
+        mid = (l + h) >> 1
+        if gap[o + 4 * mid] < lo or (sign > 0 and gap[o + 4 * mid] == lo):
+            l = mid + 1
+        else:
+            h = mid
+    at = o + 4 * l
+    if sign > 0:
+        gap[at + 4:o + 4 * n + 4] = gap[at:o + 4 * n].copy()
+        gap[at], gap[at + 1], gap[at + 2] = lo, hi, alloc
+        n += 1
+    else:
+        while gap[at + 1] != hi or gap[at + 2] != alloc:
+            at += 4
+        gap[at:o + 4 * n - 4] = gap[at + 4:o + 4 * n].copy()
+        n -= 1
+    top = gap[at - 1] if at > o else -1
+    for i in range(at, o + 4 * n, 4):
+        top = max(top, gap[i + 1])
+        gap[i + 3] = top
+    return n
+
+
+@njit(**JIT)
+def _gap_over(gap, o, n, s, e):
+    """Whether a gap of the block's list at gap[o:] (n entries) holds all of [s, e]: the gaps
+    that start before s reach past e at most as far as their running max."""
+    l, h = 0, n
+    while l < h:
+        mid = (l + h) >> 1
+        if gap[o + 4 * mid] < s:
+            l = mid + 1
+        else:
+            h = mid
+    return l > 0 and gap[o + 4 * l - 1] > e
+
+
+@njit(**JIT)
+def _split(gap, used, g_off, g_num, g_cap, alloc, lo, hi, s, e):
+    """Allocation `alloc`'s gap (lo, hi) taken by a value over [s, e]: (lo, s) and (e, hi) are
+    left, each kept in its block's list when it holds a step. Returns (gap, used)."""
+    x = alloc // BLOCK
+    if hi - lo > 1:
+        g_num[x] = _gap_add(gap, g_off[x], g_num[x], lo, hi, alloc, -1)
+    for a, z in ((lo, s), (e, hi)):
+        if z - a > 1:
+            gap, used = _room(gap, used, g_off, g_num, g_cap, x, 4)
+            g_num[x] = _gap_add(gap, g_off[x], g_num[x], a, z, alloc, 1)
+    return gap, used
+
+
+@njit(**JIT)
+def _near(b, x, where, sh_ptr, sh_idx, rs_ptr, rs_idx):
+    """Whether block x holds a value that b may only touch (b takes it over, or it takes b
+    over): the one way an allocation without a gap over b's interval can still take b."""
+    return _in_block(b, x, where, sh_ptr, sh_idx) or _in_block(b, x, where, rs_ptr, rs_idx)
+
+
+@njit(**JIT)
+def _in_block(b, x, where, ptr, idx):
+    for j in range(ptr[b], ptr[b + 1]):
+        if where[idx[j]] >= 0 and where[idx[j]] // BLOCK == x:
+            return True
+    return False
+
+
+@njit(**JIT)
+def _reverse(ptr, idx, m):
+    """The transposed CSR of (ptr, idx) over m rows."""
+    rp = np.zeros(m + 1, dtype=np.int64)
+    for j in range(ptr[m]):
+        rp[idx[j] + 1] += 1
+    rp = np.cumsum(rp)
+    ri = np.empty(ptr[m], dtype=np.int64)
+    fill = rp[:-1].copy()
+    for u in range(m):
+        for j in range(ptr[u], ptr[u + 1]):
+            ri[fill[idx[j]]] = u
+            fill[idx[j]] += 1
+    return rp, ri
+
+
+@njit(**JIT)
+def _choose(b, size, start, end, where, alloc_size, count, mem, m_off, m_num, gap, g_off, g_num,
+            op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx):
+    """Rule 2's allocation for the temporary b, -1 none: the first of its operands' allocations
+    that takes it, else the most recent allocation that does. Blocks of BLOCK allocations are
+    skipped whole when none of their gaps holds b's interval and none holds a value b may only
+    touch; the rest are tried one by one, newest first, as before."""
+    for j in range(op_ptr[b], op_ptr[b + 1]):
+        a = where[op_idx[j]]
+        if a >= 0 and size[b] <= alloc_size[a] and _free(b, mem, m_off[a], m_off[a] + m_num[a],
+                                                         start, end, sh_ptr, sh_idx):
+            return a
+    for x in range((count - 1) // BLOCK, -1, -1):
+        if not (_gap_over(gap, g_off[x], g_num[x], start[b], end[b])
+                or _near(b, x, where, sh_ptr, sh_idx, rs_ptr, rs_idx)):
+            continue
+        for a in range(min(count, (x + 1) * BLOCK) - 1, x * BLOCK - 1, -1):
+            if size[b] <= alloc_size[a] and _free(b, mem, m_off[a], m_off[a] + m_num[a],
+                                                  start, end, sh_ptr, sh_idx):
+                return a
+    return -1
+
+
+@njit(**JIT)
 def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
-    """XLA's value-to-allocation pass (SPEC section 3a, rule 2): where[b] is b's allocation,
-    -1 for a value deferred to the heap."""
+    """XLA's value-to-allocation pass (SPEC section 3a, rule 2): where[b] is b's allocation
+    (numbered as made), -1 for a value deferred to the heap. Each allocation keeps its values
+    sorted by start, and each block of BLOCK allocations the gaps between them (steps free in
+    one allocation), sorted by their start with a running max of their end: O(log v) to test an
+    allocation or to rule out a block, plus the moves of the sorted inserts. The same `where` as
+    the quadratic pass it replaced (tests/naive_allocation.py), value for value."""
     m = size.shape[0]
     where = np.full(m, -1, dtype=np.int64)
     alloc_size = np.zeros(m, dtype=np.int64)
-    head = np.full(m, -1, dtype=np.int64)
-    nxt = np.full(m, -1, dtype=np.int64)
-    count = 0
+    rs_ptr, rs_idx = _reverse(sh_ptr, sh_idx, m)
+    mem = np.empty(4 * m + 4, dtype=np.int64)
+    m_off, m_num, m_cap = np.zeros(m, np.int64), np.zeros(m, np.int64), np.zeros(m, np.int64)
+    num_blocks = m // BLOCK + 1
+    gap = np.empty(16 * m + 16, dtype=np.int64)
+    g_off, g_num, g_cap = (np.zeros(num_blocks, np.int64), np.zeros(num_blocks, np.int64),
+                           np.zeros(num_blocks, np.int64))
+    mem_used, gap_used, count = 0, 0, 0
     for b in ranked:
-        if live_out[b]:
-            alloc_size[count] = size[b]
-            head[count] = b
-            where[b] = count
+        if live_out[b]:                    # a graph output: an allocation of its own
+            a = count
             count += 1
-            continue
-        chosen = -1
-        for j in range(op_ptr[b], op_ptr[b + 1]):
-            alloc = where[op_idx[j]]
-            if alloc >= 0 and _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
-                chosen = alloc
-                break
-        if chosen < 0:
-            for alloc in range(count - 1, -1, -1):
-                if _fits(alloc, b, size, start, end, alloc_size, head, nxt, sh_ptr, sh_idx):
-                    chosen = alloc
-                    break
-        if chosen >= 0:
-            where[b] = chosen
-            nxt[b] = head[chosen]
-            head[chosen] = b
+            alloc_size[a] = size[b]
+            gap, gap_used = _room(gap, gap_used, g_off, g_num, g_cap, a // BLOCK, 4)
+            g_num[a // BLOCK] = _gap_add(gap, g_off[a // BLOCK], g_num[a // BLOCK], -1, _NEVER, a, 1)
+        else:
+            a = _choose(b, size, start, end, where, alloc_size, count, mem, m_off, m_num, gap, g_off,
+                        g_num, op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx)
+            if a < 0:
+                continue
+        where[b] = a
+        mem, mem_used = _room(mem, mem_used, m_off, m_num, m_cap, a, 1)
+        p = _insert(b, mem, m_off[a], m_num[a], start, end)
+        m_num[a] += 1
+        lo = end[mem[p - 1]] if p > m_off[a] else -1
+        hi = start[mem[p + 1]] if p + 1 < m_off[a] + m_num[a] else _NEVER
+        gap, gap_used = _split(gap, gap_used, g_off, g_num, g_cap, a, lo, hi, start[b], end[b])
     return where
+
+
+@njit(**JIT)
+def _insert(b, mem, o, n, start, end):
+    """Puts b into mem[o:o + n] (sorted by (start, end)) in order; returns its index."""
+    l, h = o, o + n
+    while l < h:
+        mid = (l + h) >> 1
+        v = mem[mid]
+        if start[v] < start[b] or (start[v] == start[b] and end[v] <= end[b]):
+            l = mid + 1
+        else:
+            h = mid
+    for i in range(o + n, l, -1):
+        mem[i] = mem[i - 1]
+    mem[l] = b
+    return l
 
 
 @njit(**JIT)

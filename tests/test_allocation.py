@@ -1,5 +1,6 @@
 """SPEC.md section 3a: the allocation model (regal.allocation) against hand-worked examples, its
-naive twin (tests/naive_alloc.py) and XLA's own allocation of a shipped module."""
+naive twins (tests/naive_alloc.py: the section step by step; tests/naive_allocation.py: the
+quadratic value-to-allocation pass issue 36 replaced) and XLA's own allocation of a shipped module."""
 
 import os
 
@@ -7,11 +8,13 @@ import numpy as np
 import pytest
 from naive import simulate as naive_simulate
 from naive_alloc import allocation as naive_allocation
+from naive_allocation import assign as naive_assign
 from randgraph import random_dag
 
 import regal
+import regal.allocation as allocation_module
 from regal.allocation import allocation, post_order
-from regal.graph import Graph
+from regal.graph import Graph, _csr
 from regal.simulate import ScheduleError, simulate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,6 +106,58 @@ def test_agrees_with_the_naive_twin_on_random_dags(alignment):
         assert a.device_allocation_bytes.tolist() == per_device, seed
 
 
+@pytest.mark.parametrize("devices", [1, 2, 4])
+def test_assignment_equals_the_quadratic_pass_on_random_dags(devices, monkeypatch):
+    """The indexed pass puts every value in the same allocation as the quadratic one (the same
+    `where` on every device: same preference among free allocations), so every field of the
+    Allocation is equal, on 300 random DAGs with reuse and several outputs."""
+    fast = allocation_module._assign
+    wheres = {"fast": [], "naive": []}
+    rng = np.random.default_rng(36 + devices)
+    for seed in range(300):
+        g = random_dag(seed, max_nodes=40, reuse_fraction=0.6, output_fraction=0.3)
+        placement = rng.integers(0, devices, g.num_nodes)
+        order = _random_order(g, rng)
+        alignment = int(rng.choice([1, 64]))
+        results = {}
+        for name, kernel in (("fast", fast), ("naive", naive_assign)):
+            def recorded(*args, kernel=kernel, name=name):
+                wheres[name].append(kernel(*args))
+                return wheres[name][-1]
+            monkeypatch.setattr(allocation_module, "_assign", recorded)
+            results[name] = allocation(g, placement, order, devices, alignment=alignment)
+        assert [w.tolist() for w in wheres["fast"]] == [w.tolist() for w in wheres["naive"]], seed
+        assert results["fast"].allocation_bytes == results["naive"].allocation_bytes, seed
+        for got, want in zip(results["fast"][1:], results["naive"][1:]):
+            assert got.tolist() == want.tolist(), seed
+    assert any((w < 0).any() for w in wheres["naive"])                        # some deferred
+    assert any(np.bincount(w[w >= 0]).max(initial=0) > 1 for w in wheres["naive"])  # some shared
+
+
+def test_assignment_equals_the_quadratic_pass_across_blocks():
+    """Direct kernel inputs with more allocations than a block (BLOCK), long and short lives, and
+    take-overs at touching steps: the indexed pass's `where` equals the quadratic pass's."""
+    rng = np.random.default_rng(3636)
+    for trial in range(60):
+        m = int(rng.integers(2, 400))
+        steps = int(rng.integers(2, 3 * m))
+        start = rng.integers(0, steps, m).astype(np.int64)
+        end = np.minimum(start + rng.geometric(rng.uniform(0.02, 0.5), m) - 1, steps - 1).astype(np.int64)
+        live = rng.random(m) < rng.uniform(0.05, 0.6)
+        end[live] = steps
+        size = rng.integers(1, 6, m).astype(np.int64)
+        key = rng.permutation(m)
+        ranked = np.lexsort((key, ~live, -size)).astype(np.int64)
+        ops = [rng.choice(m, int(rng.integers(0, 3))).tolist() for _ in range(m)]
+        shares = [[u for u in range(m) if u != b and not live[u] and end[u] == start[b] and rng.random() < 0.7]
+                  for b in range(m)]
+        op_ptr, op_idx = _csr(m, ops)
+        sh_ptr, sh_idx = _csr(m, shares)
+        args = (size, start, end, live, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
+        fast, naive = allocation_module._assign(*args), naive_assign(*args)
+        assert fast.tolist() == naive.tolist(), trial
+
+
 def test_never_below_the_peak_without_reuse():
     """Without `reuse` (no sharing at a shared step) every byte section 3 counts at a step has its
     own address range, so no device's allocation is below its section 3 peak."""
@@ -153,3 +208,11 @@ def _random_order(g, rng):
             if indeg[w] == 0:
                 ready.append(int(w))
     return np.asarray(order)
+
+
+def test_the_benchmark_finds_both_passes_alike(capsys):
+    """`python -m benchmarks.bench_allocation GRAPH -d 2` (benchmarks/results/allocation_speed.md)
+    on a shipped graph: both passes assign every value alike and report the same bytes."""
+    from benchmarks.bench_allocation import main
+    main([os.path.join(ROOT, "data", "graphs", "real", "densenet40_b1_fwd_opt.json.gz"), "-d", "2"])
+    assert "same assignment True, same result True" in capsys.readouterr().out
