@@ -21,7 +21,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 LAYERS = [
     ("primitives", ["regal._jit", "regal._heap", "regal._takeover", "regal._io", "regal._ops", "regal._stop"]),
     ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
-                 "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc",
+                 "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
                  "regal._heft"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     ("importers", ["regal.hlo", "regal.onnx", "regal._torch_ops", "regal.torch", "regal.importers", "regal.load"]),
