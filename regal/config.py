@@ -40,9 +40,10 @@ class FlagshipConfig(NamedTuple):
     infeasible_share: the runtime objective's climb share while the best schedule is over the
         memory limit.
     restart_stall: the climb restarts when it has found no new best for this share of the
-        budget (checked between generations): from the population's best when that is better
-        than the climb's, else from the best start of the other kind (computes on fewer devices
-        / plain) it has not climbed from (0: never).
+        budget (checked between generations, and every half stall while it climbs from a start
+        that computes on fewer devices): from the population's best when that is better than
+        the climb's, else from the best start of the other kind (packed / plain) it has not
+        climbed from (0: never).
     """
     brkga: BrkgaConfig = BrkgaConfig()
     prior_share: float = 0.5
