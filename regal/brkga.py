@@ -107,7 +107,8 @@ def init(num_keys: int, config: BrkgaConfig, seed: int) -> BrkgaState:
                       evaluations=0, rng=np.random.default_rng(seed))
 
 
-def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) -> tuple[np.ndarray, BrkgaState]:
+def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None,
+        out: np.ndarray | None = None) -> tuple[np.ndarray, BrkgaState]:
     """Chromosomes to evaluate next: the initial population, or a generation's mutants + children.
 
     Returns float64[m, L] with m = population_size at first, population_size - num_elites after.
@@ -115,6 +116,9 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
     twice with the same state gives the same candidates (evosax's explicit state).
     Random numbers are drawn in a fixed order (mutant uniforms, parents, coins), the same with
     or without priors, so uniform priors give plain BRKGA's trajectory exactly.
+    out: float64 memory of at least m rows of L to draw a generation's candidates into, which is
+    then returned (after the first generation; the same numbers as without it): a search reuses
+    the last generation's, as a fresh P x L array is slow to fault in (seconds at 300K nodes).
     """
     rng = copy.deepcopy(state.rng)  # `state` is never changed: asking twice gives the same candidates
     state = state._replace(rng=rng)
@@ -125,7 +129,10 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
         return keys, state
     P, E, M = state.population.shape[0], config.num_elites, config.num_mutants
     num_children = P - E - M
-    candidates = np.empty((M + num_children, L))
+    m = M + num_children
+    usable = out is not None and out.ndim == 2 and out.shape[0] >= m and out.shape[1] == L \
+        and out.dtype == np.float64 and out.flags.c_contiguous
+    candidates = out[:m] if usable else np.empty((m, L))
     rng.random(out=candidates[:M])
     sample_keys(priors, candidates[:config.num_prior(M)])
     elite_parent = rng.integers(0, E, size=num_children)
@@ -139,12 +146,18 @@ def ask(state: BrkgaState, config: BrkgaConfig, priors: Priors | None = None) ->
     return candidates, state
 
 
-def tell(state: BrkgaState, candidates: np.ndarray, fitness: np.ndarray, config: BrkgaConfig) -> BrkgaState:
+def tell(state: BrkgaState, candidates: np.ndarray, fitness: np.ndarray, config: BrkgaConfig, *,
+         overwrite: bool = False) -> BrkgaState:
     """Merge evaluated candidates into the population and sort it, best first.
 
     The elite keeps its stored fitness. Normally `candidates` is everything `ask` returned and
     the old non-elite is replaced; when fewer come back (the budget ran out mid-generation) the
     best of the old non-elite fill the population up to its size. NaN fitness counts as +inf.
+    overwrite: the caller keeps neither `candidates` nor `state.population`, so the new
+    population is sorted into their memory (the first generation into `candidates`, a later one
+    into the old population) instead of a new P x L array: the same population, at the cost of
+    moving rows (a fresh 720 MB array took 1.5-3 s to fault in at 300K nodes, after a time
+    limit: issue 36).
     """
     fitness = np.asarray(fitness, dtype=np.float64)
     if candidates.shape[0] != fitness.shape[0]:
@@ -152,7 +165,8 @@ def tell(state: BrkgaState, candidates: np.ndarray, fitness: np.ndarray, config:
     fitness = np.where(np.isnan(fitness), np.inf, fitness)
     if state.generation == 0:
         keep = np.argsort(fitness, kind="stable")[:config.population_size]
-        return BrkgaState(population=candidates[keep], fitness=fitness[keep], generation=1,
+        population = _sort_rows(candidates, keep) if overwrite else candidates[keep]
+        return BrkgaState(population=population, fitness=fitness[keep], generation=1,
                           evaluations=candidates.shape[0], rng=state.rng)
     # pool = elites, then candidates, then (only when candidates fall short) the best non-elites
     E, m = config.num_elites, candidates.shape[0]
@@ -160,9 +174,56 @@ def tell(state: BrkgaState, candidates: np.ndarray, fitness: np.ndarray, config:
     pool_fit = np.concatenate([state.fitness[:E], fitness, state.fitness[E:E + fill]])
     keep = np.argsort(pool_fit, kind="stable")[:config.population_size]
     from_cand = (keep >= E) & (keep < E + m)
-    population = np.empty((keep.shape[0], candidates.shape[1]))
-    population[from_cand] = candidates[keep[from_cand] - E]
-    old = keep[~from_cand]
-    population[~from_cand] = state.population[np.where(old < E, old, old - m)]
+    source = np.where(from_cand, keep - E, np.where(keep < E, keep, keep - m))  # row in candidates / population
+    if overwrite and _merge_in_place(state.population, candidates, from_cand, source):
+        population = state.population
+    else:
+        population = np.empty((keep.shape[0], candidates.shape[1]))
+        population[from_cand] = candidates[source[from_cand]]
+        population[~from_cand] = state.population[source[~from_cand]]
     return BrkgaState(population=population, fitness=pool_fit[keep], generation=state.generation + 1,
                       evaluations=state.evaluations + m, rng=state.rng)
+
+
+def _sort_rows(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """rows[keep] (distinct row indices), built in `rows`' own memory: its first len(keep) rows,
+    returned as a view. Each row is moved once along the cycles of the permutation that puts
+    `keep` first (the rows left out after it, in order), through one row's buffer."""
+    k, m = keep.shape[0], rows.shape[0]
+    perm = np.empty(m, dtype=np.int64)
+    perm[:k] = keep
+    rest = np.ones(m, dtype=bool)
+    rest[keep] = False
+    perm[k:] = np.flatnonzero(rest)
+    done = perm == np.arange(m)
+    buffer = np.empty(rows.shape[1:], dtype=rows.dtype)
+    for start in np.flatnonzero(~done):
+        if done[start]:
+            continue
+        buffer[...] = rows[start]
+        j = start
+        while perm[j] != start:   # position j takes the row now at perm[j]
+            rows[j] = rows[perm[j]]
+            done[j] = True
+            j = perm[j]
+        rows[j] = buffer
+        done[j] = True
+    return rows[:k]
+
+
+def _merge_in_place(population: np.ndarray, candidates: np.ndarray, from_cand: np.ndarray,
+                    source: np.ndarray) -> bool:
+    """Write the merged population (row r: candidates[source[r]] where from_cand[r], else
+    population[source[r]]) into `population` itself; False, touching nothing, where that cannot
+    be done in place. The kept old members come from a sorted population in their old order, so
+    each moves down or stays (source <= r); filling from the last row up, no row is overwritten
+    before it has been read."""
+    old = ~from_cand
+    if source.shape[0] != population.shape[0] or np.any(source[old] > np.flatnonzero(old)):
+        return False
+    for r in range(source.shape[0] - 1, -1, -1):
+        if from_cand[r]:
+            population[r] = candidates[source[r]]
+        elif source[r] != r:
+            population[r] = population[source[r]]
+    return True

@@ -121,20 +121,27 @@ def fit_population(graph: Graph, devices: int, population_size: int, length: int
     return size
 
 
-def write_back(state: BrkgaState, keys: Callable[[], np.ndarray], fitness: float) -> BrkgaState:
+def write_back(state: BrkgaState, keys: Callable[[], np.ndarray], fitness: float, *,
+               overwrite: bool = False) -> BrkgaState:
     """Put a schedule found outside the population into it (Lamarckian), replacing the worst
     member, and re-sort; nothing changes when the population already holds one as good.
-    keys: called only when the schedule goes in (encoding it may cost)."""
+    keys: called only when the schedule goes in (encoding it may cost). overwrite: the caller
+    keeps no other use of `state.population` (the search loop's own), so the members below the
+    new one move down a row in place rather than into a new array (issue 36: a fresh P x L
+    array takes seconds to fault in at 300K nodes; a copy, then a sorted gather, took 4.8 s)."""
     if fitness >= state.fitness[-1] or np.any(state.fitness == fitness):
         return state
-    # one copy of the population, the new member at its sorted place (a copy, then a sorted
-    # gather of it, took 4.8 s at 300K nodes, past the time limit: issue 36)
     i = int(np.searchsorted(state.fitness, fitness))
-    population = np.empty_like(state.population)
-    population[:i] = state.population[:i]
-    population[i] = keys()
-    population[i + 1:] = state.population[i:-1]
     fit = np.concatenate([state.fitness[:i], [fitness], state.fitness[i:-1]])
+    if overwrite:
+        population = state.population
+        for j in range(population.shape[0] - 1, i, -1):
+            population[j] = population[j - 1]
+    else:
+        population = np.empty_like(state.population)
+        population[:i] = state.population[:i]
+        population[i + 1:] = state.population[i:-1]
+    population[i] = keys()
     return state._replace(population=population, fitness=fit)
 
 
@@ -173,19 +180,24 @@ def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, p
     history: list[list[float]] = []
     stopped = "budget"
     spent = (lambda: 0) if improver is None else (lambda: improver.spent)  # noqa: E731
+    spare = None  # the last generation's candidates, drawn over by the next one (not faulted in anew)
     while state.evaluations + spent() < budget:
         if state.generation == 0 and len(initial) and expired(deadline):
             # stopped before the search began: the initial chromosomes (the seeds) alone, not a
             # slice of random ones (drawing and decoding those takes a second on 100,000 nodes)
             candidates = np.array(initial[:config.population_size], dtype=np.float64)
         else:
-            candidates, state = brkga.ask(state, config, priors)
+            candidates, state = brkga.ask(state, config, priors, out=spare)
         if state.generation == 0:
             for i, keys in enumerate(initial[:candidates.shape[0]]):
                 candidates[i] = keys
+        drawn = candidates
         candidates = candidates[:budget - state.evaluations - spent()]
         fitness = _evaluate(problem, candidates, deadline)
-        state = brkga.tell(state, candidates[:fitness.shape[0]], fitness, config)
+        # the population is sorted into the memory of the candidates (first generation) or of the
+        # old population: no new P x L array, whose pages take seconds to fault in at 300K nodes
+        state = brkga.tell(state, candidates[:fitness.shape[0]], fitness, config, overwrite=True)
+        spare = None if np.may_share_memory(drawn, state.population) else drawn
         if improver is not None and not expired(deadline):
             state = improver.improve(state, budget)
         used = state.evaluations + spent()

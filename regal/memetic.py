@@ -48,11 +48,13 @@ off is plain BRKGA, bit for bit):
 
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
-`time_limit_s` or the callback stops the search first. The answer is never worse than the best
-seed (elitism). A population too large for memory is shrunk (`regal.loop.fit_population`: at
-most 2.25 GiB of chromosomes; info "population_asked" then holds the size asked for, "config" the
-one used). Thread-count invariant: the population is decoded in parallel, each chromosome
-on its own; the local search is sequential and seeded from `seed`.
+`time_limit_s` or the callback stops the search first; once the deadline has passed the climb
+is neither re-homed, written back nor restarted, and the answer takes the climb's best as it is
+where it beats the population's. The answer is never worse than the best seed (elitism). A
+population too large for memory is shrunk (`regal.loop.fit_population`: at most 2.25 GiB of
+chromosomes; info "population_asked" then holds the size asked for, "config" the one used).
+Thread-count invariant: the population is decoded in parallel, each chromosome on its own; the
+local search is sequential and seeded from `seed`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from typing import Callable
 
 import numpy as np
 
-from regal._stop import Deadline, as_deadline
+from regal._stop import Deadline, as_deadline, expired
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.config import FlagshipConfig, anneal_temperature, as_flagship_config, check_arguments, polish_share
 from regal.decode import encode
@@ -125,6 +127,8 @@ class Polish:
         self.climb_best = (float("inf"), 0)   # the climb's best peak, and the evaluations spent then
         self.climbs = []      # each climb's kind of start, start and best peak, evaluations
         self.marks = []       # (climb, its evaluations, the run's evaluations) before each climb step
+        self.held = False     # the climb's best is better than the population's and was not written
+                              # back: the deadline passed (`best`)
 
     @property
     def spent(self) -> int:
@@ -145,6 +149,11 @@ class Polish:
             cfg = self.brkga_config
             chunk = int(round((cfg.population_size - cfg.num_elites) * self.share / (1.0 - self.share)))
             self._climb(state, min(max(chunk, 2), budget - used))
+            if expired(self.deadline):
+                # the time is up: no re-homing, and no write-back (encoding the schedule, then
+                # moving the population's rows); the answer takes the climb's best as it is
+                self.held = self.climber.best_peak < state.best_fitness
+                return state
             self._pack(state)
             if self.climber.best_peak < self.climb_best[0]:
                 self.climb_best = (self.climber.best_peak, self.spent)
@@ -167,6 +176,8 @@ class Polish:
                 break
             if self.climber.best_peak < self.climb_best[0]:
                 self.climb_best = (self.climber.best_peak, self.spent)
+            elif expired(self.deadline):   # no restart (a new climb and its first evaluation) after the deadline
+                break
             elif self._stalled():
                 self._restart(state, end - self.spent)
 
@@ -179,6 +190,15 @@ class Polish:
         climber.pack(full - state.evaluations - self.spent)
         climber.run(full - state.evaluations - self.spent, self.deadline)  # what pack left
         return self._write_back(state) if climber.best_peak < state.best_fitness else state
+
+    def best(self, state: BrkgaState) -> tuple[np.ndarray, np.ndarray, float]:
+        """(placement, order, peak_bytes) of the best schedule the search found: the
+        population's best, decoded, or the climb's, which is not in the population when the
+        deadline passed before it could be written back (`held`)."""
+        if self.held and self.climber.best_peak < state.best_fitness:
+            placement, order = self.climber.best
+            return placement.copy(), order.copy(), self.climber.best_peak
+        return (*self.problem.decode(state.best_keys), state.best_fitness)
 
     def history(self, loop_history: list, t0: float) -> list:
         """The loop's history ([evaluations, best peak, seconds] after each round) with every new
@@ -252,12 +272,14 @@ class Polish:
     def _pack(self, state: BrkgaState) -> None:
         """Re-home the climb's best schedule's resident tensors if it is new since the last time."""
         best = self.climber.state.best_score
-        if self.config.pack_residents >= 2 and best != self.packed:
+        if self.config.pack_residents >= 2 and best != self.packed and not expired(self.deadline):
             self.climber.pack(self.budget - state.evaluations - self.spent)
             self.packed = self.climber.state.best_score
 
     def _write_back(self, state: BrkgaState) -> BrkgaState:
-        return write_back(state, lambda: encode(*self.climber.best, self.problem.devices), self.climber.best_peak)
+        # the loop's own population: the members below the new one move down a row in place
+        return write_back(state, lambda: encode(*self.climber.best, self.problem.devices), self.climber.best_peak,
+                          overwrite=True)
 
 
 def _kind(name: str) -> str:
@@ -295,7 +317,7 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
         out = run_loop(problem, config, int(budget) - reserve, seed, priors=priors, initial=seeds + list(initial or []),
                        improver=improver, t0=t0, deadline=deadline, callback=callback, report_budget=int(budget))
     state = out.state
-    placement, order = problem.decode(state.best_keys)
+    placement, order, best_peak = improver.best(state)
     info = {"seed": seed, "budget": int(budget), "generations": state.generation, "stopped": out.stopped,
             "seeding": [name for name, _, _ in starts], "priors": priors is not None,
             "policy": os.fspath(policy) if isinstance(policy, (str, os.PathLike)) else type(policy).__name__,
@@ -306,5 +328,5 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
         info["population_asked"] = asked
     sol = make_solution(graph, placement, order, devices, method=method or "regal", evaluations=out.evaluations,
                         seconds=time.perf_counter() - t0, info=info)
-    assert sol.peak_bytes == state.best_fitness, "decoder and simulator disagree"
+    assert sol.peak_bytes == best_peak, "decoder and simulator disagree"
     return sol

@@ -188,3 +188,55 @@ def test_ask_is_pure_in_its_state():
     a, _ = brkga.ask(state, config)
     b, _ = brkga.ask(state, config)
     np.testing.assert_array_equal(a, b)
+
+
+def _random_state(rng, generation, P=12, L=7):
+    """A sorted population with ties and +inf among its fitness values."""
+    fit = np.sort(rng.choice([0.5, 1.0, 1.0, 2.0, 3.0, np.inf], size=P))
+    return brkga.BrkgaState(rng.random((P, L)), fit, generation, 10 * generation, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tell_in_place_builds_the_same_population_as_a_copy(seed):
+    """tell(overwrite=True), which sorts into the candidates' or the old population's memory,
+    gives the same population and fitness as the copying tell: the first generation, a later one,
+    and one cut short (fewer candidates: the old non-elite fill up), with ties, inf and NaN."""
+    rng = np.random.default_rng(seed)
+    config = BrkgaConfig(population_size=12, elite_fraction=0.25, mutant_fraction=0.17)
+    for generation in (0, 3):
+        state = _random_state(rng, generation)
+        m = int(rng.integers(1, 13)) if generation else 12
+        candidates = rng.random((m, 7))
+        fitness = rng.choice([0.25, 1.0, 2.0, 2.5, np.inf, np.nan], size=m)
+        copied = brkga.tell(state, candidates.copy(), fitness, config)
+        given = state._replace(population=state.population.copy())
+        moved = brkga.tell(given, candidates, fitness, config, overwrite=True)
+        assert np.shares_memory(moved.population, candidates if generation == 0 else given.population)
+        np.testing.assert_array_equal(moved.population, copied.population)
+        np.testing.assert_array_equal(moved.fitness, copied.fitness)
+        assert moved.evaluations == copied.evaluations and moved.generation == copied.generation
+
+
+def test_ask_into_a_spare_array_draws_the_same_candidates():
+    """ask(out=...) returns the same candidates as without it, in the spare array's memory."""
+    state = _run(_sphere, 2)[-1]
+    plain, _ = brkga.ask(state, CFG)
+    spare = np.full((CFG.population_size, 12), -1.0)
+    into, _ = brkga.ask(state, CFG, out=spare)
+    np.testing.assert_array_equal(into, plain)
+    assert np.shares_memory(into, spare)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_write_back_in_place_is_the_same_as_a_copy(seed):
+    """regal.loop.write_back(overwrite=True), which moves the members below the new one down a
+    row in place, gives the same population as the copying write-back (ties, inf included)."""
+    from regal.loop import write_back
+    rng = np.random.default_rng(seed)
+    state = _random_state(rng, 2)
+    keys = rng.random(7)
+    fitness = float(rng.choice([0.25, 0.75, 1.5, 2.0, 2.5, 4.0]))
+    copied = write_back(state, lambda: keys, fitness)
+    moved = write_back(state._replace(population=state.population.copy()), lambda: keys, fitness, overwrite=True)
+    np.testing.assert_array_equal(moved.population, copied.population)
+    np.testing.assert_array_equal(moved.fitness, copied.fitness)

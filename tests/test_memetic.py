@@ -184,3 +184,31 @@ def test_a_short_budget_returns_at_least_the_best_heuristic_start(budget):
     hist = sol.info["history"]
     assert all(a[0] <= b[0] and a[1] > b[1] for a, b in zip(hist, hist[1:]))
     assert hist[-1][0] <= budget and hist[-1][1] == sol.peak_bytes
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_deadline_during_the_climb_answers_with_the_climbs_best(seed, monkeypatch):
+    """Issue 36: when the deadline passes during a climb, its best is neither re-homed nor
+    written back into the population; the answer is still the best schedule seen (the lowest
+    peak of the history, the climb's, below the population's), re-simulated."""
+    from regal._stop import Deadline
+    from regal.local_search import Climb
+    g = _g(5 + seed, n=80)
+    deadline, real_run, real_best, seen = Deadline(), Climb.run, memetic.Polish.best, []
+
+    def run(self, evaluations, deadline_=None):
+        out = real_run(self, evaluations, deadline_)
+        deadline.request_stop("time_limit")   # the time is up as the first climb step ends
+        return out
+
+    def best(self, state):
+        seen.append((self.held, self.climber.best_peak, state.best_fitness))
+        return real_best(self, state)
+
+    monkeypatch.setattr(Climb, "run", run)
+    monkeypatch.setattr(memetic.Polish, "best", best)
+    sol = regal.optimize(g, 2, budget=2000, seed=seed, deadline=deadline)
+    [(held, climb_peak, population_peak)] = seen
+    assert sol.info["stopped"] == "time_limit" and held and climb_peak < population_peak
+    assert sol.peak_bytes == climb_peak == min(p for _, p, _ in sol.info["history"])
+    assert simulate(g, sol.placement, sol.order, 2).peak_bytes == sol.peak_bytes
