@@ -14,6 +14,8 @@ in its options) and writes to the config's results folder:
   above its own result at 5,000 evaluations (the largest budget when there is no 5K).
 - the same table over the transformer training steps of every source (`TRANSFORMER_TRAIN`),
   issue 33's trapped shape;
+- how often each method is no worse than itself with another seed (the noise floor of a
+  "no worse than" share);
 - `anytime_SOURCE_dD.png`: the best peak (relative to the best any method found on the graph)
   against evaluations and against seconds, the mean over the source's graphs and seeds, from
   the histories of the runs at the largest budget; and the final peak against the budget.
@@ -128,6 +130,20 @@ def tables(records: list[dict]) -> tuple[str, list[dict]]:
     return head + body, rows
 
 
+def noise_floor(records: list[dict]) -> str:
+    """How often a method is no worse than itself with another seed (every ordered pair of seeds
+    of every graph and d, per budget): the share a "no worse than" comparison gets from noise."""
+    runs = collections.defaultdict(dict)
+    for r in records:
+        runs[(r["family"], r["source"], r["graph"], r["d"], r["budget"])][r["seed"]] = r["peak"]
+    rows = collections.defaultdict(list)
+    for (fam, _, _, _, b), by_seed in runs.items():
+        rows[(fam, b)] += [by_seed[a] <= by_seed[c] for a in by_seed for c in by_seed if a != c]
+    out = "| method | budget | pairs | no worse than itself with another seed % |\n|---|---|---|---|\n"
+    return out + "".join(f"| {fam} | {b:,} | {len(v)} | {100.0 * np.mean(v):.1f} |\n"
+                         for (fam, b), v in sorted(rows.items()) if v)
+
+
 def anytime_plots(records: list[dict], results_dir: str) -> list[str]:
     """One figure per (source, d): best peak / best known against evaluations and seconds (the
     runs at the largest budget), and final peak / best known against the budget."""
@@ -207,6 +223,8 @@ def main(argv=None):
            + table + "\n" + (f"Transformer training steps of every source ({len({r['graph'] for r in shaped})} graphs "
                                 f"whose names match `{TRANSFORMER_TRAIN.pattern}`), the shape issue 33 names:\n\n"
                                 + shaped_table + "\n" if shaped else "")
+           + "Each method against itself with another seed (the share a \"no worse than\" comparison "
+             "gets from the seeds' noise alone):\n\n" + noise_floor(records) + "\n"
            + "".join(f"![{p}]({p})\n" for p in plots))
     with atomic_text(os.path.join(results_dir, "trapped.md")) as f:
         f.write(doc)
