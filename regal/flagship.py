@@ -58,7 +58,11 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
         `device_model` (`regal.timed.DeviceModel`; None: its defaults), with the same budget,
         seeding, polish, config and priors (of the timed chromosome: a policy trained for this
         objective, e.g. "runtime").
-    Returns the best Solution found; its peak is re-simulated (SPEC.md section 3).
+    Returns the best Solution found; its peak is re-simulated (SPEC.md section 3). Its info
+    (objective "memory") says how the budget went: "seeding" (the starts), "generations",
+    "polish_evaluations", "climbs" (each climb's kind of start, start and best peak and
+    evaluations: a climb that stalls restarts, `FlagshipConfig.restart_stall`), "history"
+    ([evaluations, best peak, seconds] at each new best: the anytime curve) and "stopped".
     """
     common = dict(seeding=seeding, polish=polish, config=config, policy=policy, priors=priors,
                   time_limit_s=time_limit_s, callback=callback, num_threads=num_threads, initial=initial,
