@@ -53,7 +53,11 @@ TRANSFORMER_TRAIN = re.compile(r"(vit|bert|gpt|t5|bart|llama|transformer|distilb
 
 def load(config_path: str, cache_dir: str | None = None) -> tuple[dict, list[dict]]:
     """The config and one record per cached cell: source, graph, d, seed, family, solver, budget,
-    peak, seconds and the run's history ([evaluations, best peak, seconds])."""
+    peak, seconds and the run's history ([evaluations, best peak, seconds]). Each cell's file is
+    read with `regal.solution.load_solution`: its peak is SPEC.md section 3 applied to its
+    placement and order (a file that claims another is an error)."""
+    from regal.parallel import cached_graph
+    from regal.solution import load_solution
     with open(config_path) as f:
         cfg = json.load(f)
     cache_dir = cache_dir or os.path.join(ROOT, "experiments", "cache", cfg.get("cache", cfg["name"]))
@@ -64,13 +68,11 @@ def load(config_path: str, cache_dir: str | None = None) -> tuple[dict, list[dic
         path = c.path(cache_dir)
         if not os.path.exists(path):
             continue
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        info = doc.get("info", {})
+        sol = load_solution(path, cached_graph(c.graph_path))
         out.append({"source": label_of[c.graph_path], "graph": c.graph_name, "d": c.devices, "seed": c.seed,
                     "family": _family(c.method), "solver": c.method.solver, "budget": _budget_of(c.method),
-                    "peak": float(doc["peak_bytes"]), "seconds": float(doc.get("seconds", 0.0)),
-                    "history": info.get("history") or []})
+                    "peak": float(sol.peak_bytes), "seconds": sol.seconds,
+                    "history": sol.info.get("history") or []})
     return cfg, out
 
 
