@@ -127,8 +127,7 @@ class Polish:
         self.climb_best = (float("inf"), 0)   # the climb's best peak, and the evaluations spent then
         self.climbs = []      # each climb's kind of start, start and best peak, evaluations
         self.marks = []       # (climb, its evaluations, the run's evaluations) before each climb step
-        self.held = False     # the climb's best is better than the population's and was not written
-                              # back: the deadline passed (`best`)
+        self.kept = None      # (peak, placement, order): the best a climb a restart ended had found
 
     @property
     def spent(self) -> int:
@@ -152,7 +151,6 @@ class Polish:
             if expired(self.deadline):
                 # the time is up: no re-homing, and no write-back (encoding the schedule, then
                 # moving the population's rows); the answer takes the climb's best as it is
-                self.held = self.climber.best_peak < state.best_fitness
                 return state
             self._pack(state)
             if self.climber.best_peak < self.climb_best[0]:
@@ -192,13 +190,17 @@ class Polish:
         return self._write_back(state) if climber.best_peak < state.best_fitness else state
 
     def best(self, state: BrkgaState) -> tuple[np.ndarray, np.ndarray, float]:
-        """(placement, order, peak_bytes) of the best schedule the search found: the
-        population's best, decoded, or the climb's, which is not in the population when the
-        deadline passed before it could be written back (`held`)."""
-        if self.held and self.climber.best_peak < state.best_fitness:
-            placement, order = self.climber.best
-            return placement.copy(), order.copy(), self.climber.best_peak
-        return (*self.problem.decode(state.best_keys), state.best_fitness)
+        """(placement, order, peak_bytes) of the best schedule the search found: the population's
+        best, decoded, or a climb's that is not in the population: the current climb's when the
+        deadline passed before it could be written back, or one a restart ended within a round."""
+        best = (state.best_fitness, None, None)
+        if self.climber is not None and self.climber.best_peak < best[0]:
+            best = (self.climber.best_peak, *self.climber.best)
+        if self.kept is not None and self.kept[0] < best[0]:
+            best = self.kept
+        if best[1] is None:
+            return (*self.problem.decode(state.best_keys), state.best_fitness)
+        return best[1].copy(), best[2].copy(), best[0]
 
     def history(self, loop_history: list, t0: float) -> list:
         """The loop's history ([evaluations, best peak, seconds] after each round) with every new
@@ -238,6 +240,8 @@ class Polish:
                 return
             starts, kind = [(p, o) for _, p, o in named], _kind(named[0][0])
         self.climbs.append(self._climb_record())
+        if self.kept is None or self.climber.best_peak < self.kept[0]:  # not written back if found this round
+            self.kept = (self.climber.best_peak, *(a.copy() for a in self.climber.best))
         self.retired += self.climber.evaluations
         self._new_climb(starts, left)
         self.kind = kind
