@@ -105,7 +105,7 @@ def large(tmp_path_factory):
 
 @pytest.mark.slow  # a 60,000-node graph per phase: about two minutes
 @pytest.mark.parametrize("phase,graph,delay", [
-    ("loading", "layered", 0.2), ("seeding", "flat", 0.5), ("search", "layered", 1.0)])
+    ("loading", "layered", 0.05), ("seeding", "flat", 0.5), ("search", "layered", 1.0)])
 def test_a_signal_in_each_phase_of_a_large_graph(large, tmp_path, phase, graph, delay):
     """Loading, seeding and search on 60,000 nodes: status 3 within a second; past loading the
     best so far is written."""
