@@ -353,21 +353,32 @@ class Climb:
         """(placement int32[n], order int32[n]) of the best schedule seen."""
         return self.state.best_placement, self.state.best_order
 
-    def start(self, starts, budget: int, deadline=None) -> None:
+    def start(self, starts, budget: int, deadline=None, choose=None) -> None:
         """Score up to `budget` (at least one) of the valid (placement, order) starts, one
         evaluation each, and climb from the first of the lowest score; once `deadline` has
-        passed, from the best of those scored so far (at least one)."""
-        best = None
-        for i, (placement, order) in enumerate(list(starts)[:max(budget, 1)]):
-            if best is not None and expired(deadline):
+        passed, from the best of those scored so far (at least one). choose: a function of the
+        scores (a list of `Score`, one per start scored) that returns the index to climb from
+        instead (a policy's start choice, `regal.memetic`)."""
+        starts = list(starts)[:max(budget, 1)]
+        scores, best = [], None
+        for i, (placement, order) in enumerate(starts):
+            if scores and expired(deadline):
                 break
             trace = self.evaluate.new_trace()
-            score = self.evaluate(placement, order, trace)
-            if best is None or score < best[0]:
-                best = (score, placement, order, trace)
-                self.start_index = i   # which of `starts` the climb went on from
-        score, placement, order, trace = best
-        self.state = ClimbState(placement, order, score, trace, self.evaluate.count)
+            scores.append(self.evaluate(placement, order, trace))
+            if best is None or scores[-1] < scores[best[0]]:
+                best = (i, trace)   # only the best start's step trace is kept (memory: n x d each)
+        i = best[0]
+        if choose is not None and len(scores) == len(starts) > 1:
+            i = int(choose(scores))
+        if i != best[0]:   # the chosen start's step trace: simulated again, one more evaluation
+            trace = self.evaluate.new_trace()
+            self.evaluate(*starts[i], trace)
+        else:
+            trace = best[1]
+        self.start_index = i   # which of `starts` the climb went on from
+        placement, order = starts[i]
+        self.state = ClimbState(placement, order, scores[i], trace, self.evaluate.count)
 
     def run(self, evaluations: int, deadline: float | None = None) -> str:
         """Climb for up to `evaluations` more evaluations; returns why it stopped."""

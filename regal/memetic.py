@@ -75,7 +75,7 @@ from regal.heuristics import heuristic_solutions, packed_solutions
 from regal.local_search import Climb, LocalSearchConfig
 from regal.loop import Progress, fit_population, numba_threads, run_loop, write_back
 from regal.policy.names import DEFAULT_POLICY_NAME
-from regal.policy.resolve import resolve_priors
+from regal.policy.resolve import resolve_policy
 from regal.priors import Priors
 from regal.problems import MemoryProblem
 from regal.solution import Solution, make_solution
@@ -108,21 +108,25 @@ class Polish:
     generations, its new bests re-homed (`pack_residents`) and written back into the population,
     restarted when it stalls (`restart_stall`).
 
-    starts: (name, placement, order) the climb picks its start from (the best by its own score;
-    none: the population's best); extra: evaluations the seeds spent outside the population;
+    starts: (name, placement, order) the climb picks its start from (the best by its own score,
+    or the one `chooser` (names, scores) -> index picks: a policy's start choice, issue 34; none:
+    the population's best); extra: evaluations the seeds spent outside the population;
     share: the climb's share of the evaluations (0: no climb); reserve: evaluations kept for
     re-homing the final best (`finish`), beyond the loop's budget."""
 
     def __init__(self, problem: MemoryProblem, config: FlagshipConfig, brkga_config: BrkgaConfig, budget: int,
-                 seed: int, starts: list, extra: int, share: float, reserve: int, deadline: float | None):
+                 seed: int, starts: list, extra: int, share: float, reserve: int, deadline: float | None,
+                 chooser=None):
         self.problem, self.config, self.brkga_config = problem, config, brkga_config
         self.budget, self.starts, self.extra, self.share = budget, starts, extra, share
         self.reserve, self.deadline = reserve, deadline
+        self.chooser = chooser  # a policy's start choice (names, scores) -> index, for the first climb
         self.rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
         self.climber: Climb | None = None
         self.packed = None    # the best score last re-homed
         self.retired = 0      # evaluations of the climbs a restart ended
         self.kind = None      # the kind of start the climb went on from: packed, plain or population
+        self.start_name = None  # the name of that start (a seed's name, or "population")
         self.tried = set()    # the kinds of start climbed from so far
         self.climb_best = (float("inf"), 0)   # the climb's best peak, and the evaluations spent then
         self.climbs = []      # each climb's kind of start, start and best peak, evaluations
@@ -245,32 +249,36 @@ class Polish:
         self.retired += self.climber.evaluations
         self._new_climb(starts, left)
         self.kind = kind
+        self.start_name = "population" if kind == "population" else named[self.climber.start_index][0]
         self.tried.add(kind)
         self.climb_best = (self.climber.best_peak, self.spent)
 
     def _start(self, state: BrkgaState, left: int) -> None:
         if self.starts:
-            self._new_climb([(p, o) for _, p, o in self.starts], left)
-            self.kind = _kind(self.starts[self.climber.start_index][0])
+            names = [name for name, _, _ in self.starts]
+            choose = None if self.chooser is None else (lambda scores: self.chooser(names, scores))
+            self._new_climb([(p, o) for _, p, o in self.starts], left, choose)
+            self.start_name = self.starts[self.climber.start_index][0]
+            self.kind = _kind(self.start_name)
         else:
             self._new_climb([self.problem.decode(state.best_keys)], left)
-            self.kind = "population"
+            self.kind = self.start_name = "population"
         self.tried.add(self.kind)
         self.climb_best = (self.climber.best_peak, self.spent)
         self._pack(state)
 
-    def _new_climb(self, starts: list, left: int) -> None:
+    def _new_climb(self, starts: list, left: int, choose=None) -> None:
         graph, budget = self.problem.graph, self.budget + self.reserve
         cfg = LocalSearchConfig.resolve(
             graph.num_nodes, budget, informed=True, directed=self.config.directed_share,
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
             adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate)
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
-        self.climber.start(starts, left, self.deadline)
+        self.climber.start(starts, left, self.deadline, choose)
 
     def _climb_record(self) -> dict:
         c = self.climber
-        return {"kind": self.kind, "start_peak_bytes": int(c.state.history[0][1]),
+        return {"kind": self.kind, "start": self.start_name, "start_peak_bytes": int(c.state.history[0][1]),
                 "best_peak_bytes": int(c.best_peak), "evaluations": int(c.evaluations)}
 
     def _pack(self, state: BrkgaState) -> None:
@@ -306,7 +314,7 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     problem = MemoryProblem(graph, devices)
     asked = config.population_size  # fewer where that many would not fit in memory (issue 36)
     config = config._replace(population_size=fit_population(graph, devices, asked, problem.num_keys)).validate()
-    priors = resolve_priors(graph, devices, priors, policy)
+    priors, chooser = resolve_policy(graph, devices, priors, policy)
     deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     # the last evaluations re-home the resident tensors of the climb's best (pack_residents)
     reserve = 2 if (flagship.pack_residents and polish and devices > 1 and budget > config.population_size + 2
@@ -316,7 +324,8 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
         starts.append(("priors-mean", *problem.decode(priors.alpha / (priors.alpha + priors.beta))))
     seeds = [encode(placement, order, devices) for _, placement, order in starts]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
-    improver = Polish(problem, flagship, config, int(budget) - reserve, seed, starts, extra, share, reserve, deadline)
+    improver = Polish(problem, flagship, config, int(budget) - reserve, seed, starts, extra, share, reserve, deadline,
+                      chooser)
     with numba_threads(num_threads):
         out = run_loop(problem, config, int(budget) - reserve, seed, priors=priors, initial=seeds + list(initial or []),
                        improver=improver, t0=t0, deadline=deadline, callback=callback, report_budget=int(budget))

@@ -11,8 +11,9 @@ from regal.graph import Graph
 from regal.policy import init_policy
 from regal.policy.network import PolicyConfig, make_network
 from regal.policy.numpy_net import forward
+from regal.policy.start_choice import MAX_STARTS, NUM_START_FEATURES, start_features
 
-HEADS = ("placement", "scheduling", "elite", "transfer_priority", "start_priority", "start_device")
+HEADS = ("placement", "scheduling", "elite", "transfer_priority")
 SMALL = dict(hidden=16, rounds=2)
 
 
@@ -41,16 +42,20 @@ def _graphs():
 def test_numpy_forward_equals_haiku(config):
     params = _perturbed(config)
     net = make_network(config)
+    rng = np.random.default_rng(3)
+    starts = np.zeros((MAX_STARTS, NUM_START_FEATURES), np.float32)
+    starts[:5] = start_features(["gp-dfs", "greedy", "xla-list/compute-on-1", "other", "inductor-dfs"],
+                                [tuple(int(x) for x in rng.integers(1, 100, 3)) for _ in range(5)])
     for g, devices in zip(_graphs(), (1, 2, 1, 2)):
         batch = config.batch(g, devices)
-        want = net.apply(params, None, batch)
-        got = forward(config, params, batch)
-        for head in HEADS:
+        want = net.apply(params, None, batch, starts)
+        got = forward(config, params, batch, starts)
+        for head in HEADS + (("start_scores",) if config.start else ()):
             w = np.asarray(getattr(want, head))
             assert got[head].shape == w.shape, head
             assert np.allclose(got[head], w, rtol=1e-4, atol=1e-5), (head, np.abs(got[head] - w).max())
-        if config.start:
-            assert np.abs(got["start_device"]).max() > 0.1  # the perturbed heads are not trivial
+        if config.start:  # five real starts with non-trivial scores, the padding masked out
+            assert np.ptp(got["start_scores"][:5]) > 0.01 and (got["start_scores"][5:] < -1e8).all()
 
 
 def test_numpy_forward_takes_jax_parameters():

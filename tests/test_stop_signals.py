@@ -74,11 +74,12 @@ def test_a_signal_while_the_kernels_compile_exits_within_a_second(small, tmp_pat
 
 def test_a_signal_while_the_policy_runs_writes_a_solution(small, tmp_path):
     """A SIGTERM while the trained policy's priors are computed (JAX starting in a child
-    process, seconds) drops the policy: the search stops at its first slice and its best is
+    process, seconds: the GAS policy's GRU runs in JAX; "gnn" policies run in NumPy in a tenth
+    of a second) drops the policy: the search stops at its first slice and its best is
     written, within a second, status 3."""
     g, path = small
     out = tmp_path / "sol.json"
-    r = Probe(_optimize(path, out, "--policy", "default"), "policy", 0.0, output=str(out)).run()
+    r = Probe(_optimize(path, out, "--policy", "gas"), "policy", 0.0, output=str(out)).run()
     _check(r)
     sol = load_solution(out, g)
     assert sol.info["stopped"] == "interrupted (SIGTERM)" and 0 < sol.evaluations < 100000000

@@ -30,7 +30,7 @@ from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
               help="evaluations (one decode or local move + one simulation each), seeds included")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
-              help="priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
+              help="a trained policy: 'learned' (picks the start the climb goes on from; trained for short budgets), or priors for the mutants: 'default' (the shipped trained policy), 'transfer' (the one chosen across graph sources, scheduling only), 'teacher' or 'teacher-schedule' (the structural teacher's, no network), 'runtime' (trained for --objective runtime, with a transfer-priority head), 'none' (uniform) or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
 @click.option("--polish/--no-polish", default=True, show_default=True,

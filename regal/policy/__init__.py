@@ -25,6 +25,7 @@ from regal.policy.names import SHIPPED_POLICIES
 from regal.priors import Priors
 
 __all__ = ["Policy", "PolicyConfig", "load_policy", "init_policy", "DEFAULT_POLICY", "GAS_POLICY", "TRANSFER_POLICY",
+           "LEARNED_POLICY",
            "RUNTIME_POLICY",
            "Actions", "BETA_ACTIONS", "ELITE_ACTIONS", "to_priors", "build"]
 
@@ -34,6 +35,9 @@ GAS_POLICY = os.path.join(_HERE, "gas.npz")
 #: The policy chosen by leave-one-source-out (issue 12): feature set v2, scheduling head only,
 #: imitation of the teacher on all six corpus sources (transfer.json: command and evidence).
 TRANSFER_POLICY = os.path.join(_HERE, "transfer.npz")
+#: The start choice (issue 34): which start the flagship's climb goes on from, trained on the
+#: flagship's result at 1,000 evaluations on six graph sources (learned.json: command and evidence).
+LEARNED_POLICY = os.path.join(_HERE, "learned.npz")
 #: The policy of the runtime objective (issue 16): REGAL's transfer-priority head with the
 #: placement and scheduling heads, trained by REINFORCE on makespan (runtime.json: command and evidence).
 RUNTIME_POLICY = os.path.join(_HERE, "runtime.npz")
@@ -41,7 +45,7 @@ RUNTIME_POLICY = os.path.join(_HERE, "runtime.npz")
 
 def __getattr__(name):
     if name == "PolicyConfig":
-        from regal.policy.network import PolicyConfig
+        from regal.policy.policy_config import PolicyConfig
         return PolicyConfig
     raise AttributeError(name)
 
@@ -56,7 +60,14 @@ def _jitted_apply(config):
     import jax
     from regal.policy.network import make_network
     net = make_network(config)
-    return jax.jit(lambda params, batch: net.apply(params, None, batch))
+    return jax.jit(lambda params, batch, starts=None: net.apply(params, None, batch, starts))
+
+
+class _Out:
+    """The NumPy forward's heads, read as attributes like the network's `Logits`."""
+
+    def __init__(self, **heads):
+        self.__dict__.update(heads)
 
 
 class Policy:
@@ -82,8 +93,12 @@ class Policy:
         self._check_devices(devices)
         batch = batch if batch is not None else self.config.batch(graph, devices)
         try:
-            out = self._apply(self.params, batch)
-        except (ValueError, TypeError) as e:  # Haiku: a parameter missing or of another shape
+            if self.config.kind == "gnn":  # NumPy: no JAX import, milliseconds (numpy_net.py)
+                from regal.policy.numpy_net import forward
+                out = _Out(**forward(self.config, self.params, batch))
+            else:
+                out = self._apply(self.params, batch)
+        except (ValueError, TypeError, KeyError) as e:  # a parameter missing or of another shape
             where = f"{self.source}: " if self.source else ""
             raise ValueError(f"{where}the parameters do not fit the policy's network ({type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
@@ -91,6 +106,30 @@ class Policy:
         return {"placement": np.asarray(out.placement)[:n, :devices],
                 "scheduling": np.asarray(out.scheduling)[:n], "elite": np.asarray(out.elite)[:n],
                 "transfer_priority": np.asarray(out.transfer_priority)[:n]}
+
+    @property
+    def has_start(self) -> bool:
+        """Whether the policy has a start-choice head (which start the flagship climbs from, issue 34)."""
+        return bool(getattr(self.config, "start", False))
+
+    def choose_start(self, graph: Graph, devices: int, names, scores, batch: GraphBatch | None = None) -> int:
+        """The start the flagship's climb goes on from: the index among `names` (the starts'
+        names) with climb scores `scores` (`regal.policy.start_choice`) of the highest score of
+        the start-choice head. Runs the NumPy network (no JAX) for "gnn" policies."""
+        if not self.has_start:
+            raise ValueError(f"{self.source or 'this policy'} has no start head")
+        from regal.policy.start_choice import MAX_STARTS, start_features
+        self._check_devices(devices)
+        k = min(len(names), MAX_STARTS)
+        feats = np.zeros((MAX_STARTS, start_features(names[:1], scores[:1]).shape[1]), np.float32)
+        feats[:k] = start_features(list(names)[:k], list(scores)[:k])
+        batch = batch if batch is not None else self.config.batch(graph, devices)
+        if self.config.kind == "gnn":
+            from regal.policy.numpy_net import forward
+            out = forward(self.config, self.params, batch, feats)["start_scores"]
+        else:
+            out = _jitted_apply(self.config)(self.params, batch, feats).start_scores
+        return int(np.argmax(np.asarray(out)[:k]))
 
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:
         """The most likely action per node and head, or a sample (Gumbel-max, seeded)."""
@@ -132,10 +171,11 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike = "default") -> Policy:
-    """Load a policy file; "default" is REGAL's shipped policy, "transfer" the one chosen by
+    """Load a policy file; "learned" is the start choice trained for short budgets (issue 34),
+    "default" is REGAL's shipped policy, "transfer" the one chosen by
     leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's, "runtime"
     the one trained for the runtime objective (with a transfer-priority head)."""
-    from regal.policy.network import PolicyConfig
+    from regal.policy.policy_config import PolicyConfig
     p = os.fspath(path)
     if p in SHIPPED_POLICIES:
         p = os.path.join(_HERE, f"{p}.npz")
@@ -166,8 +206,9 @@ def load_policy(path: str | os.PathLike = "default") -> Policy:
                 raise ValueError(f"{p}: parameter {m}/{k} holds {v.dtype}, not numbers")
             if not np.isfinite(v).all():
                 raise ValueError(f"{p}: parameter {m}/{k} holds NaN or infinity")
-    import jax.numpy as jnp
-    params = {m: {k: jnp.asarray(v) for k, v in d.items()} for m, d in params.items()}
+    if config.kind != "gnn":  # the NumPy forward runs "gnn" policies without JAX
+        import jax.numpy as jnp
+        params = {m: {k: jnp.asarray(v) for k, v in d.items()} for m, d in params.items()}
     return Policy(config, params, meta, source=p)
 
 
@@ -179,7 +220,7 @@ def _config_fields(saved: dict, source: str) -> dict:
     """The fields of a policy file's config, each checked against the type of PolicyConfig's
     default: ValueError naming the field for an unknown field or a value of another type."""
     from regal.policy.features import FEATURE_GROUPS, FEATURE_SETS
-    from regal.policy.network import PolicyConfig
+    from regal.policy.policy_config import PolicyConfig
     defaults = PolicyConfig()._asdict()
     out = {}
     for field, value in saved.items():

@@ -6,8 +6,8 @@ names here, so that a name means the same everywhere.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_POLICY_NAME", "TEACHER_POLICIES", "SHIPPED_POLICIES", "POLICY_NAMES", "needs_network",
-           "check_objective"]
+__all__ = ["DEFAULT_POLICY_NAME", "TEACHER_POLICIES", "SHIPPED_POLICIES", "START_POLICIES", "POLICY_NAMES",
+           "needs_network", "check_objective"]
 
 #: The policy `regal.optimize` and `regal optimize` use when none is named: none (inside the
 #: flagship the shipped priors did not pay on held-out graphs; experiments/results/INDEX.md).
@@ -17,14 +17,19 @@ DEFAULT_POLICY_NAME = "none"
 #: priors), or its scheduling half alone.
 TEACHER_POLICIES = ("teacher", "teacher-schedule")
 #: The shipped policies, by name (`regal.policy.load_policy`: regal/policy/NAME.npz).
-SHIPPED_POLICIES = ("default", "gas", "transfer", "runtime")
+SHIPPED_POLICIES = ("default", "gas", "transfer", "runtime", "learned")
+#: Shipped policies that steer the flagship's search itself rather than give priors (issue 34:
+#: "learned" picks the start the climb goes on from); they run inside the search, in NumPy.
+START_POLICIES = ("learned",)
 #: Every policy name that is not a file: the shipped policies, the teacher's priors and none.
 POLICY_NAMES = SHIPPED_POLICIES + ("none",) + TEACHER_POLICIES
 
 
 def needs_network(policy) -> bool:
-    """Whether `policy` (a name, a path or a loaded Policy) runs a trained network (JAX)."""
-    return policy is not None and not (isinstance(policy, str) and (policy == "none" or policy in TEACHER_POLICIES))
+    """Whether `policy` (a name, a path or a loaded Policy) runs a trained network for priors
+    before the search (the start policies run inside it)."""
+    return policy is not None and not (isinstance(policy, str) and (policy == "none" or policy in TEACHER_POLICIES
+                                                                     or policy in START_POLICIES))
 
 
 def check_objective(policy, objective: str) -> None:

@@ -10,8 +10,11 @@
 - "gas" (graph-as-sequence, REGAL's GAS baseline): the same embeddings read as a sequence in a
   topological order by a bidirectional GRU; no message passing.
 
-Both end in the same per-node heads, which read the final node state and the raw node features. Head biases start at a preference for action 0 (plain
-BRKGA's choice), so an untrained policy begins near plain BRKGA and learns departures from it.
+Both end in the same per-node heads, which read the final node state and the raw node features;
+with `start` on, a graph-level one more: which of the flagship's starts its climb goes on from
+(`regal.policy.start_choice`, `Policy.choose_start`, issue 34). Head biases start at a
+preference for action 0 (plain BRKGA's choice; the start-choice head: the flagship's own choice),
+so an untrained policy begins near plain BRKGA and learns departures from it.
 The functions are pure and jit-able; callers decide where to `jit`.
 """
 
@@ -25,28 +28,10 @@ import jax.numpy as jnp
 
 from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
 from regal.policy.features import GraphBatch, op_vocab_size
+from regal.policy.policy_config import PolicyConfig
+from regal.policy.start_choice import DEFAULT_COLUMN, MAX_STARTS, NUM_START_FEATURES
 
 __all__ = ["PolicyConfig", "Logits", "make_network"]
-
-
-class PolicyConfig(NamedTuple):
-    kind: str = "gnn"            # "gnn" (REGAL) or "gas" (graph as sequence)
-    hidden: int = 64
-    rounds: int = 4              # message-passing rounds (gnn)
-    max_devices: int = 4         # placement head width; a policy serves 1..max_devices
-    placement: bool = True       # which heads act (REGAL Table 3); an inactive head is plain BRKGA
-    scheduling: bool = True
-    elite: bool = False
-    transfer_priority: bool = False  # REGAL's transfer-priority head (the runtime objective's chromosome)
-    default_bias: float = 2.0    # initial logit bonus of action 0
-    structure_features: bool = True  # DFS position and METIS part as node features
-    features: str = "v2"         # feature set (regal.policy.features): "v2" source-invariant, "v1" REGAL's
-    drop_features: tuple = ()    # v2 feature groups zeroed (the ablation)
-
-    def batch(self, graph, devices: int) -> GraphBatch:
-        """The padded features of `graph` that this network reads."""
-        from regal.policy.features import build
-        return build(graph, devices, self.structure_features, self.features, tuple(self.drop_features))
 
 
 class Logits(NamedTuple):
@@ -54,6 +39,7 @@ class Logits(NamedTuple):
     scheduling: jnp.ndarray  # float32[N, len(BETA_ACTIONS)]
     elite: jnp.ndarray       # float32[N, len(ELITE_ACTIONS)]
     transfer_priority: jnp.ndarray  # float32[N, len(BETA_ACTIONS)]; zeros without the head
+    start_scores: jnp.ndarray = None    # float32[MAX_STARTS]: the start-choice head's scores (None without)
 
 
 def _mlp(hidden: int, name: str) -> hk.Module:
@@ -107,10 +93,24 @@ def _gas(batch: GraphBatch, cfg: PolicyConfig) -> jnp.ndarray:
     return _mlp(cfg.hidden, "seq_out")(h) * batch.node_mask[:, None]
 
 
+def _start_scores(cfg: PolicyConfig, h: jnp.ndarray, batch: GraphBatch, starts) -> jnp.ndarray:
+    """The start-choice head (`regal.policy.start_choice`): one score per start from its
+    features and the graph's mean node state; the start the flagship would take without a
+    policy gets `default_bias` more, so an untrained head keeps that choice. starts:
+    float32[MAX_STARTS, NUM_START_FEATURES] (rows of zeros past the real starts, masked)."""
+    mask = batch.node_mask[:, None].astype(jnp.float32)
+    pooled = (h * mask).sum(axis=0) / jnp.maximum(mask.sum(), 1.0)
+    ctx = jnp.broadcast_to(pooled, (starts.shape[0], pooled.shape[0]))
+    hid = jax.nn.gelu(hk.Linear(cfg.hidden, name="start_hidden")(jnp.concatenate([starts, ctx], axis=-1)))
+    score = hk.Linear(1, w_init=hk.initializers.Constant(0.0), name="start_score")(hid)[:, 0]
+    score = score + cfg.default_bias * starts[:, DEFAULT_COLUMN]
+    return jnp.where(starts.sum(axis=-1) != 0, score, -1e9)
+
+
 def make_network(cfg: PolicyConfig) -> hk.Transformed:
     A, B = len(BETA_ACTIONS), len(ELITE_ACTIONS)
 
-    def forward(batch: GraphBatch) -> Logits:
+    def forward(batch: GraphBatch, starts=None) -> Logits:
         h = _gnn(batch, cfg) if cfg.kind == "gnn" else _gas(batch, cfg)
         # the heads also read the raw node features (a skip connection), so a prior that is a
         # simple function of one feature (e.g. the DFS position) is one linear map away
@@ -130,7 +130,10 @@ def make_network(cfg: PolicyConfig) -> hk.Transformed:
                                  name="head_transfer_priority")(h)
         else:
             transfer = jnp.zeros((h.shape[0], A))
-        return Logits(place, sched, elite, transfer)
+        if cfg.start and starts is None:  # no starts given: the head runs on none (its parameters exist)
+            starts = jnp.zeros((MAX_STARTS, NUM_START_FEATURES), jnp.float32)
+        scores = _start_scores(cfg, h, batch, starts) if cfg.start else None
+        return Logits(place, sched, elite, transfer, scores)
 
     if cfg.kind not in ("gnn", "gas"):
         raise ValueError(f"unknown policy kind {cfg.kind!r}")

@@ -19,6 +19,7 @@ import numpy as np
 
 from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
 from regal.policy.features import GraphBatch
+from regal.policy.start_choice import DEFAULT_COLUMN
 
 __all__ = ["forward"]
 
@@ -102,10 +103,19 @@ def _gnn(cfg, params: dict, batch: GraphBatch) -> np.ndarray:
     return out
 
 
-def forward(config, params: dict, batch: GraphBatch) -> dict[str, np.ndarray]:
+def _start_scores(config, params: dict, h: np.ndarray, batch: GraphBatch, starts: np.ndarray) -> np.ndarray:
+    mask = batch.node_mask[:, None].astype(np.float32)
+    pooled = (h * mask).sum(axis=0) / max(float(mask.sum()), 1.0)
+    ctx = np.broadcast_to(pooled, (starts.shape[0], pooled.shape[0]))
+    hid = _gelu(_linear(params["start_hidden"], np.concatenate([starts, ctx], axis=-1)))
+    score = _linear(params["start_score"], hid)[:, 0] + np.float32(config.default_bias) * starts[:, DEFAULT_COLUMN]
+    return np.where(starts.sum(axis=-1) != 0, score, np.float32(-1e9))
+
+
+def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, np.ndarray]:
     """The padded logits of the "gnn" network of `config` (a PolicyConfig) on `batch`:
     placement [N, max_devices, A], scheduling [N, A], elite [N, B], transfer_priority [N, A]
-    and start_priority [N], start_device [N, max_devices] (zeros where the head is off)."""
+    and, with `starts` (float32[K, NUM_START_FEATURES]) and a start head, start_scores [K]."""
     if config.kind != "gnn":
         raise ValueError(f"the NumPy forward covers kind 'gnn' only, not {config.kind!r} "
                          f"(the GRU of kind 'gas' runs in JAX only)")
@@ -117,10 +127,6 @@ def forward(config, params: dict, batch: GraphBatch) -> dict[str, np.ndarray]:
            "elite": _linear(params["head_elite"], h)}
     out["transfer_priority"] = (_linear(params["head_transfer_priority"], h) if config.transfer_priority
                                 else np.zeros((n, A), h.dtype))
-    if config.start:
-        out["start_priority"] = _linear(params["head_start_priority"], h)[:, 0]
-        out["start_device"] = _linear(params["head_start_device"], h)
-    else:
-        out["start_priority"] = np.zeros(n, h.dtype)
-        out["start_device"] = np.zeros((n, config.max_devices), h.dtype)
+    if config.start and starts is not None:  # the start-choice head (network._start_scores)
+        out["start_scores"] = _start_scores(config, params, h, batch, np.asarray(starts, np.float32))
     return out

@@ -17,7 +17,7 @@ from regal.policy.teacher import teacher_actions
 from regal.priors import Priors
 from regal.timed import timed_chromosome_length
 
-__all__ = ["resolve_priors", "teacher_priors", "check_priors"]
+__all__ = ["resolve_priors", "resolve_policy", "teacher_priors", "check_priors"]
 
 
 def check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
@@ -38,6 +38,14 @@ def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy,
     teacher's ("teacher", "teacher-schedule"), or none; for the chromosome of `objective`
     ("memory", or "runtime": the timed one of SPEC.md section 5, which only a policy trained for
     it, with a transfer-priority head such as "runtime", predicts)."""
+    return resolve_policy(graph, devices, priors, policy, objective)[0]
+
+
+def resolve_policy(graph: Graph, devices: int, priors: Priors | None, policy,
+                   objective: str = "memory") -> tuple[Priors | None, object]:
+    """(priors, chooser): the priors of `resolve_priors`, and the policy's start choice: a
+    function (names, scores) -> index of the start the flagship's climb goes on from (issue 34;
+    None without a start head). A policy whose Beta heads are all off gives no priors."""
     if priors is not None and policy not in (None, "none"):
         raise ValueError("give either priors or a policy, not both")
     if priors is not None and not isinstance(priors, Priors):
@@ -45,18 +53,24 @@ def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy,
     if priors is not None:
         length = (timed_chromosome_length if objective == "runtime" else chromosome_length)(graph.num_nodes, devices)
         check_priors(priors, length, devices)
-        return priors
+        return priors, None
     if policy is None or policy == "none":
-        return None
+        return None, None
     check_objective(policy, objective)
     if isinstance(policy, str) and policy in TEACHER_POLICIES:
-        return teacher_priors(graph, devices, placement=policy == "teacher")
+        return teacher_priors(graph, devices, placement=policy == "teacher"), None
     if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
-        raise TypeError(f"policy must be 'default', 'transfer', 'runtime', 'teacher', 'none', a policy file or a "
-                        f"loaded Policy, got {policy!r}")
+        if hasattr(policy, "choose_start"):   # a start chooser alone (no priors)
+            return None, lambda names, scores: policy.choose_start(graph, devices, names, scores)
+        raise TypeError(f"policy must be 'default', 'learned', 'transfer', 'runtime', 'teacher', 'none', a policy "
+                        f"file or a loaded Policy, got {policy!r}")
     pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
     if pol.objective != objective:
         name = getattr(pol, "source", None) or "this policy"
         raise ValueError(f"{name} was trained for the {pol.objective} objective, not {objective!r}; give a policy "
                          f"of the {objective} objective or 'none'")
-    return pol.priors(graph, devices, objective=objective)
+    cfg = pol.config
+    heads = cfg.placement or cfg.scheduling or cfg.elite or cfg.transfer_priority
+    chooser = (lambda names, scores: pol.choose_start(graph, devices, names, scores)) \
+        if getattr(pol, "has_start", False) else None
+    return (pol.priors(graph, devices, objective=objective) if heads else None), chooser

@@ -1,0 +1,360 @@
+"""Issue 34: the learned start choice, trained leave-one-source-out, at 1,000 evaluations on held-out sources.
+
+    python -m experiments.learned collect [--per-source 30] [--workers 2]  # each start's outcome
+    python -m experiments.learned train [--epochs 20]                      # one policy per fold, and "all"
+    python -m experiments.learned evaluate [--workers 2]                   # test splits, tables
+
+Data (collect): on the train and valid splits of the six corpus sources (the graphs of
+configs/learned_answers.json, --per-source train graphs spread over each source's list, a third
+as many valid ones), d = 2 and 4, seed 0: the flagship at 1,000 evaluations climbing from each of
+its starts in turn (`Forced`), and the starts' names and climb scores.
+
+Folds (train): each source in turn is left out; the start-choice head (`PolicyConfig(start=True)`,
+every Beta head off, feature set v2) is trained on the train cells of the other sources
+(`regal.policy.training.start`: the exact policy gradient of the expected relative peak) and its
+epoch chosen on their valid cells; torch and layers trace the same architectures, so they leave
+training together. "all" trains on every source; it ships as regal/policy/learned.npz. Each fold
+also keeps the lookup-table rule its training cells give (the start names ranked by mean
+relative cost per device count): what the graph network must beat, compared on the valid cells.
+
+Evaluation, on the test split of the left-out source (the never-trapped datasets), d = 2 and 4,
+seeds 0-2: the flagship at 1,000 evaluations with the fold's policy and with the fold's lookup
+table, against the no-prior flagship at 1,000 and 5,000 (read from the never-trapped cache, the
+same seeds). The importers' graphs (an outside source no fold trains on) run with "all". Cells
+are cached one file each under experiments/cache/learned/. Results: experiments/results/learned/
+(README.md: tables, command, commit; cells.csv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from multiprocessing import Pool
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICIES = os.path.join(ROOT, "experiments", "policies", "learned")
+CACHE = os.path.join(ROOT, "experiments", "cache", "learned")
+OUT = os.path.join(ROOT, "experiments", "results", "learned")
+ANSWERS = os.path.join(ROOT, "experiments", "configs", "learned_answers.json")
+TESTS = os.path.join(ROOT, "experiments", "configs", "never_trapped.json")
+SOURCES = ("real", "synthetic", "flax", "torch", "layers", "layered")
+TWINS = {"torch": {"torch", "layers"}, "layers": {"torch", "layers"}}
+SEEDS, DEVICES, BUDGET = (0, 1, 2), (2, 4), 1000
+
+
+class Forced:
+    """A start chooser that climbs from start `k` (the data: each start's outcome) and keeps
+    what the flagship showed it (the starts' names and scores)."""
+
+    def __init__(self, k: int):
+        self.k, self.names, self.scores = k, None, None
+
+    def choose_start(self, graph, devices, names, scores) -> int:
+        self.names, self.scores = list(names), [list(map(int, s)) for s in scores]
+        return min(self.k, len(names) - 1)
+
+
+def _collect_cell(job) -> dict:
+    """The flagship at BUDGET climbing from each of its starts in turn, on one (graph, d, seed)."""
+    source, split, path, d, seed = job
+    f = os.path.join(CACHE, "starts", os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
+    if os.path.exists(f):
+        return json.load(open(f))
+    import regal
+    g = regal.load(path)
+    first = Forced(0)
+    outcomes = [regal.optimize(g, d, budget=BUDGET, seed=seed, policy=first).peak_bytes]
+    for k in range(1, len(first.names)):
+        outcomes.append(regal.optimize(g, d, budget=BUDGET, seed=seed, policy=Forced(k)).peak_bytes)
+    default = regal.optimize(g, d, budget=BUDGET, seed=seed).info["climbs"][0]["start"]
+    row = {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
+           "names": first.names, "scores": first.scores, "outcomes": outcomes, "default": default}
+    os.makedirs(os.path.dirname(f), exist_ok=True)
+    with open(f + ".tmp", "w") as fh:
+        json.dump(row, fh)
+    os.replace(f + ".tmp", f)
+    return row
+
+
+def _collect_jobs(per_source: int, seeds=(0,)) -> list:
+    from experiments.runner import dataset_graphs
+    cfg = json.load(open(ANSWERS))
+    jobs = []
+    for ds in cfg["datasets"]:
+        source, split = ds["label"].rsplit("-", 1)
+        paths = dataset_graphs(ds)
+        want = per_source if split == "train" else max(per_source // 3, 1)
+        paths = paths[::max(1, len(paths) // want)][:want]
+        jobs += [(source, split, p, d, s) for s in seeds for p in paths for d in cfg["devices"]]
+    return jobs
+
+
+def collect(args) -> None:
+    jobs = _collect_jobs(args.per_source, args.seeds)
+    print(f"{len(jobs)} cells", flush=True)
+    with Pool(args.workers) as pool:
+        for i, _ in enumerate(pool.imap_unordered(_collect_cell, jobs)):
+            if (i + 1) % 20 == 0:
+                print(f"{i + 1}/{len(jobs)} cells", flush=True)
+
+
+def _cells(split: str | None = None) -> list:
+    """Every collected (graph, devices), as (source, split, StartCell), the seeds' outcomes
+    together (seed 0's starts and scores are the features; a seed whose starts differ is left out)."""
+    import glob
+    from regal.policy.training.start import StartCell
+    runs: dict = {}
+    for f in sorted(glob.glob(os.path.join(CACHE, "starts", "*", "*.json"))):
+        r = json.load(open(f))
+        if split is None or r["split"] == split:
+            runs.setdefault((r["path"], r["devices"]), []).append(r)
+    out = []
+    for (path, d), rs in runs.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        first = rs[0]
+        outcomes = [r["outcomes"] for r in rs if r["names"] == first["names"]]
+        out.append((first["source"], first["split"],
+                    StartCell(os.path.join(ROOT, path), d, first["names"], first["scores"], outcomes)))
+    return out
+
+
+def _config():
+    from regal.policy.network import PolicyConfig
+    return PolicyConfig(start=True, placement=False, scheduling=False, features="v2", hidden=32, rounds=3)
+
+
+def _preference(cells) -> dict:
+    """{devices: start names by their mean relative cost over `cells`}: the lookup-table rule the
+    learned head is compared with."""
+    cost: dict = {}
+    for c in cells:
+        for name, x in zip(c.names, c.costs):
+            cost.setdefault((c.devices, name), []).append(x)
+    out: dict = {}
+    for (d, name), xs in cost.items():
+        out.setdefault(d, []).append((float(np.mean(xs)), name))
+    return {d: [name for _, name in sorted(v)] for d, v in out.items()}
+
+
+def _table_cost(ranking: dict, cells) -> float:
+    """Mean relative cost (in %) of the lookup-table rule on `cells`: the first start of the
+    device count's ranking that the cell has (else the lowest score)."""
+    out = []
+    for c in cells:
+        k = next((c.names.index(n) for n in ranking.get(c.devices, []) if n in c.names), c.default())
+        out.append(c.costs[k])
+    return 100 * float(np.mean(out))
+
+
+class _Recorder:
+    """Wraps a policy's start choice, keeping what it chose and what the flagship would have."""
+
+    def __init__(self, policy):
+        self.policy, self.chosen, self.default = policy, None, None
+
+    def choose_start(self, graph, devices, names, scores) -> int:
+        k = self.policy.choose_start(graph, devices, names, scores)
+        self.chosen, self.default = names[k], names[min(range(len(scores)), key=lambda i: tuple(scores[i]))]
+        return k
+
+
+def train(args) -> None:
+    from regal.policy import init_policy
+    from regal.policy.training.start import train_start_choice
+    cells = _cells()
+    os.makedirs(POLICIES, exist_ok=True)
+    for fold in (args.folds or list(SOURCES) + ["all"]):
+        path = os.path.join(POLICIES, f"{fold}.npz")
+        if os.path.exists(path):
+            print(f"{fold}: {path} exists", flush=True)
+            continue
+        out = TWINS.get(fold, {fold})
+        tr = [c for s, sp, c in cells if sp == "train" and s not in out]
+        va = [c for s, sp, c in cells if sp == "valid" and s not in out]
+        t0 = time.time()
+        pol = init_policy(_config(), seed=0)
+        print(f"{fold}: {len(tr)} training cells, {len(va)} valid", flush=True)
+        curve = train_start_choice(pol, tr, epochs=args.epochs, lr=args.lr, entropy=args.entropy, valid=va,
+                                   log=lambda s: print(f"  {fold}: {s}", flush=True))
+        best = min(curve, key=lambda r: r["valid_cost"])
+        pol.meta = {"trained": True, "issue": 34, "fold": fold, "left_out": sorted(out) if fold != "all" else [],
+                    "training_cells": len(tr), "valid_cells": len(va), "epochs": args.epochs, "lr": args.lr,
+                    "entropy": args.entropy, "chosen_epoch": best["epoch"], "valid_cost": best["valid_cost"],
+                    "valid_default_cost": best["valid_default_cost"], "curve": curve,
+                    "table": _preference(tr), "table_valid_cost": _table_cost(_preference(tr), va),
+                    "seconds": round(time.time() - t0, 1),
+                    "command": "python -m experiments.learned train " + " ".join(sys.argv[2:])}
+        pol.save(path)
+        print(f"{fold}: saved {path}, epoch {best['epoch']} ({time.time() - t0:.0f} s)", flush=True)
+
+
+def _cell(job) -> dict:
+    fold, label, path, d, seed, policy = job
+    f = os.path.join(CACHE, "test", f"{policy}-{fold}", os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
+    if os.path.exists(f):
+        return json.load(open(f))
+    import regal
+    from regal.policy import load_policy
+    g = regal.load(path)
+    pol = _Recorder(load_policy(os.path.join(POLICIES, f"{fold}.npz")))
+    t = time.perf_counter()
+    sol = regal.optimize(g, d, budget=BUDGET, seed=seed, policy=pol)
+    row = {"fold": fold, "dataset": label, "graph": os.path.basename(path)[:-8], "nodes": g.num_nodes, "devices": d,
+           "seed": seed, "policy": policy, "peak_bytes": sol.peak_bytes, "seconds": round(time.perf_counter() - t, 4),
+           "climb_start": (sol.info["climbs"] or [{}])[0].get("start"), "chosen": pol.chosen,
+           "default_start": pol.default, "history": sol.info["history"]}
+    os.makedirs(os.path.dirname(f), exist_ok=True)
+    with open(f, "w") as fh:
+        json.dump(row, fh)
+    return row
+
+
+def _reference_doc(path: str, d: int, seed: int, budget: str) -> dict | None:
+    from experiments.runner import Cell, Method
+    cfg = json.load(open(TESTS))
+    m = next(x for x in cfg["methods"] if x["name"] == f"regal-{budget}")
+    f = Cell(Method.from_config(m), path, d, seed).path(os.path.join(ROOT, "experiments", "cache", cfg["name"]))
+    return json.load(open(f)) if os.path.exists(f) else None
+
+
+def plot_anytime(rows: list, none_history: dict) -> list:
+    """One figure per source: the mean best peak over the no-prior flagship's peak at 5,000
+    (same seed) against evaluations, with the learned start choice and without (d = 2, 4)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from experiments.never_trapped import _step
+    grid = np.unique(np.geomspace(10, BUDGET, 50).astype(int))
+    files = []
+    for ds in sorted({r["dataset"] for r in rows}):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for ax, d in zip(axes, DEVICES):
+            cells = [r for r in rows if r["dataset"] == ds and r["devices"] == d and r["none_5k"]]
+            for label, hist in (("no policy", lambda r: none_history.get((r["dataset"], r["graph"], d, r["seed"]))),
+                                ("learned", lambda r: r["history"])):
+                curves = [_step(hist(r), 0, grid) / r["none_5k"] for r in cells if hist(r)]
+                if curves:
+                    ax.plot(grid, np.nanmean(np.array(curves), axis=0), label=f"{label} ({len(curves)} runs)")
+            ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.set_xlabel("evaluations")
+            ax.set_ylabel("best peak / no-policy flagship at 5K")
+            ax.set_title(f"{ds}, d = {d}")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        name = f"anytime_{ds}.png"
+        fig.savefig(os.path.join(OUT, name), dpi=80)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def _reference(path: str, d: int, seed: int, budget: str) -> int | None:
+    from experiments.runner import Cell, Method
+    cfg = json.load(open(TESTS))
+    m = next(x for x in cfg["methods"] if x["name"] == f"regal-{budget}")
+    f = Cell(Method.from_config(m), path, d, seed).path(os.path.join(ROOT, "experiments", "cache", cfg["name"]))
+    if not os.path.exists(f):
+        return None
+    return int(json.load(open(f))["peak_bytes"])
+
+
+def evaluate(args) -> None:
+    from experiments.runner import dataset_graphs
+    cfg = json.load(open(TESTS))
+    label_source = {"real-test": "real", "synthetic-test": "synthetic", "flax-test": "flax", "torch-test": "torch",
+                    "layers-test": "layers", "layered-test": "layered", "importers": "all"}
+    jobs = []
+    for ds in cfg["datasets"]:
+        fold = label_source[ds["label"]]
+        for path in dataset_graphs(ds):
+            for d in DEVICES:
+                for seed in SEEDS:
+                    for policy in ("learned",):
+                        jobs.append((fold, ds["label"], path, d, seed, policy))
+    with Pool(args.workers) as pool:
+        rows = []
+        for i, row in enumerate(pool.imap_unordered(_cell, jobs, chunksize=4)):
+            rows.append(row)
+            if (i + 1) % 100 == 0:
+                print(f"{i + 1}/{len(jobs)} cells", flush=True)
+    paths = {(ds["label"], os.path.basename(p)[:-8]): p for ds in cfg["datasets"] for p in dataset_graphs(ds)}
+    for r in rows:
+        p = paths[(r["dataset"], r["graph"])]
+        r["none_1k"] = _reference(p, r["devices"], r["seed"], "1k")
+        r["none_5k"] = _reference(p, r["devices"], r["seed"], "5k")
+    none_history = {}
+    for r in rows:
+        doc = _reference_doc(paths[(r["dataset"], r["graph"])], r["devices"], r["seed"], "1k")
+        if doc:
+            none_history[(r["dataset"], r["graph"], r["devices"], r["seed"])] = doc["info"].get("history")
+    write_tables(rows)
+    os.makedirs(OUT, exist_ok=True)
+    print("plots:", plot_anytime(rows, none_history))
+
+
+def write_tables(rows: list) -> None:
+    from experiments.runner import commit, machine
+    os.makedirs(OUT, exist_ok=True)
+    rows = sorted(rows, key=lambda r: (r["dataset"], r["graph"], r["devices"], r["seed"], r["policy"]))
+    with open(os.path.join(OUT, "cells.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "history"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["# Issue 34: the learned start choice at 1,000 evaluations on left-out sources", "",
+             f"Command: `python -m experiments.learned evaluate` at commit {commit()}, on {machine()}.", "",
+             "Each row: the test split of one source, with the policy of the fold that left it out (importers: the "
+             "policy trained on all six sources; no fold trains on them), d = 2 and 4, seeds 0-2. *reach*: share "
+             "of cells whose peak at 1,000 evaluations is at most the no-prior flagship's at 5,000 (same seed; "
+             "target >= 80 %). *vs none*: mean % lower peak than the no-prior flagship at 1,000 (same seed; "
+             "target: never below -0.5 % on any source). *table*: the fold's lookup-table rule (start names "
+             "ranked by their mean cost on the fold's training cells); *learned*: the fold's start-choice head.", "",
+             "| source | d | cells | reach: none | reach: learned | vs none | learned better / worse / same | climbs from another start |",
+             "|---|---|---|---|---|---|---|---|"]
+    groups = {}
+    for r in rows:
+        if r["none_1k"] is None or r["none_5k"] is None:
+            continue
+        groups.setdefault((r["dataset"], r["devices"]), []).append(r)
+        groups.setdefault(("all", r["devices"]), []).append(r)
+    for (ds, d), cells in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+        reach_none = 100 * np.mean([r["none_1k"] <= r["none_5k"] for r in cells])
+        reach = 100 * np.mean([r["peak_bytes"] <= r["none_5k"] for r in cells])
+        gain = np.mean([100.0 * (r["none_1k"] - r["peak_bytes"]) / r["none_1k"] for r in cells])
+        better = sum(r["peak_bytes"] < r["none_1k"] for r in cells)
+        worse = sum(r["peak_bytes"] > r["none_1k"] for r in cells)
+        other = sum(r["chosen"] is not None and r["chosen"] != r["default_start"] for r in cells)
+        lines.append(f"| {ds} | {d} | {len(cells)} | {reach_none:.1f} % | {reach:.1f} % | {gain:+.2f} % | "
+                     f"{better} / {worse} / {len(cells) - better - worse} | {other} |")
+    with open(os.path.join(OUT, "README.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m experiments.learned", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--per-source", type=int, default=30, help="train graphs per source (valid: a third)")
+    c.add_argument("--workers", type=int, default=2)
+    c.add_argument("--seeds", type=int, nargs="+", default=[0])
+    t = sub.add_parser("train")
+    t.add_argument("--epochs", type=int, default=20)
+    t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--entropy", type=float, default=0.01)
+    t.add_argument("--folds", nargs="*", default=None)
+    e = sub.add_parser("evaluate")
+    e.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
