@@ -4,7 +4,7 @@
     python -m experiments.learned train [--epochs 20]                      # one policy per fold, and "all"
     python -m experiments.learned evaluate [--workers 2]                   # test splits, tables
 
-Data (collect): on the train and valid splits of the six corpus sources (the graphs of
+Data (collect; every cell also in results/learned/starts.json.gz, which train reads): on the train and valid splits of the six corpus sources (the graphs of
 configs/learned_answers.json, --per-source train graphs spread over each source's list, a third
 as many valid ones), d = 2 and 4, seed 0: the flagship at 1,000 evaluations climbing from each of
 its starts in turn (`Forced`), and the starts' names and climb scores.
@@ -43,6 +43,8 @@ CACHE = os.path.join(ROOT, "experiments", "cache", "learned")
 OUT = os.path.join(ROOT, "experiments", "results", "learned")
 ANSWERS = os.path.join(ROOT, "experiments", "configs", "learned_answers.json")
 TESTS = os.path.join(ROOT, "experiments", "configs", "never_trapped.json")
+#: Every collected cell, shipped (train reads it): written by collect from its cache
+STARTS = os.path.join(OUT, "starts.json.gz")
 SOURCES = ("real", "synthetic", "flax", "torch", "layers", "layered")
 TWINS = {"torch": {"torch", "layers"}, "layers": {"torch", "layers"}}
 SEEDS, DEVICES, BUDGET = (0, 1, 2), (2, 4), 1000
@@ -102,16 +104,24 @@ def collect(args) -> None:
         for i, _ in enumerate(pool.imap_unordered(_collect_cell, jobs)):
             if (i + 1) % 20 == 0:
                 print(f"{i + 1}/{len(jobs)} cells", flush=True)
+    import glob
+    import gzip
+    rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(CACHE, "starts", "*", "*.json")))]
+    os.makedirs(OUT, exist_ok=True)
+    with gzip.GzipFile(STARTS, "wb", mtime=0) as f:   # every cell collected so far, all seeds
+        f.write(json.dumps(rows).encode())
+    print(f"{STARTS}: {len(rows)} cells", flush=True)
 
 
 def _cells(split: str | None = None) -> list:
     """Every collected (graph, devices), as (source, split, StartCell), the seeds' outcomes
     together (seed 0's starts and scores are the features; a seed whose starts differ is left out)."""
-    import glob
+    import gzip
     from regal.policy.training.start import StartCell
     runs: dict = {}
-    for f in sorted(glob.glob(os.path.join(CACHE, "starts", "*", "*.json"))):
-        r = json.load(open(f))
+    with gzip.open(STARTS, "rt") as f:
+        rows = json.load(f)
+    for r in rows:
         if split is None or r["split"] == split:
             runs.setdefault((r["path"], r["devices"]), []).append(r)
     out = []
@@ -196,7 +206,7 @@ def train(args) -> None:
 
 def _cell(job) -> dict:
     fold, label, path, d, seed, policy = job
-    f = os.path.join(CACHE, "test", f"{policy}-{fold}", os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
+    f = os.path.join(CACHE, "test", f"{policy}-{fold}", label, os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
     if os.path.exists(f):
         return json.load(open(f))
     import regal
@@ -273,7 +283,7 @@ def evaluate(args) -> None:
                     "layers-test": "layers", "layered-test": "layered", "importers": "all"}
     jobs = []
     for ds in cfg["datasets"]:
-        fold = label_source[ds["label"]]
+        fold = "all" if args.policy == "all" else label_source[ds["label"]]
         for path in dataset_graphs(ds):
             for d in DEVICES:
                 for seed in SEEDS:
@@ -295,27 +305,31 @@ def evaluate(args) -> None:
         doc = _reference_doc(paths[(r["dataset"], r["graph"])], r["devices"], r["seed"], "1k")
         if doc:
             none_history[(r["dataset"], r["graph"], r["devices"], r["seed"])] = doc["info"].get("history")
-    write_tables(rows)
-    os.makedirs(OUT, exist_ok=True)
-    print("plots:", plot_anytime(rows, none_history))
+    write_tables(rows, args.policy)
+    if args.policy == "fold":
+        os.makedirs(OUT, exist_ok=True)
+        print("plots:", plot_anytime(rows, none_history))
 
 
-def write_tables(rows: list) -> None:
+def write_tables(rows: list, which: str = "fold") -> None:
     from experiments.runner import commit, machine
     os.makedirs(OUT, exist_ok=True)
     rows = sorted(rows, key=lambda r: (r["dataset"], r["graph"], r["devices"], r["seed"], r["policy"]))
-    with open(os.path.join(OUT, "cells.csv"), "w", newline="") as f:
+    suffix = "" if which == "fold" else "_all"
+    with open(os.path.join(OUT, f"cells{suffix}.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "history"], extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    lines = ["# Issue 34: the learned start choice at 1,000 evaluations on left-out sources", "",
-             f"Command: `python -m experiments.learned evaluate` at commit {commit()}, on {machine()}.", "",
-             "Each row: the test split of one source, with the policy of the fold that left it out (importers: the "
-             "policy trained on all six sources; no fold trains on them), d = 2 and 4, seeds 0-2. *reach*: share "
+    held = ("the policy of the fold that left it out (importers: the policy trained on all six sources; no fold "
+            "trains on them)") if which == "fold" else \
+        "the policy trained on all six sources (the shipped `learned`: test graphs it never saw, of sources it saw)"
+    lines = [f"# Issue 34: the learned start choice at 1,000 evaluations{' on left-out sources' if which == 'fold' else ', sources seen in training'}", "",
+             f"Command: `python -m experiments.learned evaluate{' --policy all' if which == 'all' else ''}` at commit {commit()}, on {machine()}.", "",
+             f"Each row: the test split of one source, with {held}, d = 2 and 4, seeds 0-2. *reach*: share "
              "of cells whose peak at 1,000 evaluations is at most the no-prior flagship's at 5,000 (same seed; "
              "target >= 80 %). *vs none*: mean % lower peak than the no-prior flagship at 1,000 (same seed; "
-             "target: never below -0.5 % on any source). *table*: the fold's lookup-table rule (start names "
-             "ranked by their mean cost on the fold's training cells); *learned*: the fold's start-choice head.", "",
+             "target: never below -0.5 % on any source). *better / worse / same*: runs against no policy; "
+             "*climbs from another start*: runs where the head overrode the flagship's own choice.", "",
              "| source | d | cells | reach: none | reach: learned | vs none | learned better / worse / same | climbs from another start |",
              "|---|---|---|---|---|---|---|---|"]
     groups = {}
@@ -333,7 +347,23 @@ def write_tables(rows: list) -> None:
         other = sum(r["chosen"] is not None and r["chosen"] != r["default_start"] for r in cells)
         lines.append(f"| {ds} | {d} | {len(cells)} | {reach_none:.1f} % | {reach:.1f} % | {gain:+.2f} % | "
                      f"{better} / {worse} / {len(cells) - better - worse} | {other} |")
-    with open(os.path.join(OUT, "README.md"), "w") as f:
+    if which == "fold":
+        from regal.policy import load_policy
+        lines += ["", "The data and the folds: `python -m experiments.learned collect --per-source 30 --seeds 0`, the "
+                  "same with `--seeds 1` (starts.json.gz: every cell), then `python -m experiments.learned train "
+                  "--epochs 30` (experiments/policies/learned/FOLD.npz; `all` ships as regal/policy/learned.npz). "
+                  "Each fold's valid cells (the valid splits of its training sources): mean % above the best start's "
+                  "outcome at 1K (mean of seeds 0, 1) of the flagship's own choice, of the lookup table and of the "
+                  "head at its chosen epoch (0: the untrained head, the flagship's own choice).", "",
+                  "| fold (left out) | training cells | valid cells | chosen epoch | own choice | table | learned |",
+                  "|---|---|---|---|---|---|---|"]
+        for fold in list(SOURCES) + ["all"]:
+            f = os.path.join(POLICIES, f"{fold}.npz")
+            if os.path.exists(f):
+                m = load_policy(f).meta
+                lines.append(f"| {fold} | {m['training_cells']} | {m['valid_cells']} | {m['chosen_epoch']} | "
+                             f"{m['valid_default_cost']:.2f} % | {m['table_valid_cost']:.2f} % | {m['valid_cost']:.2f} % |")
+    with open(os.path.join(OUT, "README.md" if which == "fold" else "seen_sources.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -352,6 +382,9 @@ def main(argv=None) -> None:
     t.add_argument("--folds", nargs="*", default=None)
     e = sub.add_parser("evaluate")
     e.add_argument("--workers", type=int, default=2)
+    e.add_argument("--policy", choices=["fold", "all"], default="fold",
+                   help="fold: each source with the policy that left it out (held out); all: every source "
+                        "with the policy trained on all six (their test graphs unseen, their sources seen)")
     args = ap.parse_args(argv)
     {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
 

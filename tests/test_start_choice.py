@@ -87,3 +87,24 @@ def test_the_shipped_learned_policy_runs_without_jax():
     import os
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
     assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+def test_learned_in_the_paper_setting_is_plain_brkga():
+    g = random_dag(4, num_nodes=70)
+    import regal.methods
+    paper = regal.methods.solve("regal-paper", g, 2, seed=3, budget=300, policy="learned")
+    plain = regal.methods.solve("brkga", g, 2, seed=3, budget=300)
+    assert paper.peak_bytes == plain.peak_bytes and np.array_equal(paper.order, plain.order)
+
+
+def test_the_cli_runs_the_learned_policy(tmp_path):
+    import json
+    from click.testing import CliRunner
+    from regal.cli import main
+    from regal.graph import save
+    path = tmp_path / "g.json"
+    save(random_dag(6, num_nodes=60), str(path))
+    r = CliRunner().invoke(main, ["optimize", str(path), "-d", "2", "--budget", "300", "--policy", "learned", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["info"]["policy"] == "learned" and doc["evaluations"] == 300

@@ -1,6 +1,8 @@
 """REGAL's learned prior: a policy that reads a graph and biases the BRKGA per node.
 
-The only package of regal that imports JAX, Haiku and optax; `import regal` does not load it.
+The only package of regal that imports JAX, Haiku and optax (to train, and to run a "gas"
+policy); `import regal` does not load it, and loading or running a "gnn" policy does not either
+(`regal.policy.numpy_net`).
 
     policy = load_policy("default")            # the trained policy shipped with regal
     priors = policy.priors(graph, devices=2)   # per-gene Beta priors for regal.optimize
