@@ -198,6 +198,11 @@ def run_loop(problem: Problem, config: BrkgaConfig, budget: int, seed: int, *, p
         # old population: no new P x L array, whose pages take seconds to fault in at 300K nodes
         state = brkga.tell(state, candidates[:fitness.shape[0]], fitness, config, overwrite=True)
         spare = None if np.may_share_memory(drawn, state.population) else drawn
+        if improver is not None and (not history or state.best_fitness < history[-1][1]):
+            # the population's best before the improver's round (the seeds among it): an anytime
+            # curve must not show a climb from a worse start as the answer so far
+            history.append([state.evaluations + spent(), state.best_fitness,
+                            round(time.perf_counter() - t0, 6)])
         if improver is not None and not expired(deadline):
             state = improver.improve(state, budget)
         used = state.evaluations + spent()

@@ -207,8 +207,9 @@ class Polish:
         return best[1].copy(), best[2].copy(), best[0]
 
     def history(self, loop_history: list, t0: float) -> list:
-        """The loop's history ([evaluations, best peak, seconds] after each round) with every new
-        best a climb found inside a round, at the evaluation it was found: the anytime curve."""
+        """The loop's history ([evaluations, best peak, seconds] after each generation's
+        evaluation and after each round) with every new best a climb found inside a round, at the
+        evaluation it was found: the anytime curve."""
         points = list(loop_history)
         for climber in {id(m[0]): m[0] for m in self.marks}.values():
             marks = [(count, at) for c, count, at in self.marks if c is climber]
