@@ -174,9 +174,22 @@ class _Recorder:
         return k
 
 
+def _selection_source(fold: str) -> str:
+    """The source a fold chooses its epoch on: the next one in SOURCES that is neither the left-out
+    source nor its twin (experiments.transfer's rotation): a source the fold never trains on."""
+    out = TWINS.get(fold, {fold})
+    i = SOURCES.index(fold)
+    return next(s for s in SOURCES[i + 1:] + SOURCES[:i] if s not in out)
+
+
 def train(args) -> None:
-    from regal.policy import init_policy
-    from regal.policy.training.start import train_start_choice
+    """One policy per fold: trained on the train cells of the sources it neither leaves out nor
+    selects on, its epoch chosen on every cell of the selection source (`_selection_source`; with
+    --select valid: on the valid cells of its training sources, the first rule tried). "all"
+    trains on every source's train cells for the median of the folds' chosen epochs (0: the
+    untrained head)."""
+    from regal.policy import init_policy, load_policy
+    from regal.policy.training.start import choice_cost, train_start_choice
     cells = _cells()
     os.makedirs(POLICIES, exist_ok=True)
     for fold in (args.folds or list(SOURCES) + ["all"]):
@@ -184,19 +197,39 @@ def train(args) -> None:
         if os.path.exists(path):
             print(f"{fold}: {path} exists", flush=True)
             continue
-        out = TWINS.get(fold, {fold})
-        tr = [c for s, sp, c in cells if sp == "train" and s not in out]
-        va = [c for s, sp, c in cells if sp == "valid" and s not in out]
+        out = TWINS.get(fold, {fold}) if fold != "all" else set()
+        if fold == "all" or args.select == "valid":
+            select, held = None, out
+        else:
+            select = _selection_source(fold)
+            held = out | TWINS.get(select, {select})
+        tr = [c for s, sp, c in cells if sp == "train" and s not in held]
+        va = ([c for s, sp, c in cells if s == select] if select else
+              [c for s, sp, c in cells if sp == "valid" and s not in held])
         t0 = time.time()
         pol = init_policy(_config(), seed=0)
-        print(f"{fold}: {len(tr)} training cells, {len(va)} valid", flush=True)
-        curve = train_start_choice(pol, tr, epochs=args.epochs, lr=args.lr, entropy=args.entropy, valid=va,
-                                   log=lambda s: print(f"  {fold}: {s}", flush=True))
-        best = min(curve, key=lambda r: r["valid_cost"])
-        pol.meta = {"trained": True, "issue": 34, "fold": fold, "left_out": sorted(out) if fold != "all" else [],
-                    "training_cells": len(tr), "valid_cells": len(va), "epochs": args.epochs, "lr": args.lr,
-                    "entropy": args.entropy, "chosen_epoch": best["epoch"], "valid_cost": best["valid_cost"],
-                    "valid_default_cost": best["valid_default_cost"], "curve": curve,
+        epochs = args.epochs
+        if fold == "all" and args.select == "source":
+            chosen = [load_policy(os.path.join(POLICIES, f"{f}.npz")).meta["chosen_epoch"] for f in SOURCES]
+            epochs = int(np.median(chosen))
+            print(f"all: the folds chose epochs {chosen}: {epochs}", flush=True)
+        print(f"{fold}: {len(tr)} training cells, {len(va)} selection cells ({select or 'valid splits'})", flush=True)
+        if epochs > 0 and not (fold == "all" and args.select == "source"):
+            curve = train_start_choice(pol, tr, epochs=epochs, lr=args.lr, entropy=args.entropy, valid=va,
+                                       log=lambda s: print(f"  {fold}: {s}", flush=True))
+        elif epochs > 0:   # "all": a fixed number of epochs, no selection
+            curve = train_start_choice(pol, tr, epochs=epochs, lr=args.lr, entropy=args.entropy,
+                                       log=lambda s: print(f"  {fold}: {s}", flush=True))
+        else:
+            curve = []
+        v, base = choice_cost(pol, va)
+        best = min(curve, key=lambda r: r["valid_cost"]) if curve and "valid_cost" in curve[0] else \
+            {"epoch": epochs, "valid_cost": v, "valid_default_cost": base}
+        pol.meta = {"trained": True, "issue": 34, "fold": fold, "left_out": sorted(out),
+                    "selection": select or "valid splits of the training sources",
+                    "training_cells": len(tr), "selection_cells": len(va), "epochs": epochs, "lr": args.lr,
+                    "entropy": args.entropy, "chosen_epoch": best["epoch"], "valid_cost": v,
+                    "valid_default_cost": base, "curve": curve,
                     "table": _preference(tr), "table_valid_cost": _table_cost(_preference(tr), va),
                     "seconds": round(time.time() - t0, 1),
                     "command": "python -m experiments.learned train " + " ".join(sys.argv[2:])}
@@ -352,17 +385,21 @@ def write_tables(rows: list, which: str = "fold") -> None:
         lines += ["", "The data and the folds: `python -m experiments.learned collect --per-source 30 --seeds 0`, the "
                   "same with `--seeds 1` (starts.json.gz: every cell), then `python -m experiments.learned train "
                   "--epochs 30` (experiments/policies/learned/FOLD.npz; `all` ships as regal/policy/learned.npz). "
-                  "Each fold's valid cells (the valid splits of its training sources): mean % above the best start's "
-                  "outcome at 1K (mean of seeds 0, 1) of the flagship's own choice, of the lookup table and of the "
-                  "head at its chosen epoch (0: the untrained head, the flagship's own choice).", "",
-                  "| fold (left out) | training cells | valid cells | chosen epoch | own choice | table | learned |",
-                  "|---|---|---|---|---|---|---|"]
+                  "Each fold trains on the sources it neither leaves out nor selects on and chooses its epoch on the "
+                  "selection source (never trained on); `all` trains on every source for the median of the folds' "
+                  "epochs. Costs: mean % above the best start's outcome at 1K (mean of seeds 0, 1) on the selection "
+                  "cells (`all`: every valid cell) of the flagship's own choice, of the lookup table (start names by "
+                  "their mean cost on the training cells) and of the head at its chosen epoch (0: untrained, the "
+                  "flagship's own choice).", "",
+                  "| fold (left out) | selection | training cells | selection cells | chosen epoch | own choice | table | learned |",
+                  "|---|---|---|---|---|---|---|---|"]
         for fold in list(SOURCES) + ["all"]:
             f = os.path.join(POLICIES, f"{fold}.npz")
             if os.path.exists(f):
                 m = load_policy(f).meta
-                lines.append(f"| {fold} | {m['training_cells']} | {m['valid_cells']} | {m['chosen_epoch']} | "
-                             f"{m['valid_default_cost']:.2f} % | {m['table_valid_cost']:.2f} % | {m['valid_cost']:.2f} % |")
+                lines.append(f"| {fold} | {m.get('selection')} | {m['training_cells']} | {m.get('selection_cells')} | "
+                             f"{m['chosen_epoch']} | {m['valid_default_cost']:.2f} % | {m['table_valid_cost']:.2f} % | "
+                             f"{m['valid_cost']:.2f} % |")
     with open(os.path.join(OUT, "README.md" if which == "fold" else "seen_sources.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -379,13 +416,18 @@ def main(argv=None) -> None:
     t.add_argument("--epochs", type=int, default=20)
     t.add_argument("--lr", type=float, default=3e-3)
     t.add_argument("--entropy", type=float, default=0.01)
+    t.add_argument("--select", choices=["source", "valid"], default="source",
+                   help="choose each fold's epoch on a held-out source (default) or on its training sources' valid splits")
     t.add_argument("--folds", nargs="*", default=None)
+    t.add_argument("--policies", default=None, help="where the folds' policies go (default experiments/policies/learned)")
     e = sub.add_parser("evaluate")
     e.add_argument("--workers", type=int, default=2)
     e.add_argument("--policy", choices=["fold", "all"], default="fold",
                    help="fold: each source with the policy that left it out (held out); all: every source "
                         "with the policy trained on all six (their test graphs unseen, their sources seen)")
     args = ap.parse_args(argv)
+    global POLICIES
+    POLICIES = getattr(args, "policies", None) or POLICIES
     {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
 
 

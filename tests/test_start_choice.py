@@ -8,7 +8,7 @@ from randgraph import random_dag
 from regal.local_search import Score
 from regal.policy import init_policy, load_policy
 from regal.policy.network import PolicyConfig
-from regal.policy.start_choice import DEFAULT_COLUMN, NUM_START_FEATURES, START_NAMES, start_features
+from regal.policy.start_choice import DEFAULT_COLUMN, NUM_START_FEATURES, start_features
 
 CONFIG = PolicyConfig(start=True, placement=False, scheduling=False, features="v2", hidden=16, rounds=1)
 
@@ -26,10 +26,11 @@ def test_start_features_columns():
     scores = [Score(200, 300, 2), Score(100, 150, 1), Score(100, 160, 1)]
     f = start_features(["gp-dfs", "xla-dfs/compute-on-1", "made-up"], scores)
     assert f.shape == (3, NUM_START_FEATURES)
-    assert f[0, START_NAMES.index("gp-dfs")] == 1 and f[2, len(START_NAMES)] == 1   # the unknown bucket
-    assert f[1, len(START_NAMES) + 1] == 1 and f[0, len(START_NAMES) + 1] == 0      # computes on fewer devices
-    assert np.isclose(f[0, len(START_NAMES) + 2], np.log(2.0)) and f[1, len(START_NAMES) + 2] == 0
-    assert f[:, DEFAULT_COLUMN].tolist() == [0, 1, 0]                               # the lowest score
+    assert f[:, 0].tolist() == [0, 1, 0]                                  # computes on fewer devices
+    assert np.isclose(f[0, 1], np.log(2.0)) and f[1, 1] == 0               # peak over the lowest
+    assert f[:, DEFAULT_COLUMN].tolist() == [0, 1, 0]                      # the lowest score
+    assert f[:, 3].tolist() == [1.0, 0.0, 0.5]                             # rank by score
+    assert (np.abs(f).sum(axis=1) > 0).all()
     with pytest.raises(ValueError, match="starts"):
         start_features([], [])
 

@@ -7,25 +7,23 @@ graph instead reaches the flagship's own 5,000-evaluation peak at 1,000 evaluati
 twice as many runs). A policy with a start head (`PolicyConfig.start`) reads the graph and one
 row of features per start, and picks the start to climb from (`Policy.choose_start`).
 
-Features per start (float32[K, NUM_START_FEATURES]): a one-hot of the heuristic that made it
-(`START_NAMES`, the rest in one bucket), whether it computes on fewer devices, its peak and its
-device-peak sum over the lowest of the starts (logs, clipped to [0, 2]), its rank by score
-(0 first, 1 last), whether it is the lowest score (the choice without a policy; the head starts
-out preferring it), and the number of starts (log2 / 5).
+Features per start (float32[K, NUM_START_FEATURES]): whether it computes on fewer devices, its
+peak and its device-peak sum over the lowest of the starts (logs, clipped to [0, 2]), its rank
+by score (0 first, 1 last), whether it is the lowest score (the choice without a policy; the head
+starts out preferring it), and the number of starts (log2 / 5). Which heuristic made a start is
+not a feature: with it, what a policy learned did not carry to a graph source it had not seen
+(experiments/results/INDEX.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["START_NAMES", "NUM_START_FEATURES", "DEFAULT_COLUMN", "MAX_STARTS", "start_features"]
+__all__ = ["NUM_START_FEATURES", "DEFAULT_COLUMN", "MAX_STARTS", "start_features"]
 
-#: The heuristics whose starts the head tells apart (`regal.heuristics`); others share a bucket.
-START_NAMES = ("gp-dfs", "greedy", "xla-list", "xla-dfs", "xla-post-order", "inductor-lpmf", "inductor-bfs",
-               "inductor-dfs", "priors-mean")
-NUM_START_FEATURES = len(START_NAMES) + 1 + 6
+NUM_START_FEATURES = 6
 #: The column that marks the lowest-scored start (the choice without a policy)
-DEFAULT_COLUMN = len(START_NAMES) + 5
+DEFAULT_COLUMN = 4
 #: Starts a choice reads at most (padded to this many, so the network compiles once)
 MAX_STARTS = 32
 
@@ -37,18 +35,13 @@ def start_features(names, scores) -> np.ndarray:
     if not 0 < k <= MAX_STARTS or len(scores) != k:
         raise ValueError(f"a start choice reads 1..{MAX_STARTS} starts with a score each, got {k} and {len(scores)}")
     out = np.zeros((k, NUM_START_FEATURES), dtype=np.float32)
-    for i, name in enumerate(names):
-        base = str(name).split("/")[0]
-        out[i, START_NAMES.index(base) if base in START_NAMES else len(START_NAMES)] = 1.0
-        out[i, len(START_NAMES) + 1] = "/compute-on-" in str(name)
+    out[:, 0] = ["/compute-on-" in str(name) for name in names]
     peak = np.array([max(s[0], 1) for s in scores], dtype=np.float64)
     total = np.array([max(s[1], 1) for s in scores], dtype=np.float64)
-    out[:, len(START_NAMES) + 2] = np.clip(np.log(peak / peak.min()), 0.0, 2.0)
-    out[:, len(START_NAMES) + 3] = np.clip(np.log(total / total.min()), 0.0, 2.0)
-    rank = np.empty(k)
+    out[:, 1] = np.clip(np.log(peak / peak.min()), 0.0, 2.0)
+    out[:, 2] = np.clip(np.log(total / total.min()), 0.0, 2.0)
     order = sorted(range(k), key=lambda i: tuple(scores[i]))
-    rank[order] = np.arange(k) / max(k - 1, 1)
-    out[:, len(START_NAMES) + 4] = rank
+    out[order, 3] = np.arange(k) / max(k - 1, 1)
     out[order[0], DEFAULT_COLUMN] = 1.0
-    out[:, -1] = np.log2(k) / 5.0
+    out[:, 5] = np.log2(k) / 5.0   # > 0 from two starts on, so a real row is never all zeros
     return out
