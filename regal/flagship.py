@@ -38,8 +38,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
 
     budget: evaluations in all (seeds, decodes and local moves); seed: the only randomness.
     policy: a trained policy for the mutants' priors ("default" for the shipped one, a path or a
-        loaded Policy; "teacher" / "teacher-schedule" for the structural teacher's); None or
-        "none" for uniform mutants. priors: explicit priors instead. With seeding or polish on,
+        loaded Policy; "teacher" / "teacher-schedule" for the structural teacher's), or "learned":
+        the start choice of the first climb (no priors; issue 34); None or "none" for uniform
+        mutants and the flagship's own start. priors: explicit priors instead. With seeding or polish on,
         config.prior_share of the mutants are drawn from them (config.brkga.prior_share), else all.
     seeding / polish: the flagship's other two parts (`regal.memetic`); with both off and no
         policy this is plain BRKGA, bit for bit.

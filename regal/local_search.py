@@ -358,7 +358,8 @@ class Climb:
         evaluation each, and climb from the first of the lowest score; once `deadline` has
         passed, from the best of those scored so far (at least one). choose: a function of the
         scores (a list of `Score`, one per start scored) that returns the index to climb from
-        instead (a policy's start choice, `regal.memetic`)."""
+        instead (a policy's start choice, `regal.memetic`), asked when every start was scored
+        and one more evaluation fits the budget (the chosen start's step trace, simulated again)."""
         starts = list(starts)[:max(budget, 1)]
         scores, best = [], None
         for i, (placement, order) in enumerate(starts):
@@ -369,7 +370,7 @@ class Climb:
             if best is None or scores[-1] < scores[best[0]]:
                 best = (i, trace)   # only the best start's step trace is kept (memory: n x d each)
         i = best[0]
-        if choose is not None and len(scores) == len(starts) > 1:
+        if choose is not None and len(scores) == len(starts) > 1 and budget > len(scores):
             i = int(choose(scores))
         if i != best[0]:   # the chosen start's step trace: simulated again, one more evaluation
             trace = self.evaluate.new_trace()

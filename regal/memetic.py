@@ -37,6 +37,9 @@ off is plain BRKGA, bit for bit):
   lately (`adaptive_moves`), so it leans on whatever pays on the graph. Each new best of the
   climb has its resident tensors (parameters) re-homed to the devices where they cost least
   (`pack_residents`), and so does the final one, with the last two evaluations.
+- **Start choice** (issue 34). A policy with a start-choice head (`policy="learned"`) picks which
+  of the starts the first climb goes on from, from the graph and the starts' scores
+  (`regal.policy.start_choice`), instead of the lowest score; it costs one evaluation more.
 - **Restarts** (issue 33). A climb that has found no new best for `restart_stall` of the budget
   starts again: from the population's best when the population has found a better schedule
   than the climb, else from the best start of the other kind (a plain start after a "computes on
