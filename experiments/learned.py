@@ -9,13 +9,16 @@ configs/learned_answers.json, --per-source train graphs spread over each source'
 as many valid ones), d = 2 and 4, seed 0: the flagship at 1,000 evaluations climbing from each of
 its starts in turn (`Forced`), and the starts' names and climb scores.
 
-Folds (train): each source in turn is left out; the start-choice head (`PolicyConfig(start=True)`,
-every Beta head off, feature set v2) is trained on the train cells of the other sources
+Folds (train): each source in turn is left out (torch and layers trace the same architectures, so
+they leave together); the start-choice head (`PolicyConfig(start=True)`, every Beta head off,
+feature set v2) is trained on the train cells of the sources it neither leaves out nor selects on
 (`regal.policy.training.start`: the exact policy gradient of the expected relative peak) and its
-epoch chosen on their valid cells; torch and layers trace the same architectures, so they leave
-training together. "all" trains on every source; it ships as regal/policy/learned.npz. Each fold
-also keeps the lookup-table rule its training cells give (the start names ranked by mean
-relative cost per device count): what the graph network must beat, compared on the valid cells.
+epoch chosen on every cell of a selection source it never trains on (the next source in SOURCES,
+as experiments.transfer rotates; `--select valid`: on the valid cells of its training sources,
+the first rule tried, not adopted). "all" trains on every source for the median of the folds'
+epochs; it ships as regal/policy/learned.npz. Each fold also records the lookup-table rule its
+training cells give (start names ranked by mean relative cost per device count): what the
+graph network must beat.
 
 Evaluation, on the test split of the left-out source (the never-trapped datasets), d = 2 and 4,
 seeds 0-2: the flagship at 1,000 evaluations with the fold's policy and with the fold's lookup
