@@ -7,12 +7,13 @@ the CLI call it. JAX is imported only when a trained network is asked for (`load
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from regal.decode import chromosome_length
 from regal.graph import Graph
 from regal.policy import load_policy  # JAX is imported only when a network runs
 from regal.policy.actions import to_priors
-from regal.policy.names import TEACHER_POLICIES, check_objective
+from regal.policy.names import SHIPPED_POLICIES, TEACHER_POLICIES, check_objective
 from regal.policy.teacher import teacher_actions
 from regal.priors import Priors
 from regal.timed import timed_chromosome_length
@@ -30,6 +31,23 @@ def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors
     """The structural teacher's priors; placement=False keeps the scheduling half only."""
     acts = teacher_actions(graph, devices)
     return to_priors(acts if placement else acts._replace(placement=None), graph.num_nodes, devices)
+
+
+def _loaded(name: str):
+    """`load_policy(name)`, kept while the file is unchanged: a scheduler that names a policy on
+    every call pays for reading it once (the search only reads the policy)."""
+    path = name if name not in SHIPPED_POLICIES else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                   f"{name}.npz")
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        stamp = None   # load_policy names the missing file
+    return _load_cached(name, stamp)
+
+
+@lru_cache(maxsize=8)
+def _load_cached(name: str, stamp):
+    return load_policy(name)
 
 
 def resolve_priors(graph: Graph, devices: int, priors: Priors | None, policy,
@@ -64,7 +82,7 @@ def resolve_policy(graph: Graph, devices: int, priors: Priors | None, policy,
             return None, lambda names, scores: policy.choose_start(graph, devices, names, scores)
         raise TypeError(f"policy must be 'default', 'learned', 'transfer', 'runtime', 'teacher', 'none', a policy "
                         f"file or a loaded Policy, got {policy!r}")
-    pol = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    pol = _loaded(os.fspath(policy)) if isinstance(policy, (str, os.PathLike)) else policy
     if pol.objective != objective:
         name = getattr(pol, "source", None) or "this policy"
         raise ValueError(f"{name} was trained for the {pol.objective} objective, not {objective!r}; give a policy "
