@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import time
+from functools import lru_cache
 from multiprocessing import Pool
 
 import numpy as np
@@ -77,9 +78,8 @@ def _collect_cell(job) -> dict:
     outcomes = [regal.optimize(g, d, budget=BUDGET, seed=seed, policy=first).peak_bytes]
     for k in range(1, len(first.names)):
         outcomes.append(regal.optimize(g, d, budget=BUDGET, seed=seed, policy=Forced(k)).peak_bytes)
-    default = regal.optimize(g, d, budget=BUDGET, seed=seed).info["climbs"][0]["start"]
     row = {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
-           "names": first.names, "scores": first.scores, "outcomes": outcomes, "default": default}
+           "names": first.names, "scores": first.scores, "outcomes": outcomes}
     os.makedirs(os.path.dirname(f), exist_ok=True)
     with open(f + ".tmp", "w") as fh:
         json.dump(row, fh)
@@ -211,6 +211,7 @@ def train(args) -> None:
               [c for s, sp, c in cells if sp == "valid" and s not in held])
         t0 = time.time()
         pol = init_policy(_config(), seed=0)
+        table = _preference(tr)
         epochs = args.epochs
         if fold == "all" and args.select == "source":
             chosen = [load_policy(os.path.join(POLICIES, f"{f}.npz")).meta["chosen_epoch"] for f in SOURCES]
@@ -233,7 +234,7 @@ def train(args) -> None:
                     "training_cells": len(tr), "selection_cells": len(va), "epochs": epochs, "lr": args.lr,
                     "entropy": args.entropy, "chosen_epoch": best["epoch"], "valid_cost": v,
                     "valid_default_cost": base, "curve": curve,
-                    "table": _preference(tr), "table_valid_cost": _table_cost(_preference(tr), va),
+                    "table": table, "table_valid_cost": _table_cost(table, va),
                     "seconds": round(time.time() - t0, 1),
                     "command": "python -m experiments.learned train " + " ".join(sys.argv[2:])}
         pol.save(path)
@@ -262,11 +263,17 @@ def _cell(job) -> dict:
 
 
 def _reference_doc(path: str, d: int, seed: int, budget: str) -> dict | None:
+    """The never-trapped cache's no-prior flagship cell (budget "1k" or "5k"), or None."""
     from experiments.runner import Cell, Method
-    cfg = json.load(open(TESTS))
+    cfg = _tests_config()
     m = next(x for x in cfg["methods"] if x["name"] == f"regal-{budget}")
     f = Cell(Method.from_config(m), path, d, seed).path(os.path.join(ROOT, "experiments", "cache", cfg["name"]))
     return json.load(open(f)) if os.path.exists(f) else None
+
+
+@lru_cache(maxsize=1)
+def _tests_config() -> dict:
+    return json.load(open(TESTS))
 
 
 def plot_anytime(rows: list, none_history: dict) -> list:
@@ -302,19 +309,9 @@ def plot_anytime(rows: list, none_history: dict) -> list:
     return files
 
 
-def _reference(path: str, d: int, seed: int, budget: str) -> int | None:
-    from experiments.runner import Cell, Method
-    cfg = json.load(open(TESTS))
-    m = next(x for x in cfg["methods"] if x["name"] == f"regal-{budget}")
-    f = Cell(Method.from_config(m), path, d, seed).path(os.path.join(ROOT, "experiments", "cache", cfg["name"]))
-    if not os.path.exists(f):
-        return None
-    return int(json.load(open(f))["peak_bytes"])
-
-
 def evaluate(args) -> None:
     from experiments.runner import dataset_graphs
-    cfg = json.load(open(TESTS))
+    cfg = _tests_config()
     label_source = {"real-test": "real", "synthetic-test": "synthetic", "flax-test": "flax", "torch-test": "torch",
                     "layers-test": "layers", "layered-test": "layered", "importers": "all"}
     jobs = []
@@ -332,15 +329,14 @@ def evaluate(args) -> None:
             if (i + 1) % 100 == 0:
                 print(f"{i + 1}/{len(jobs)} cells", flush=True)
     paths = {(ds["label"], os.path.basename(p)[:-8]): p for ds in cfg["datasets"] for p in dataset_graphs(ds)}
-    for r in rows:
-        p = paths[(r["dataset"], r["graph"])]
-        r["none_1k"] = _reference(p, r["devices"], r["seed"], "1k")
-        r["none_5k"] = _reference(p, r["devices"], r["seed"], "5k")
     none_history = {}
     for r in rows:
-        doc = _reference_doc(paths[(r["dataset"], r["graph"])], r["devices"], r["seed"], "1k")
-        if doc:
-            none_history[(r["dataset"], r["graph"], r["devices"], r["seed"])] = doc["info"].get("history")
+        p = paths[(r["dataset"], r["graph"])]
+        one, five = (_reference_doc(p, r["devices"], r["seed"], b) for b in ("1k", "5k"))
+        r["none_1k"] = int(one["peak_bytes"]) if one else None
+        r["none_5k"] = int(five["peak_bytes"]) if five else None
+        if one:
+            none_history[(r["dataset"], r["graph"], r["devices"], r["seed"])] = one["info"].get("history")
     write_tables(rows, args.policy)
     if args.policy == "fold":
         os.makedirs(OUT, exist_ok=True)

@@ -17,6 +17,7 @@ import os
 import zipfile
 import zlib
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -65,13 +66,6 @@ def _jitted_apply(config):
     return jax.jit(lambda params, batch, starts=None: net.apply(params, None, batch, starts))
 
 
-class _Out:
-    """The NumPy forward's heads, read as attributes like the network's `Logits`."""
-
-    def __init__(self, **heads):
-        self.__dict__.update(heads)
-
-
 class Policy:
     """A trained (or fresh) policy: network config, parameters and provenance metadata."""
 
@@ -97,7 +91,7 @@ class Policy:
         try:
             if self.config.kind == "gnn":  # NumPy: no JAX import, milliseconds (numpy_net.py)
                 from regal.policy.numpy_net import forward
-                out = _Out(**forward(self.config, self.params, batch))
+                out = SimpleNamespace(**forward(self.config, self.params, batch))  # read like `Logits`
             else:
                 out = self._apply(self.params, batch)
         except (ValueError, TypeError, KeyError) as e:  # a parameter missing or of another shape
@@ -120,18 +114,16 @@ class Policy:
         the start-choice head. Runs the NumPy network (no JAX) for "gnn" policies."""
         if not self.has_start:
             raise ValueError(f"{self.source or 'this policy'} has no start head")
-        from regal.policy.start_choice import MAX_STARTS, start_features
+        from regal.policy.start_choice import MAX_STARTS, padded_start_features
         self._check_devices(devices)
-        k = min(len(names), MAX_STARTS)
-        feats = np.zeros((MAX_STARTS, start_features(names[:1], scores[:1]).shape[1]), np.float32)
-        feats[:k] = start_features(list(names)[:k], list(scores)[:k])
+        feats = padded_start_features(names, scores)
         batch = batch if batch is not None else self.config.batch(graph, devices)
         if self.config.kind == "gnn":
             from regal.policy.numpy_net import forward
             out = forward(self.config, self.params, batch, feats)["start_scores"]
         else:
             out = _jitted_apply(self.config)(self.params, batch, feats).start_scores
-        return int(np.argmax(np.asarray(out)[:k]))
+        return int(np.argmax(np.asarray(out)[:min(len(names), MAX_STARTS)]))
 
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:
         """The most likely action per node and head, or a sample (Gumbel-max, seeded)."""
@@ -172,15 +164,19 @@ class Policy:
             np.savez_compressed(f, **flat)
 
 
+def policy_file(path: str | os.PathLike) -> str:
+    """The file of a policy: a shipped policy's name (regal/policy/NAME.npz) or the path itself."""
+    p = os.fspath(path)
+    return os.path.join(_HERE, f"{p}.npz") if p in SHIPPED_POLICIES else p
+
+
 def load_policy(path: str | os.PathLike = "default") -> Policy:
     """Load a policy file; "learned" is the start choice trained for short budgets (issue 34),
     "default" is REGAL's shipped policy, "transfer" the one chosen by
     leave-one-source-out (feature set v2, scheduling head), "gas" the GAS baseline's, "runtime"
     the one trained for the runtime objective (with a transfer-priority head)."""
     from regal.policy.policy_config import PolicyConfig
-    p = os.fspath(path)
-    if p in SHIPPED_POLICIES:
-        p = os.path.join(_HERE, f"{p}.npz")
+    p = policy_file(path)
     if not os.path.exists(p):
         raise ValueError(f"{p}: no such policy file")
     try:

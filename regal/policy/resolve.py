@@ -11,9 +11,9 @@ from functools import lru_cache
 
 from regal.decode import chromosome_length
 from regal.graph import Graph
-from regal.policy import load_policy  # JAX is imported only when a network runs
+from regal.policy import load_policy, policy_file  # JAX is imported only to train or run GAS
 from regal.policy.actions import to_priors
-from regal.policy.names import SHIPPED_POLICIES, TEACHER_POLICIES, check_objective
+from regal.policy.names import TEACHER_POLICIES, check_objective
 from regal.policy.teacher import teacher_actions
 from regal.priors import Priors
 from regal.timed import timed_chromosome_length
@@ -36,10 +36,8 @@ def teacher_priors(graph: Graph, devices: int, placement: bool = True) -> Priors
 def _loaded(name: str):
     """`load_policy(name)`, kept while the file is unchanged: a scheduler that names a policy on
     every call pays for reading it once (the search only reads the policy)."""
-    path = name if name not in SHIPPED_POLICIES else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                                   f"{name}.npz")
     try:
-        stamp = os.stat(path).st_mtime_ns
+        stamp = os.stat(policy_file(name)).st_mtime_ns
     except OSError:
         stamp = None   # load_policy names the missing file
     return _load_cached(name, stamp)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NUM_START_FEATURES", "DEFAULT_COLUMN", "MAX_STARTS", "start_features"]
+__all__ = ["NUM_START_FEATURES", "DEFAULT_COLUMN", "MAX_STARTS", "start_features", "padded_start_features"]
 
 NUM_START_FEATURES = 6
 #: The column that marks the lowest-scored start (the choice without a policy)
@@ -44,4 +44,13 @@ def start_features(names, scores) -> np.ndarray:
     out[order, 3] = np.arange(k) / max(k - 1, 1)
     out[order[0], DEFAULT_COLUMN] = 1.0
     out[:, 5] = np.log2(k) / 5.0   # > 0 from two starts on, so a real row is never all zeros
+    return out
+
+
+def padded_start_features(names, scores) -> np.ndarray:
+    """float32[MAX_STARTS, NUM_START_FEATURES]: `start_features` of the first MAX_STARTS starts,
+    rows of zeros after them (what the start-choice head reads)."""
+    k = min(len(names), MAX_STARTS)
+    out = np.zeros((MAX_STARTS, NUM_START_FEATURES), dtype=np.float32)
+    out[:k] = start_features(list(names)[:k], list(scores)[:k])
     return out

@@ -74,7 +74,7 @@ def train_start_choice(policy, cells: list[StartCell], epochs: int, lr: float = 
     import jax.numpy as jnp
     import optax
     from regal.policy.network import make_network
-    from regal.policy.start_choice import MAX_STARTS, start_features
+    from regal.policy.start_choice import MAX_STARTS, padded_start_features
     cfg = policy.config
     assert cfg.start, "the policy has no start head"
     net = make_network(cfg)
@@ -100,8 +100,7 @@ def train_start_choice(policy, cells: list[StartCell], epochs: int, lr: float = 
         k = min(len(c.names), MAX_STARTS)
         if k < 2:
             continue
-        feats = np.zeros((MAX_STARTS, start_features(c.names[:1], c.scores[:1]).shape[1]), np.float32)
-        feats[:k] = start_features(c.names[:k], c.scores[:k])
+        feats = padded_start_features(c.names, c.scores)
         costs = np.zeros(MAX_STARTS, np.float32)
         costs[:k] = 100.0 * c.costs[:k]   # in %: gradients of a useful size
         data.append((cfg.batch(load(c.path), c.devices), feats, costs))
