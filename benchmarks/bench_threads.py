@@ -1,6 +1,6 @@
 """Population decode and plain BRKGA on 1 and 2 Numba threads, with the other core idle or busy.
 
-    python -m benchmarks.bench_threads [--repeats 7] [--layers omp workqueue] [--out PATH]
+    python -m benchmarks.bench_threads [--repeats 7] [--layers tbb workqueue omp] [--out PATH]
 
 Issue 36: the population's decode must never be slower on 2 threads than on 1, busy machine or
 not. Each configuration (threading layer x threads x prange chunk size) runs in a fresh
@@ -34,6 +34,8 @@ WORKER = r"""
 import json, sys, time
 import numpy as np, numba
 import regal
+from regal.cli_common import preload_tbb
+preload_tbb()  # what the command line does: TBB's library where pip put it
 from regal.decode import chromosome_length, evaluate_population
 from regal.search import brkga_search
 graph_path, devices, threads, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -71,7 +73,7 @@ def spinners(k: int) -> list[subprocess.Popen]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7, help="rounds (fresh processes) per cell; median")
-    ap.add_argument("--layers", nargs="+", default=["omp", "workqueue"])
+    ap.add_argument("--layers", nargs="+", default=["tbb", "workqueue", "omp"])
     ap.add_argument("--chunks", nargs="+", type=int, default=[0, 4], help="prange chunk sizes for 2 threads")
     ap.add_argument("--graph", default=GRAPH)
     ap.add_argument("--devices", type=int, default=2)

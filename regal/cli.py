@@ -17,7 +17,7 @@ from regal.cli_common import (_COMMAND_DEADLINE, DIM_OPTION, EXIT_INTERRUPTED, G
                               NUMBA_OPTIONAL_IMPORTS, RUNTIME_OPTIONS, TIME_LIMIT, _exit_stopped, _friendly_errors,
                               _Seconds, command_deadline, human_bytes, import_numba_lean, load_graph,
                               load_kernels_lean, parse_dims, skip_flax_interop, start_numba, use_jax_cache,
-                              use_workqueue_threads)
+                              use_fast_threads)
 from regal.cli_common import dim_option_advice as _dim_option_advice  # noqa: F401
 
 import_numba_lean()  # before the first kernel module (regal.graph's) imports Numba
