@@ -153,6 +153,62 @@ def load_kernels_lean() -> None:
 
     load_overload.lean = True
     cache.load_overload = load_overload
+    _defer_linking_modules()
+
+
+def _defer_linking_modules() -> None:
+    """Leave each cached kernel's linking module unparsed until something links against it
+    (issue 36): Numba's cache stores a kernel as machine code plus the LLVM bitcode of its
+    functions for inlining into later compilations, and parses that bitcode on every load (40 to
+    50 ms of the `regal` program's 13 loads, with the walk that lists its symbols), although a
+    command that only runs cached kernels never links. Here a loaded library keeps the bytes;
+    its entry points are looked up in the machine code itself, and a compilation that links the
+    library (a kernel missing from the cache calling a cached one) parses them first, as Numba
+    would have. Nothing changes for another Numba version's layout."""
+    try:
+        from llvmlite import binding as ll
+        from numba.core import codegen
+    except ImportError:
+        return
+    lib = getattr(codegen, "JITCodeLibrary", None)
+    needed = ("_unserialize", "_get_module_for_linking", "get_pointer_to_function", "enable_object_caching",
+              "_set_compiled_object", "_finalize_final_module", "_ensure_finalized")
+    if lib is None or getattr(lib.get_pointer_to_function, "lean", False) or not all(
+            hasattr(lib, name) for name in needed):
+        return
+    unserialize = lib._unserialize.__func__
+    linking_module = lib._get_module_for_linking
+    pointer_to_function = lib.get_pointer_to_function
+
+    def _unserialize(cls, codegen_, state):
+        name, kind, data = state
+        if kind != "object":
+            return unserialize(cls, codegen_, state)
+        object_code, shared_bitcode = data
+        self = codegen_.create_library(name)
+        self.enable_object_caching()
+        self._set_compiled_object(object_code)
+        self._regal_linking_bitcode = shared_bitcode
+        self._finalize_final_module()
+        return self
+
+    def _get_module_for_linking(self):
+        bitcode = self.__dict__.pop("_regal_linking_bitcode", None)
+        if bitcode is not None:  # what Numba's own load does
+            self._shared_module = ll.parse_bitcode(bitcode)
+            self._codegen._engine._load_defined_symbols(self._shared_module)
+        return linking_module(self)
+
+    def get_pointer_to_function(self, name):
+        if "_regal_linking_bitcode" not in self.__dict__:
+            return pointer_to_function(self, name)
+        self._ensure_finalized()
+        return self._codegen._engine.get_function_address(name)  # 0 when not defined, as Numba's
+
+    get_pointer_to_function.lean = True
+    lib._unserialize = classmethod(_unserialize)
+    lib._get_module_for_linking = _get_module_for_linking
+    lib.get_pointer_to_function = get_pointer_to_function
 
 
 def _drop_lock_events() -> None:

@@ -93,14 +93,26 @@ loaded_refreshes = len(refreshes)
 def total(x):  # not in any cache: compiled here, after the cached kernels
     return x.sum()
 
+from regal._kernels import shift_node
+order, pos = np.arange(4, dtype=np.int32), np.arange(4, dtype=np.int64)
+shift_node(order, pos, 0, 2)  # loaded from the cache
+deferred = sum("_regal_linking_bitcode" in o.library.__dict__ for o in shift_node.overloads.values())
+
+@numba.njit
+def shifted(order, pos):  # not in any cache: compiled here, linking the cached shift_node
+    shift_node(order, pos, 0, 3)
+    return order[3] * 10 + pos[order[3]]
+
 print(json.dumps({"peak": sol.peak_bytes, "placement": sol.placement.tolist(), "order": sol.order.tolist(),
-                  "refreshes": loaded_refreshes, "compiled": int(total(np.arange(5)))}))
+                  "refreshes": loaded_refreshes, "compiled": int(total(np.arange(5))), "deferred": deferred,
+                  "linked": int(shifted(order, pos))}))
 """
 
 
 def test_program_loads_cached_kernels_without_starting_the_compiler(graph_path):
     """`load_kernels_lean` (the `regal` program): the cached kernels load without refreshing
-    Numba's target, the search's answer is the library's, and a kernel compiled afterwards works."""
+    Numba's target, the search's answer is the library's, and a kernel compiled afterwards works,
+    also one that links a cached kernel (whose linking bitcode the lean load left unparsed)."""
     docs = {}
     for mode in ("library", "lean"):
         subprocess.run([sys.executable, "-c", _LEAN, graph_path, mode], capture_output=True)  # fills the cache
@@ -109,6 +121,9 @@ def test_program_loads_cached_kernels_without_starting_the_compiler(graph_path):
         docs[mode] = json.loads(out.stdout.strip().splitlines()[-1])
     assert docs["library"]["refreshes"] > 0 and docs["lean"]["refreshes"] == 0
     assert docs["lean"]["compiled"] == 10
+    # the lean load leaves a cached kernel's linking bitcode unparsed until a compilation links it
+    assert docs["lean"]["deferred"] == 1 and docs["library"]["deferred"] == 0
+    assert docs["lean"]["linked"] == docs["library"]["linked"] == 13  # order [2, 0, 3, 1] after both moves
     assert {k: docs["lean"][k] for k in ("peak", "placement", "order")} == \
            {k: docs["library"][k] for k in ("peak", "placement", "order")}
 
