@@ -83,8 +83,31 @@ class Solution:
     def save(self, path: str | os.PathLike) -> None:
         """Write `regal-solution/1` JSON (gzip-compressed when the path ends in .gz)."""
         with atomic_text(path) as f:
-            json.dump(self.to_json(), f, indent=1)
+            f.write(_dumps(self.to_json()))
             f.write("\n")
+
+
+def _dumps(doc: dict) -> str:
+    """`json.dumps(doc, indent=1)`, the same text, with the per-node fields ("placement", a dict,
+    and "order", a list of strings) rendered by C's string encoder instead of the indenting
+    encoder, which is pure Python (issue 36: 0.74 -> 0.57 s at 1M nodes, written after the search)."""
+    big = [key for key in ("placement", "order") if doc.get(key)]
+    text = json.dumps({k: (0 if k in big else v) for k, v in doc.items()}, indent=1)
+    enc = json.encoder.encode_basestring_ascii
+    parts, at = [], 0
+    for key in big:
+        # a top-level field: a raw newline and one space of indent occur nowhere else in the text
+        field = f"\n {enc(key)}: 0"
+        start = text.index(field, at) + len(field) - 1
+        value = doc[key]
+        if isinstance(value, dict):
+            part = "{\n" + ",\n".join([f"  {enc(k)}: {int(v)}" for k, v in value.items()]) + "\n }"
+        else:
+            part = "[\n" + ",\n".join(["  " + enc(v) for v in value]) + "\n ]"
+        parts += [text[at:start], part]
+        at = start + 1
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def _jsonable(x: Any) -> Any:

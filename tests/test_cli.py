@@ -36,6 +36,7 @@ def test_optimize_writes_a_valid_solution_and_prints_a_summary(graph_file, tmp_p
     doc = json.loads(out.read_text())
     assert doc["format"] == "regal-solution/1" and doc["devices"] == 2 and doc["evaluations"] == 300
     assert f"({sol.peak_bytes:,} B)" in r.output and "bound" in r.output and "device 1" in r.output
+    assert out.read_text() == json.dumps(sol.to_json(), indent=1) + "\n"  # Solution.save's fast path
 
 
 def test_optimize_json_output(graph_file):
@@ -387,3 +388,14 @@ def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
     doc = json.loads(_invoke("optimize", p, "-n", 200, "--policy", "none", "--json").output)
     assert doc["arena_bytes"] is None and isinstance(doc["allocation_bytes"], int)
     assert time.perf_counter() - t < 10
+
+
+def test_solution_text_is_json_dumps_with_indent_for_any_ids():
+    """`Solution.save`'s writer gives `json.dumps(doc, indent=1)`'s text, ids with quotes,
+    backslashes, non-ASCII and text shaped like a top-level field included."""
+    from regal.solution import _dumps
+    for ids in (['a', 'b"q', "é", " x\\n", '\n "order": 0', "\x00order\x00"], [], ["z"]):
+        doc = {"format": "regal-solution/1", "graph": '\n "placement": 0', "devices": 2,
+               "placement": {k: i % 2 for i, k in enumerate(ids)}, "order": list(reversed(ids)),
+               "peak_bytes": 5, "info": {"history": [[1, 2.5]], "note": "\x00order\x00"}}
+        assert _dumps(doc) == json.dumps(doc, indent=1)

@@ -50,7 +50,9 @@ def test_the_old_stop_helper_is_gone():
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_at_the_start_of_main_exits_3(small, tmp_path, signame):
     """A signal as `main` begins (before the command's own code) ends it with status 3, not the
-    signal's default (143, or a KeyboardInterrupt's 'Aborted!'), and writes nothing."""
+    signal's default (143, or a KeyboardInterrupt's 'Aborted!'); what it writes, if anything,
+    is the best solution so far (on an idle machine the 300-node graph is loaded and seeded
+    within 0.1 s of `main`)."""
     g, path = small
     out = tmp_path / "sol.json"
     # 0.1 s after the launcher's line (on a loaded machine the child may not have run on yet):
@@ -58,7 +60,8 @@ def test_a_signal_at_the_start_of_main_exits_3(small, tmp_path, signame):
     # the signal's default then ends the process, nothing begun)
     r = Probe(_optimize(path, out, "--policy", "none"), "main", 0.1, signame, output=str(out)).run()
     _check(r)
-    assert not r["written"]
+    if r["written"]:
+        assert load_solution(out, g).info["stopped"] == f"interrupted ({signame})"
 
 
 def test_a_signal_while_the_kernels_compile_exits_within_a_second(small, tmp_path):

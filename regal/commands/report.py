@@ -118,17 +118,29 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
         click.echo(f"wrote     {output}")
 
 
+#: Seconds per node that a command keeps from its time limit for what follows the search: the
+#: solution re-simulated and its file written (issue 36: 1.7 us per node after the deadline at
+#: 300K and 1M nodes on the 2-core machine, benchmarks/results/big_graph.md), so that the plan
+#: is written within the limit: 2.5 ms at 1K nodes, 0.75 s at 300K, 2.5 s at 1M.
+PLAN_SECONDS_PER_NODE = 2.5e-6
+
+
 def _load_or_exit(graph_path, dims, deadline):
     """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
-    loaded ends the command with status 3 and a line saying nothing was written."""
+    loaded ends the command with status 3 and a line saying nothing was written. Once it is
+    loaded, the deadline's time limit moves earlier by the time writing its plan will take
+    (`PLAN_SECONDS_PER_NODE`; `_write_and_report` lifts the limit once the plan is written)."""
     from regal._stop import Stopped, interruptible
     try:
-        return interruptible(load_graph, deadline, graph_path, dims)
+        g = interruptible(load_graph, deadline, graph_path, dims)
     except Stopped:
         if deadline.stop_requested:
             click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
             sys.exit(EXIT_INTERRUPTED)
         return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
+    if deadline.at is not None:
+        deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes
+    return g
 
 
 def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
