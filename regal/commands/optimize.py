@@ -46,7 +46,8 @@ from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 @click.option("--prior-share", "prior_share", type=click.FloatRange(0, 1), default=None,
               help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
                    "seeding or polish, else 1]")
-@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
+              help="seconds from the start until the plan is written (the report after it is not limited)")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
@@ -71,7 +72,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     if output:
         check_writable(output, inputs=[graph_path])  # before the search, not after it
     from regal._stop import stop_on_signals
-    deadline = command_deadline(time_limit_s)  # from the start of main: loading and seeds included
+    deadline = command_deadline(time_limit_s)  # from the program's start: imports, loading and seeds included
     with stop_on_signals(deadline):  # a signal stops whatever runs within a second (exit 3)
         _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
                   threads, runtime, output, deadline)

@@ -18,7 +18,8 @@ from regal.commands.report import _load_or_exit, _runtime_options, _write_and_re
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--budget", "-n", type=click.IntRange(1), default=None,
               help="evaluations, for the methods that take a budget (default: the method's)")
-@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None, help="seconds")
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
+              help="seconds from the start until the plan is written (the report after it is not limited)")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
