@@ -273,19 +273,30 @@ def test_output_path_is_checked_before_the_search(graph_file, tmp_path):
 def test_an_interrupted_write_keeps_the_old_file(graph_file, tmp_path, monkeypatch):
     """Files are written to a temporary file and renamed: a write that dies midway leaves the
     earlier file intact and no temporary file behind."""
-    import json as json_module
+    import regal._io
     from regal.search import brkga_search
     g, p = graph_file
     out = tmp_path / "sol.json.gz"
     good = brkga_search(g, 2, budget=50)
     good.save(out)
     before = out.read_bytes()
+    open_text = regal._io.open_text
 
-    def dying_dump(doc, f, **kw):
-        f.write('{"format": "regal-solution/1", "graph"')
-        raise KeyboardInterrupt
+    class Dying:  # writes half of the first text it is given, then dies
+        def __init__(self, f):
+            self.f = f
 
-    monkeypatch.setattr(json_module, "dump", dying_dump)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+        def write(self, text):
+            self.f.write(text[:len(text) // 2])
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(regal._io, "open_text", lambda path, mode="rt": Dying(open_text(path, mode)))
     with pytest.raises(KeyboardInterrupt):
         brkga_search(g, 2, budget=60, seed=1).save(out)
     assert out.read_bytes() == before
