@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from regal._heap import heap_pop as _pop, heap_push as _push
+from regal._heap import heap_pop as _pop, heap_push as _push, sorted_push as _sorted_push
 from regal._jit import JIT as _JIT, PARALLEL_JIT
 from regal._takeover import taken_over
 
@@ -69,12 +69,17 @@ class _Run(NamedTuple):
     mem: np.ndarray        # int64[d]    bytes now
     dev_node: np.ndarray   # int32[d]    the node running on each device, -1 idle
     link_node: np.ndarray  # int32[d*d]  the tensor each link sends, -1 idle
-    ekey: np.ndarray       # float64[d + d*d]  running tasks, a max-heap by -finish time (ties to
-    eslot: np.ndarray      # int32[d + d*d]    the lower slot): device k is slot k, link l d + l
+    ekey: np.ndarray       # float64[d + d*d]  running tasks by -finish time, a sorted array with
+    eslot: np.ndarray      # int32[d + d*d]    the next to finish at the end (ties: the lower slot
+    #                                          there; `_heap.sorted_push`): device k is slot k,
+    #                                          link l slot d + l. Few tasks run at once, so an
+    #                                          insertion moves a few entries, and taking the next
+    #                                          is a decrement, not a heap's mispredicted sift.
     dcand: np.ndarray      # int32[d]    devices that may start a task at this instant
     dflag: np.ndarray      # bool[d]
     lcand: np.ndarray      # int32[d*d]  links likewise
     lflag: np.ndarray      # bool[d*d]
+    dest: np.ndarray       # int32[n*d]  [u*d : u*d + sends[u]]: the devices u is sent to, ascending
 
 
 @numba.njit(**_SETUP)
@@ -93,18 +98,22 @@ def _new_run(g, placement, d):
             w += placement[u] != k
         wait[v] = w
     sends = np.zeros(n, dtype=np.int32)
+    dest = np.empty(n * d, dtype=np.int32)
     held = np.empty(n, dtype=np.int32)
     dcap = np.zeros(d, dtype=np.int64)
     lcap = np.zeros(dd, dtype=np.int64)
     for u in range(n):
         h = placement[u]
         dcap[h] += not g.resident[u]
+        c = 0
         if d > 1:
-            for q in range(d):
-                if q != h and cons[u * d + q] > 0:
-                    sends[u] += 1
-                    lcap[h * d + q] += 1
-        held[u] = cons[u * d + h] + sends[u]
+            for q in range(d):  # without branches: placements are random, a branch would mispredict
+                x = (q != h) & (cons[u * d + q] > 0)
+                dest[u * d + c] = q
+                c += x
+                lcap[h * d + q] += x
+        sends[u] = c
+        held[u] = cons[u * d + h] + c
     dbase = np.empty(d, dtype=np.int64)
     acc = 0
     for k in range(d):
@@ -122,7 +131,7 @@ def _new_run(g, placement, d):
                 np.empty(max(acc, 1), dtype=np.int32), lbase, np.zeros(dd, dtype=np.int64), np.zeros(d, dtype=np.int64),
                 np.full(d, -1, dtype=np.int32), np.full(dd, -1, dtype=np.int32), np.empty(d + dd, dtype=np.float64),
                 np.empty(d + dd, dtype=np.int32), np.arange(d).astype(np.int32), np.ones(d, dtype=np.bool_),
-                np.empty(dd, dtype=np.int32), np.zeros(dd, dtype=np.bool_))
+                np.empty(dd, dtype=np.int32), np.zeros(dd, dtype=np.bool_), dest)
 
 
 @numba.njit(**_STEP)
@@ -140,14 +149,14 @@ def _ready(s, w, k, key, ndc):
 def _send(s, u, h, tprio, d, nlc):
     """u is ready on its home h: queue its transfer to every other device that reads it, and have
     those links look at their queues; returns nlc."""
-    for q in range(d):
-        if q != h and s.cons[u * d + q] > 0:
-            l = h * d + q
-            s.lsize[l] = _push(s.pkey, s.pnode, s.lbase[l], s.lsize[l], tprio[u, q], u)
-            if not s.lflag[l]:
-                s.lflag[l] = True
-                s.lcand[nlc] = l
-                nlc += 1
+    for i in range(s.sends[u]):
+        q = s.dest[u * d + i]
+        l = h * d + q
+        s.lsize[l] = _push(s.pkey, s.pnode, s.lbase[l], s.lsize[l], tprio[u, q], u)
+        if not s.lflag[l]:
+            s.lflag[l] = True
+            s.lcand[nlc] = l
+            nlc += 1
     return nlc
 
 
@@ -210,9 +219,10 @@ def _events(g, dev, s, placement, prio, tprio, rec, nlc, nseq):
         if esize == 0:
             return makespan
         # advance to the next finish and retire everything that ends then
-        t = -s.ekey[0]
-        while esize > 0 and -s.ekey[0] == t:
-            slot, esize = _pop(s.ekey, s.eslot, 0, esize)
+        t = -s.ekey[esize - 1]
+        while esize > 0 and -s.ekey[esize - 1] == t:
+            esize -= 1
+            slot = s.eslot[esize]
             if slot < d:  # node finished on device `slot`
                 ndc, nlc = _finish_node(g, s, placement, prio, tprio, slot, t, ndc, nlc, rec, record)
                 if t > makespan:
@@ -272,7 +282,7 @@ def _start_nodes(g, dev, s, placement, t, ndc, esize, nseq, rec, record):
             s.mem[k] = m
             if m > rec.device_peak[k]:
                 rec.device_peak[k] = m
-            esize = _push(s.ekey, s.eslot, 0, esize, -(t + g.cost[v] / dev.speed[k]), k)
+            esize = _sorted_push(s.ekey, s.eslot, esize, -(t + g.cost[v] / dev.speed[k]), k)
             if record:
                 rec.start[v] = t
                 rec.seq[v] = nseq
@@ -295,7 +305,7 @@ def _start_transfers(g, dev, s, t, nlc, esize, nseq, rec, record):
             s.mem[q] = m
             if m > rec.device_peak[q]:
                 rec.device_peak[q] = m
-            esize = _push(s.ekey, s.eslot, 0, esize, -(t + (dev.latency + g.nbytes[u] / dev.bandwidth)), d + l)
+            esize = _sorted_push(s.ekey, s.eslot, esize, -(t + (dev.latency + g.nbytes[u] / dev.bandwidth)), d + l)
             if record:
                 rec.tr_start[u * d + q] = t
                 rec.tr_seq[u * d + q] = nseq
@@ -324,18 +334,25 @@ def _finish_node(g, s, placement, prio, tprio, k, t, ndc, nlc, rec, record):
         s.wait[w] -= 1
         if s.wait[w] == 0:
             ndc = _ready(s, w, placement[w], prio[w], ndc)
-    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
-        u = g.in_idx[e]
-        if placement[u] != k:
-            c = s.cons[u * d + k] - 1
-            s.cons[u * d + k] = c
-            if c == 0:  # the copy on k after its last consumer there
-                s.mem[k] -= g.nbytes[u]
-        else:
+    freed = 0
+    if d == 1:  # every input at home
+        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            u = g.in_idx[e]
             c = s.held[u] - 1
             s.held[u] = c
-            if c == 0 and not g.resident[u] and not g.output[u]:  # home consumers done, copies sent
-                s.mem[k] -= g.nbytes[u]
+            if c == 0 and not g.resident[u] and not g.output[u]:
+                freed += g.nbytes[u]
+    else:
+        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):  # without branches: placements are random
+            u = g.in_idx[e]
+            remote = placement[u] != k
+            rc = s.cons[u * d + k] - remote  # the copy on k goes after its last consumer there
+            s.cons[u * d + k] = rc
+            hc = s.held[u] - (not remote)  # the home copy once home consumers are done, copies sent
+            s.held[u] = hc
+            free = (remote & (rc == 0)) | ((not remote) & (hc == 0) & (not g.resident[u]) & (not g.output[u]))
+            freed += g.nbytes[u] * free
+    s.mem[k] -= freed
     if s.sends[v] > 0:
         nlc = _send(s, v, k, tprio, d, nlc)
     return ndc, nlc
@@ -355,10 +372,11 @@ def _finish_transfer(g, s, placement, prio, l, d, ndc, nlc):
         nlc += 1
     for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
         w = g.out_idx[e]
-        if placement[w] == q:
-            s.wait[w] -= 1
-            if s.wait[w] == 0:
-                ndc = _ready(s, w, q, prio[w], ndc)
+        there = placement[w] == q
+        c = s.wait[w] - there
+        s.wait[w] = c
+        if there & (c == 0):
+            ndc = _ready(s, w, q, prio[w], ndc)
     c = s.held[u] - 1
     s.held[u] = c
     if c == 0 and not g.resident[u] and not g.output[u]:
