@@ -38,4 +38,6 @@ class KernelGraph(NamedTuple):
     reuse_ptr: np.ndarray    # int64[n+1]  the inputs each node may take over (SPEC.md section 3), CSR,
     reuse_idx: np.ndarray    # int32[*]    in preference order, graph outputs dropped; empty when the
     #                                      graph has no `reuse`
+    reuse_own: np.ndarray    # int32[*]    the node each `reuse_idx` entry belongs to (a flat loop
+    #                                      over the entries needs no per-node loop)
     cost: np.ndarray         # float64[n]  compute cost (the timed model, SPEC.md section 4)

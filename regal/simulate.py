@@ -48,16 +48,17 @@ def kernel_graph(graph: Graph) -> KernelGraph:
 
 
 def _reuse_arrays(graph: Graph) -> dict:
-    """reuse_ptr / reuse_idx without the inputs that are graph outputs (`output`): their home
-    copy is never freed, so no step takes them over (SPEC.md section 3, step 2)."""
+    """reuse_ptr / reuse_idx / reuse_own without the inputs that are graph outputs (`output`):
+    their home copy is never freed, so no step takes them over (SPEC.md section 3, step 2)."""
     ptr, idx = graph.reuse_ptr, graph.reuse_idx
+    owner = np.repeat(np.arange(graph.num_nodes), np.diff(ptr))
     keep = ~graph.output[idx]
     if not keep.all():
-        owner = np.repeat(np.arange(graph.num_nodes), np.diff(ptr))
         ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=graph.num_nodes))])
-        idx = idx[keep]
+        idx, owner = idx[keep], owner[keep]
     return {"reuse_ptr": np.ascontiguousarray(ptr, dtype=np.int64),
-            "reuse_idx": np.ascontiguousarray(idx, dtype=np.int32)}
+            "reuse_idx": np.ascontiguousarray(idx, dtype=np.int32),
+            "reuse_own": np.ascontiguousarray(owner, dtype=np.int32)}
 
 
 def check_schedule(graph: Graph, placement, order, devices: int) -> tuple[np.ndarray, np.ndarray]:
