@@ -34,7 +34,7 @@ WORKER = r"""
 import json, sys, time
 import numpy as np, numba
 import regal
-from regal.cli_common import preload_tbb
+from regal.threads import preload_tbb
 preload_tbb()  # what the command line does: TBB's library where pip put it
 from regal.decode import chromosome_length, evaluate_population
 from regal.search import brkga_search

@@ -41,6 +41,7 @@ _NAMES = {
     "SolutionError": ("regal.solution", "SolutionError"),
     "load_solution": ("regal.solution", "load_solution"),
     "make_solution": ("regal.solution", "make_solution"),
+    "use_fast_threads": ("regal.threads", "use_fast_threads"),
 }
 
 __all__ = sorted(_NAMES, key=lambda name: (not name.isupper(), not name[0].isupper(), name))

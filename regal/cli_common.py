@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from regal.threads import use_fast_threads  # noqa: F401  (the command line's threading layer)
+
 if TYPE_CHECKING:
     from regal.graph import Graph
 
 __all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_IMPORT_SKIPS", "NUMBA_OPTIONAL_IMPORTS",
            "RUNTIME_OPTIONS", "TIME_LIMIT", "command_deadline", "dim_option_advice", "human_bytes", "import_numba_lean",
            "load_graph", "load_kernels_lean", "parse_dims", "skip_flax_interop", "start_numba", "use_jax_cache",
-           "preload_tbb", "use_fast_threads"]
+           "use_fast_threads"]
 
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
@@ -219,49 +221,6 @@ def _drop_lock_events() -> None:
     for acquire, release in list(getattr(getattr(ffi.lib, "_lock", None), "_cblist", ())):
         if getattr(acquire, "__module__", None) == "numba.core.base":
             ffi.unregister_lock_callback(acquire, release)
-
-
-def use_fast_threads() -> None:
-    """Decode populations on Intel TBB's threads where its library loads (the `tbb` wheel, a
-    dependency on Linux x86-64), else on Numba's own pool (the "workqueue" layer), never on
-    OpenMP's, for the command line only, unless NUMBA_THREADING_LAYER names a layer. Measured on
-    the 2-core machine (benchmarks/results/threads.md, issue 36), BRKGA 5K on 2 threads against
-    1: TBB 1.7x idle and 1.0x with the other core busy; workqueue 1.4x and 0.9x (it wakes its
-    sleeping workers for every parallel region); OpenMP 1.8x idle but 0.4-0.6x busy (its idle
-    workers spin, taking the core the search's own thread needs). The library leaves the choice
-    to its caller (no global configuration at import or call time): an application calls this
-    before its first search, or sets NUMBA_THREADING_LAYER."""
-    if "NUMBA_THREADING_LAYER" in os.environ:
-        return
-    import numba
-    from numba.np.ufunc import parallel
-    if getattr(parallel, "_is_initialized", False):  # too late: the pool is running
-        return
-    preload_tbb()
-    # Numba tries the layers in this order and takes the first that loads (TBB: when its version
-    # suits this Numba); OpenMP last, which workqueue always precedes
-    numba.config.THREADING_LAYER = "default"
-    numba.config.THREADING_LAYER_PRIORITY = ["tbb", "workqueue", "omp"]
-
-
-def preload_tbb() -> bool:
-    """Load TBB's shared library where pip put it (the environment's lib/ folder, which the
-    dynamic loader does not search), so that Numba's TBB layer finds it; True when it is loaded.
-    Harmless when TBB is missing or already loadable (LD_LIBRARY_PATH, a system install)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-    import site
-    for folder in (None, os.path.join(sys.prefix, "lib"), os.path.join(site.USER_BASE or "", "lib")):
-        path = "libtbb.so.12" if folder is None else os.path.join(folder, "libtbb.so.12")
-        if folder is not None and not os.path.exists(path):
-            continue
-        try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            return True
-        except OSError:
-            continue
-    return False
 
 
 def skip_flax_interop() -> None:

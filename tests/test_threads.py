@@ -37,7 +37,7 @@ def _env(layer):
 
 
 def _tbb_loads() -> bool:
-    out = subprocess.run([sys.executable, "-c", "from regal.cli_common import preload_tbb; "
+    out = subprocess.run([sys.executable, "-c", "from regal.threads import preload_tbb; "
                           "preload_tbb(); import numba.np.ufunc.tbbpool"], capture_output=True)
     return out.returncode == 0
 
@@ -69,3 +69,21 @@ def test_optimize_answer_is_the_same_on_any_layer_and_thread_count(graph_path, t
         doc = json.loads(out_path.read_text())
         docs.append((doc["peak_bytes"], doc["placement"], doc["order"]))
     assert docs[0] == docs[1] == docs[2] == docs[3]
+
+
+_LIBRARY = r"""
+import sys, numba
+import regal
+regal.use_fast_threads()
+g = regal.load(sys.argv[1])
+regal.optimize(g, 2, budget=300, seeding=False, polish=False)
+print(numba.threading_layer())
+"""
+
+
+def test_an_application_picks_the_same_layer_with_use_fast_threads(graph_path):
+    """`regal.use_fast_threads()` before the first search gives an application the command
+    line's layer (TBB where it loads, else workqueue)."""
+    out = subprocess.run([sys.executable, "-c", _LIBRARY, graph_path], env=_env(None), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == ("tbb" if _tbb_loads() else "workqueue")
