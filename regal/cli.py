@@ -70,8 +70,8 @@ class _Main(click.Group):
     interpreter's finalization would abort under it). Called with `args` (a test's CliRunner, an
     application), it behaves as any click group. For a stoppable command it first installs the
     signal handlers (`_stop_from_the_start`; its time limit counts from the program's start,
-    `_PROGRAM_START`, or from this call's when called with `args`); run as the program, it loads the cached kernels
-    without starting Numba's compiler (`load_kernels_lean`, 0.1 s)."""
+    `_PROGRAM_START`, or from this call's when called with `args`); run as the program, it loads
+    the cached kernels without starting Numba's compiler (`load_kernels_lean`, 0.1 s)."""
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         program = args is None and standalone_mode
