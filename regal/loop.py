@@ -83,10 +83,11 @@ def numba_threads(n: int | None):
         numba.set_num_threads(before)
 
 
-#: The most bytes a search's chromosomes (three float64[population, keys] copies: parents,
-#: children, the next population) may take before the flagship shrinks its population
-#: (`fit_population`, issue 36): a population of 100 keeps fitting up to 335K nodes at d = 2
-#: (2.2 GB), 1M nodes at d = 2 get 33 (2.4 GB; peak RSS 3.x GB with the graph and the seeds).
+#: The most bytes a search's chromosomes may take before the flagship shrinks its population
+#: (`fit_population`, issue 36), counted as three float64[population, keys] copies: the loop
+#: holds two (the population and the generation's candidates, each drawn and sorted in place),
+#: the third is headroom for the seeds' chromosomes and the graph. A population of 100 keeps
+#: fitting up to 335K nodes at d = 2; 1M nodes at d = 2 get 33 (peak RSS 2.9 GiB in all).
 SEARCH_BYTES = 2.25 * 2**30
 
 
