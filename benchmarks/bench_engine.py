@@ -238,11 +238,10 @@ def _batch_kernels(K, P):
                                        np.empty((0, d), dtype=np.int64))
 
     @numba.njit
-    def state(g, placements, d):
-        s = 0
-        for i in range(placements.shape[0]):
-            s += P._device_state(g, placements[i], d)[0, 0]
-        return s
+    def traced(g, orders, placements, d, peaks):
+        trace = np.empty((orders.shape[1], d), dtype=np.int64)
+        for i in range(orders.shape[0]):
+            peaks[i] = P.simulate_peak(g, orders[i], placements[i], d, np.empty(d, dtype=np.int64), trace)
 
     @numba.njit
     def whole(g, pop, d, peaks):
@@ -251,7 +250,7 @@ def _batch_kernels(K, P):
             peaks[i] = K.decode_simulate(g, pop[i], d, np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32),
                                          np.empty(d, dtype=np.int64), np.empty((0, d), dtype=np.int64))
 
-    return place, order, simulate, state, whole
+    return place, order, simulate, traced, whole
 
 
 def ready_set_counts(g, orders) -> tuple[float, float, int]:
@@ -284,7 +283,7 @@ def profile_table(baseline: str | None, repeats: int, batch: int = 200) -> list[
     sides = {"baseline": _batch_kernels(*baseline_kernels(baseline))} if baseline else {}
     sides["today"] = _batch_kernels(K, P)
     names = ["placement_from_keys", "priorities + priority_order", "simulate_peak",
-             "  of which _device_state", "decode_simulate (whole)", "evaluate_population, 1 thread"]
+             "simulate_peak with a trace (the climb's)", "decode_simulate (whole)", "evaluate_population, 1 thread"]
     rows = ["| d | kernel | " + " | ".join(f"{s} (us)" for s in sides) + (" | today / baseline |" if baseline else " |"),
             "|---:|---|" + "---:|" * (len(sides) + bool(baseline))]
     with numba_threads(1):
@@ -295,12 +294,12 @@ def profile_table(baseline: str | None, repeats: int, batch: int = 200) -> list[
             peaks = {s: np.empty(batch, np.int64) for s in sides}
             fitness = np.empty(batch)
             calls = {}
-            for s, (place, order, simulate, state, whole) in sides.items():
+            for s, (place, order, simulate, traced, whole) in sides.items():
                 evaluate = (K if s == "today" else sys.modules["regal_baseline_kernels"]).evaluate_population
                 calls[s] = [lambda place=place: place(pop, n, d, placements),
                             lambda order=order: order(pop, n, d, kg, orders),
                             lambda simulate=simulate, s=s: simulate(kg, orders, placements, d, peaks[s]),
-                            lambda state=state: state(kg, placements, d),
+                            lambda traced=traced: traced(kg, orders, placements, d, np.empty(batch, np.int64)),
                             lambda whole=whole, s=s: whole(kg, pop, d, peaks[s]),
                             lambda evaluate=evaluate: evaluate(kg, pop, d, fitness)]
                 for c in calls[s]:

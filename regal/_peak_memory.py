@@ -3,8 +3,11 @@
 Every schedule regal scores goes through it: `regal.simulate` (checked), the decoder
 (`regal._kernels.decode_simulate`), the local search's climb (`regal._climb`). It reads the
 graph as a `regal._kernel_graph.KernelGraph` (`g`); its naive twin is `tests/naive.py`'s
-`simulate`. The step loops are compiled twice, with and without taking over (`reuse`): the flag
-is a compile-time constant, so graphs without the field run no take-over branch per step.
+`simulate`. One device runs a step loop, compiled twice, with and without taking over (`reuse`):
+the flag is a compile-time constant, so graphs without the field run no take-over branch per
+step. Several devices run `_sweep` (issue 36), which replaced a step loop over per-tensor device
+records: 32 % / 18 % less time at d = 2 / 4 without a trace, 21 % / 8 % with one (a 990-node
+graph), the same peaks and traces (benchmarks/results/decoder_profile.md).
 """
 
 import numba
@@ -54,97 +57,15 @@ def _one_device(with_reuse):
 
 
 @numba.njit(**_JIT)
-def _device_state(g, placement, d):
-    """One record per node, so that an input's whole state is one cache line: int32[n, 2 + 2d]
-      st[u, 0]            u's home device
-      st[u, 1]            devices other than home that host a consumer of u and lack the copy
-      st[u, 2 + k]        consumers of u on device k that have not run yet
-      st[u, 2 + d + k]    for a remote k: u's copy has arrived; for k = home: u has been freed
-    """
-    n = g.num_nodes
-    st = np.zeros((n, 2 + 2 * d), dtype=np.int32)
-    for u in range(n):
-        h = placement[u]
-        st[u, 0] = h
-        for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
-            k = placement[g.out_idx[e]]
-            c = st[u, 2 + k]
-            st[u, 1] += (c == 0) & (k != h)
-            st[u, 2 + k] = c + 1
-    return st
-
-
-def _many_devices(with_reuse):
-    """The d-device step loop, with or without taking over (compiled for each)."""
-
-    @numba.njit(inline="always", **_JIT)
-    def many_devices(g, order, placement, d, res, device_peak, trace):
-        """d devices; res: int64[d], each device's resident bytes (updated as it runs).
-
-        Each step walks its inputs once: copies in, and the frees it causes, which are applied
-        after the peak is taken (an input's state depends only on its own iteration). The updates
-        are written without branches: placements are random, so branches would mispredict.
-        """
-        tracing = trace.shape[0] > 0
-        st = _device_state(g, placement, d)
-        for t in range(g.num_nodes):
-            v = order[t]
-            if g.resident[v]:
-                if tracing:
-                    for j in range(d):
-                        trace[t, j] = res[j]
-                continue
-            k = st[v, 0]
-            r = res[k]
-            freed = 0
-            for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
-                u = g.in_idx[e]
-                b = g.in_bytes[e]
-                h = st[u, 0]
-                remote = h != k
-                # 1. copy in
-                need = remote & (st[u, 2 + d + k] == 0)
-                st[u, 2 + d + k] |= need
-                r += b * need
-                pend = st[u, 1] - need
-                st[u, 1] = pend
-                # 3. free (deferred): the copy on k after its last consumer there; the home copy
-                # once every home consumer has run and every other device has its copy
-                left = st[u, 2 + k] - 1
-                st[u, 2 + k] = left
-                freed += b * (remote & (left == 0))
-                free_home = (not g.in_resident[e]) & (pend == 0) & (st[u, 2 + h] == 0) & (st[u, 2 + d + h] == 0)
-                st[u, 2 + d + h] |= free_home
-                freed += b * (free_home & (not remote))
-                res[h] -= b * (free_home & remote)
-            # 2. run (less the inputs v takes over: home copies on k that this step frees, which
-            # st[u, 2 + d + k] marks: set by this step, since v is one of u's home consumers)
-            taken = 0
-            if with_reuse:
-                taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, g.nbytes, g.resident, st[:, 0], st[:, 2 + d + k])
-            r += g.nbytes[v] - taken
-            if r + g.temp[v] > device_peak[k]:
-                device_peak[k] = r + g.temp[v]
-            if tracing:
-                res[k] = r + g.temp[v]
-                for j in range(d):
-                    trace[t, j] = res[j]
-            res[k] = r + taken - freed
-        return device_peak.max()
-
-    return many_devices
-
-
-@numba.njit(**_JIT)
-def _sweep(g, order, placement, d, device_peak):
-    """d devices, no trace: the step loop of `_many_devices`, computed another way (issue 36:
-    32 % / 18 % less time at d = 2 / 4 on a 990-node graph, the same peaks). From each tensor's
+def _sweep(g, order, placement, d, device_peak, trace):
+    """d > 1 devices (SPEC.md section 3). From each tensor's
     consumers' steps it first finds when each copy arrives and goes and when the home copy goes
     (section 3's rules: a copy on q arrives at the first step of a consumer on q and goes after
     the last; the home copy goes after the last home consumer and every copy's arrival), as bytes
     added at a step (`add`, counted in that step's peak on its device) and bytes freed after a
-    step (`free`, per device); then one pass over the steps keeps each device's bytes and peak.
-    Taking over: the bytes each step takes over, from the same freeing steps (`_taken`).
+    step (`free`, per device); then one pass over the steps keeps each device's bytes and peak
+    (`_sweep_traced` when `trace` has rows). Taking over: the bytes each step takes over, from
+    the same freeing steps (`_taken`).
     """
     n = g.num_nodes
     pos = np.empty(n, dtype=np.int32)
@@ -191,6 +112,8 @@ def _sweep(g, order, placement, d, device_peak):
     mem = res.copy()
     for k in range(d):
         device_peak[k] = res[k]
+    if trace.shape[0] > 0:
+        return _sweep_traced(g, order, placement, d, add, free, taken, mem, device_peak, trace)
     for t in range(n):
         v = order[t]
         if not g.resident[v]:
@@ -203,6 +126,31 @@ def _sweep(g, order, placement, d, device_peak):
             mem[k] = cur
         for q in range(d):
             mem[q] -= free[(t + 1) * d + q]
+    return device_peak.max()
+
+
+@numba.njit(inline="always", **_JIT)
+def _sweep_traced(g, order, placement, d, add, free, taken, mem, device_peak, trace):
+    """`_sweep`'s pass over the steps writing the trace: row t holds every device's bytes while
+    step t runs (temp included on the running device); a home copy that step t frees on another
+    device is already gone in row t (as in section 3, where the step frees it), the frees on the
+    running device come after its row."""
+    with_reuse = taken.shape[0] > 0
+    for t in range(g.num_nodes):
+        v = order[t]
+        k = -1 if g.resident[v] else placement[v]
+        for q in range(d):
+            if q != k:
+                mem[q] -= free[(t + 1) * d + q]
+            trace[t, q] = mem[q]
+        if k >= 0:
+            cur = mem[k] + add[t]
+            x = cur + g.temp[v]
+            if with_reuse:
+                x -= taken[v]
+            device_peak[k] = max(device_peak[k], x)
+            trace[t, k] = x
+            mem[k] = cur - free[(t + 1) * d + k]
     return device_peak.max()
 
 
@@ -224,8 +172,6 @@ def _taken(g, placement, pos, home_free):
 
 _one_device_plain = _one_device(False)
 _one_device_reuse = _one_device(True)
-_many_devices_plain = _many_devices(False)
-_many_devices_reuse = _many_devices(True)
 
 
 @numba.njit(**_JIT)
@@ -239,22 +185,16 @@ def simulate_peak(g, order, placement, d, device_peak, trace):
 
     Taking over (`reuse`): a step that takes over inputs holds `taken` bytes fewer while it runs;
     after it, the bytes are as without the field (the taken inputs' bytes now belong to its
-    output instead of being freed). A graph without the field runs the `_plain` loops. Without
-    a trace, d > 1 runs `_sweep`.
+    output instead of being freed). One device runs the step loop (`_plain` for a graph without
+    the field), several `_sweep`.
     """
-    if d > 1 and trace.shape[0] == 0:
-        return _sweep(g, order, placement, d, device_peak)
-    res = np.zeros(d, dtype=np.int64)
+    if d > 1:
+        return _sweep(g, order, placement, d, device_peak, trace)
+    r = 0
     for v in range(g.num_nodes):
         if g.resident[v]:
-            res[placement[v]] += g.nbytes[v]
-    for k in range(d):
-        device_peak[k] = res[k]
-    with_reuse = g.reuse_idx.shape[0] > 0
-    if d == 1:
-        if with_reuse:
-            return _one_device_reuse(g, order, placement, res[0], device_peak, trace)
-        return _one_device_plain(g, order, placement, res[0], device_peak, trace)
-    if with_reuse:
-        return _many_devices_reuse(g, order, placement, d, res, device_peak, trace)
-    return _many_devices_plain(g, order, placement, d, res, device_peak, trace)
+            r += g.nbytes[v]
+    device_peak[0] = r
+    if g.reuse_idx.shape[0] > 0:
+        return _one_device_reuse(g, order, placement, r, device_peak, trace)
+    return _one_device_plain(g, order, placement, r, device_peak, trace)
