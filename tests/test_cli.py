@@ -383,6 +383,21 @@ def test_a_time_limit_does_not_cut_the_report(graph_file):
     assert isinstance(doc["allocation_bytes"], int) and isinstance(doc["arena_bytes"], int)
 
 
+def test_a_time_limit_keeps_time_for_the_plan(graph_file):
+    """Once the graph is loaded the search's deadline moves earlier by PLAN_SECONDS_PER_NODE per
+    node (the solution's re-simulation and its file must fit in the limit); no limit, no change."""
+    from regal._stop import Deadline
+    from regal.commands.report import PLAN_SECONDS_PER_NODE, _load_or_exit
+    g, p = graph_file
+    deadline = Deadline(10.0)
+    at = deadline.at
+    assert _load_or_exit(str(p), (), deadline).num_nodes == g.num_nodes
+    assert deadline.at == pytest.approx(at - PLAN_SECONDS_PER_NODE * g.num_nodes)
+    unlimited = Deadline()
+    _load_or_exit(str(p), (), unlimited)
+    assert unlimited.at is None
+
+
 def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
     """The packed arena of the report is given REPORT_PACK_WALL_S (its greedy placements took
     minutes on 60,000 nodes, after a --time-limit search of 3 s): past it the line says so, and
