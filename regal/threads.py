@@ -21,7 +21,8 @@ __all__ = ["use_fast_threads", "preload_tbb"]
 def use_fast_threads() -> None:
     """Run regal's parallel kernels on Intel TBB's threads where its library loads (the `tbb`
     wheel, a dependency on Linux x86-64), else on Numba's own pool (the "workqueue" layer),
-    never on OpenMP's, unless NUMBA_THREADING_LAYER names a layer. The `regal` program calls it
+    never on OpenMP's, unless NUMBA_THREADING_LAYER names a layer (or
+    NUMBA_THREADING_LAYER_PRIORITY orders them: that order is kept). The `regal` program calls it
     at its start; an application calls it (`regal.use_fast_threads()`) before its first search,
     or sets NUMBA_THREADING_LAYER itself. Too late once Numba's threads run: then it does
     nothing. Answers do not depend on the layer or the thread count."""
@@ -35,7 +36,8 @@ def use_fast_threads() -> None:
     # Numba tries the layers in this order and takes the first that loads (TBB: when its version
     # suits this Numba); OpenMP last, which workqueue always precedes
     numba.config.THREADING_LAYER = "default"
-    numba.config.THREADING_LAYER_PRIORITY = ["tbb", "workqueue", "omp"]
+    if "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
+        numba.config.THREADING_LAYER_PRIORITY = ["tbb", "workqueue", "omp"]
 
 
 def preload_tbb() -> bool:
