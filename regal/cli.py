@@ -24,11 +24,7 @@ from regal.cli_common import (_COMMAND_DEADLINE, DIM_OPTION, EXIT_INTERRUPTED, G
                               load_kernels_lean, parse_dims, skip_flax_interop, start_numba, use_jax_cache,
                               use_fast_threads)
 from regal.cli_common import dim_option_advice as _dim_option_advice  # noqa: F401
-
-import_numba_lean()  # before the first kernel module (regal.graph's) imports Numba
-
-from regal.graph import Graph, GraphError  # noqa: E402,F401
-from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY  # noqa: E402,F401
+from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY  # noqa: F401
 
 
 #: The commands that stop gracefully on a signal (`regal._stop.STOP_SIGNALS`): `_Main.main`
@@ -56,6 +52,12 @@ def _stop_from_the_start(argv, program: bool = False):
         _COMMAND_DEADLINE.pop()
 
 
+def _runs_a_command(argv) -> bool:
+    """Whether the command line runs a command, rather than asking for help or the version
+    (`regal`, `regal --help`, `regal COMMAND --help`): those load neither NumPy nor Numba."""
+    return bool(argv) and not any(a in ("-h", "--help", "--version") for a in argv)
+
+
 #: Commands after which the `regal` process ends without Python's finalization (`_Main`): they
 #: hold no cluster, server or child process when they return.
 QUICK_EXIT_COMMANDS = ("optimize", "solve", "info", "evaluate", "plot", "import-hlo", "import-onnx")
@@ -71,7 +73,7 @@ class _Main(click.Group):
     application), it behaves as any click group. For a stoppable command it first installs the
     signal handlers (`_stop_from_the_start`; its time limit counts from the program's start,
     `_PROGRAM_START`, or from this call's when called with `args`); run as the program, it loads
-    the cached kernels without starting Numba's compiler (`load_kernels_lean`, 0.1 s)."""
+    the cached kernels without starting Numba's compiler (`load_kernels_lean`, 0.1 s), unless it only prints help."""
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         program = args is None and standalone_mode
@@ -80,7 +82,8 @@ class _Main(click.Group):
 
     def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         command = set(sys.argv[1:2])
-        if args is None and standalone_mode:
+        if args is None and standalone_mode and _runs_a_command(sys.argv[1:]):
+            import_numba_lean()  # before the first kernel module imports Numba
             load_kernels_lean()
         if args is not None or not standalone_mode or not command & set(QUICK_EXIT_COMMANDS + STOPPABLE_COMMANDS):
             return super().main(args, *rest, standalone_mode=standalone_mode, **kwargs)

@@ -133,19 +133,41 @@ import sys
 import regal
 heavy = sorted(m for m in ("numpy", "numba", "jax") if m in sys.modules)
 import regal.cli
-skipped = [m for m in ("scipy", "yaml") if m in sys.modules]
+skipped = [m for m in ("scipy", "yaml", "numpy", "numba") if m in sys.modules]
+regal.cli.import_numba_lean()
+lean = [m for m in ("scipy", "yaml") if m in sys.modules]
 import scipy, yaml
 import regal.load, regal.simulate
 names = {n: callable(getattr(regal, n)) or n == "FORMAT" for n in regal.__all__}
-print(heavy, skipped, "numba" in sys.modules)
+print(heavy, skipped, lean, "numba" in sys.modules)
 print(type(regal.load).__name__, type(regal.simulate).__name__, all(names.values()))
 """
 
 
 def test_import_regal_is_lazy_and_the_cli_imports_numba_lean(tmp_path):
     """`import regal` imports no NumPy, Numba or JAX, every public name still resolves (regal.load
-    and regal.simulate the functions, beside their submodules); `regal.cli` imports Numba without
-    SciPy and PyYAML, which stay importable."""
+    and regal.simulate the functions, beside their submodules); `import regal.cli` imports neither
+    NumPy nor Numba (`regal --help` needs neither), and the program's `import_numba_lean`
+    imports Numba without SciPy and PyYAML, which stay importable."""
     out = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.splitlines() == ["[] [] True", "function function True"], out.stdout
+    assert out.stdout.splitlines() == ["[] [] [] True", "function function True"], out.stdout
+
+
+_HELP = r"""
+import sys
+sys.argv = ["regal", "--help"]
+import regal.cli
+try:
+    regal.cli.main()
+except SystemExit:
+    pass
+print(sorted(m for m in ("numpy", "numba", "jax", "scipy") if m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_help_imports_neither_numpy_nor_numba(tmp_path):
+    """`regal --help` (run as the program) prints its help without importing NumPy or Numba."""
+    out = subprocess.run([sys.executable, "-c", _HELP], capture_output=True, text=True, cwd=tmp_path)
+    assert "Usage: regal" in out.stdout, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from regal.cli_common import DIM_OPTION, GRAPH_HELP, _friendly_errors, human_bytes, load_graph, parse_dims
 from regal.cli_common import dim_option_advice as _dim_option_advice
-from regal.graph import Graph
+
+if TYPE_CHECKING:
+    from regal.graph import Graph
 
 
 @click.command("info", short_help="size, depth and lower bound on peak memory of a graph", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")

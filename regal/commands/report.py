@@ -8,12 +8,15 @@ import dataclasses
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from regal.cli_common import EXIT_INTERRUPTED, human_bytes, load_graph
 from regal.cli_pack import exit_for_limit, packed_line, packed_summary
-from regal.graph import Graph
+
+if TYPE_CHECKING:
+    from regal.graph import Graph
 
 
 def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> None:
