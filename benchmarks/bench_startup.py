@@ -162,6 +162,9 @@ def wrap(owner, attr, name):
             marks.append((name, t, time.perf_counter()))
     setattr(owner, attr, wrapper)
 import regal.cli
+# what the program does before the first kernel module loads (at `main`, or at `import regal.cli`
+# in older trees, where this is a no-op): Numba without SciPy and PyYAML
+sys.modules["regal.cli_common"].import_numba_lean()
 import regal.flagship, regal.memetic, regal.solution, regal.load, regal.methods  # optimize imports them
 marks.append(("imports", T0, time.perf_counter()))
 load = sys.modules["regal.load"]
