@@ -3,6 +3,7 @@
     python -m experiments.learned collect [--per-source 30] [--workers 2]  # each start's outcome
     python -m experiments.learned train [--epochs 20]                      # one policy per fold, and "all"
     python -m experiments.learned evaluate [--workers 2]                   # test splits, tables
+    python -m experiments.learned margin                                   # a departure margin (not adopted)
 
 Data (collect; every cell also in results/learned/starts.json.gz, which train reads): on the train and valid splits of the six corpus sources (the graphs of
 configs/learned_answers.json, --per-source train graphs spread over each source's list, a third
@@ -404,6 +405,47 @@ def write_tables(rows: list, which: str = "fold") -> None:
     print("\n".join(lines))
 
 
+#: The margins `margin` tries (logit units of the start head; inf: never depart from the default)
+MARGINS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, float("inf"))
+
+
+def margin(args) -> None:
+    """A margin before departing from the default start (tried, not adopted): each fold's policy
+    departs only when its top start's score beats the default start's by m; the mean % above the
+    best start at 1K on the fold's selection source (the adopted protocol) for each m. Offline,
+    on the collected cells (starts.json.gz); writes results/learned/margin.md."""
+    from experiments.runner import commit
+    from regal.policy import load_policy
+    from regal.policy.numpy_net import forward
+    from regal.policy.start_choice import MAX_STARTS, padded_start_features
+    from regal.policy.training.start import load
+    cells = _cells()
+    lines = ["# A departure margin for the start choice (issue 34; not adopted)", "",
+             "Command: `python -m experiments.learned margin`  ",
+             f"Commit: {commit()}; offline, on experiments/results/learned/starts.json.gz with the fold policies.", "",
+             "Each fold's mean % above the best start at 1,000 evaluations on its selection source's cells, "
+             "departing from the lowest-scored start only when the head's top score beats it by m:", "",
+             "| fold | selection source | cells | " + " | ".join(f"m = {m:g}" for m in MARGINS) + " |",
+             "|---|---|---:|" + "---:|" * len(MARGINS)]
+    for fold in SOURCES:
+        pol = load_policy(os.path.join(POLICIES, f"{fold}.npz"))
+        select = _selection_source(fold)
+        costs = []
+        for _, _, c in [x for x in cells if x[0] == select]:
+            g = load(c.path)
+            out = forward(pol.config, pol.params, pol.config.batch(g, c.devices),
+                          padded_start_features(c.names, c.scores))["start_scores"]   # "gnn" policies
+            out = np.asarray(out)[:min(len(c.names), MAX_STARTS)]
+            d, b = c.default(), int(np.argmax(out))
+            costs.append([c.costs[b if out[b] - out[d] > m else d] for m in MARGINS])
+        mean = 100 * np.asarray(costs).mean(axis=0)
+        lines.append(f"| {fold} | {select} | {len(costs)} | " + " | ".join(f"{x:.3f}" for x in mean) + " |")
+        print(lines[-1], flush=True)
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "margin.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m experiments.learned", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -424,10 +466,11 @@ def main(argv=None) -> None:
     e.add_argument("--policy", choices=["fold", "all"], default="fold",
                    help="fold: each source with the policy that left it out (held out); all: every source "
                         "with the policy trained on all six (their test graphs unseen, their sources seen)")
+    sub.add_parser("margin", help="a departure margin chosen on the selection sources (tried, not adopted)")
     args = ap.parse_args(argv)
     global POLICIES
     POLICIES = getattr(args, "policies", None) or POLICIES
-    {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
+    {"collect": collect, "train": train, "evaluate": evaluate, "margin": margin}[args.cmd](args)
 
 
 if __name__ == "__main__":
