@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_GRAPH ?= data/graphs/real/vit_l8_d256_b8_train_opt.json.gz
 
-.PHONY: demo test test-slow bench clean
+.PHONY: demo test test-slow bench clean clean-numba-cache
 
 $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -29,3 +29,9 @@ test-slow: $(BIN)/.installed
 
 clean:
 	rm -rf $(VENV) demo_solution.json demo_brkga.json
+
+# Numba's on-disk cache is checked per source file: a kernel that calls one in another module keeps
+# its compiled copy of the callee after only the callee's file changed. After editing a kernel
+# module, clear it (the next run compiles everything again, a few minutes).
+clean-numba-cache:
+	find regal baselines -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -11,54 +11,62 @@ heap when it grows.
 """
 
 import numba
+import numpy as np
 
 from regal._jit import JIT
+
+#: Indices are cast to this unsigned type where they index the arrays: Numba wraps every signed
+#: index around (`a[-1]`), a few instructions per access on these hot paths.
+_U = np.uint64
 
 
 @numba.njit(inline="always", **JIT)
 def heap_push(hkey, hnode, base, size, key, node):
     """Push (key, node) on the max-heap stored at hkey/hnode[base:]; returns the new size."""
-    i = size
+    b = _U(base)
+    i = _U(size)
     while i > 0:
-        parent = (i - 1) >> 1
-        kp = hkey[base + parent]
-        if key > kp or (key == kp and node < hnode[base + parent]):
-            hkey[base + i] = kp
-            hnode[base + i] = hnode[base + parent]
+        parent = (i - _U(1)) >> _U(1)
+        kp = hkey[b + parent]
+        if key > kp or (key == kp and node < hnode[b + parent]):
+            hkey[b + i] = kp
+            hnode[b + i] = hnode[b + parent]
             i = parent
         else:
             break
-    hkey[base + i] = key
-    hnode[base + i] = node
+    hkey[b + i] = key
+    hnode[b + i] = node
     return size + 1
 
 
 @numba.njit(inline="always", **JIT)
 def heap_pop(hkey, hnode, base, size):
     """Remove the top of the heap at hkey/hnode[base:]; returns (node, new size)."""
-    top = hnode[base]
+    b = _U(base)
+    top = hnode[b]
     size -= 1
-    key = hkey[base + size]
-    node = hnode[base + size]
-    i = 0
+    n = _U(size)
+    key = hkey[b + n]
+    node = hnode[b + n]
+    i = _U(0)
     while True:
-        c = 2 * i + 1
-        if c >= size:
+        c = _U(2) * i + _U(1)
+        if c >= n:
             break
-        if c + 1 < size:
-            k1 = hkey[base + c + 1]
-            k0 = hkey[base + c]
-            if k1 > k0 or (k1 == k0 and hnode[base + c + 1] < hnode[base + c]):
-                c += 1
-        kc = hkey[base + c]
-        if kc > key or (kc == key and hnode[base + c] < node):
-            hkey[base + i] = kc
-            hnode[base + i] = hnode[base + c]
+        if c + _U(1) < n:
+            k1 = hkey[b + c + _U(1)]
+            k0 = hkey[b + c]
+            if k1 > k0 or (k1 == k0 and hnode[b + c + _U(1)] < hnode[b + c]):
+                c += _U(1)
+        kc = hkey[b + c]
+        if kc > key or (kc == key and hnode[b + c] < node):
+            hkey[b + i] = kc
+            hnode[b + i] = hnode[b + c]
             i = c
         else:
             break
-    hkey[base + i] = key
-    hnode[base + i] = node
+    hkey[b + i] = key
+    hnode[b + i] = node
     return top, size
 
 
@@ -66,13 +74,13 @@ def heap_pop(hkey, hnode, base, size):
 def sorted_push(hkey, hnode, size, key, node):
     """Insert (key, node) into hkey/hnode[:size], kept sorted with the top at the end (the last
     entry has the largest key, ties to the lower node); returns the new size."""
-    i = size
+    i = _U(size)
     while i > 0:
-        kp = hkey[i - 1]
-        if key < kp or (key == kp and node > hnode[i - 1]):
+        kp = hkey[i - _U(1)]
+        if key < kp or (key == kp and node > hnode[i - _U(1)]):
             hkey[i] = kp
-            hnode[i] = hnode[i - 1]
-            i -= 1
+            hnode[i] = hnode[i - _U(1)]
+            i -= _U(1)
         else:
             break
     hkey[i] = key

@@ -20,6 +20,10 @@ from regal._heap import heap_pop as _pop, heap_push as _push, sorted_push as _so
 from regal._jit import JIT as _JIT, PARALLEL_JIT
 from regal._takeover import taken_over
 
+#: Indices are cast to this unsigned type in the hot loops: Numba wraps every signed index around
+#: (`a[-1]`), a few instructions per access.
+_U = np.uint64
+
 #: The simulation's loops (`_start_residents`, `_events`) run without reference counting (they
 #: allocate nothing: the state comes from `_new_run`), their steps (`_STEP`) inlined into them:
 #: with the counting, passing the structs to a step costs an atomic increment and decrement per
@@ -329,10 +333,11 @@ def _finish_node(g, s, placement, prio, tprio, k, t, ndc, nlc, rec, record):
         s.mem[k] += s.taken[v]
     if record:
         rec.finish[v] = t
-    for e in range(g.succ_ptr[v], g.succ_ptr[v + 1]):
-        w = g.succ_idx[e]
-        s.wait[w] -= 1
-        if s.wait[w] == 0:
+    for e in range(_U(g.succ_ptr[v]), _U(g.succ_ptr[v + 1])):
+        w = _U(g.succ_idx[e])
+        c = s.wait[w] - 1
+        s.wait[w] = c
+        if c == 0:
             ndc = _ready(s, w, placement[w], prio[w], ndc)
     freed = 0
     if d == 1:  # every input at home
@@ -343,11 +348,12 @@ def _finish_node(g, s, placement, prio, tprio, k, t, ndc, nlc, rec, record):
             if c == 0 and not g.resident[u] and not g.output[u]:
                 freed += g.nbytes[u]
     else:
-        for e in range(g.in_ptr[v], g.in_ptr[v + 1]):  # without branches: placements are random
-            u = g.in_idx[e]
+        for e in range(_U(g.in_ptr[v]), _U(g.in_ptr[v + 1])):  # without branches: placements are random
+            u = _U(g.in_idx[e])
             remote = placement[u] != k
-            rc = s.cons[u * d + k] - remote  # the copy on k goes after its last consumer there
-            s.cons[u * d + k] = rc
+            j = u * _U(d) + _U(k)
+            rc = s.cons[j] - remote  # the copy on k goes after its last consumer there
+            s.cons[j] = rc
             hc = s.held[u] - (not remote)  # the home copy once home consumers are done, copies sent
             s.held[u] = hc
             free = (remote & (rc == 0)) | ((not remote) & (hc == 0) & (not g.resident[u]) & (not g.output[u]))
@@ -370,8 +376,8 @@ def _finish_transfer(g, s, placement, prio, l, d, ndc, nlc):
         s.lflag[l] = True
         s.lcand[nlc] = l
         nlc += 1
-    for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
-        w = g.out_idx[e]
+    for e in range(_U(g.out_ptr[u]), _U(g.out_ptr[u + 1])):
+        w = _U(g.out_idx[e])
         there = placement[w] == q
         c = s.wait[w] - there
         s.wait[w] = c
