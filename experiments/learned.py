@@ -416,8 +416,6 @@ def margin(args) -> None:
     on the collected cells (starts.json.gz); writes results/learned/margin.md."""
     from experiments.runner import commit
     from regal.policy import load_policy
-    from regal.policy.numpy_net import forward
-    from regal.policy.start_choice import MAX_STARTS, padded_start_features
     from regal.policy.training.start import load
     cells = _cells()
     lines = ["# A departure margin for the start choice (issue 34; not adopted)", "",
@@ -432,10 +430,7 @@ def margin(args) -> None:
         select = _selection_source(fold)
         costs = []
         for _, _, c in [x for x in cells if x[0] == select]:
-            g = load(c.path)
-            out = forward(pol.config, pol.params, pol.config.batch(g, c.devices),
-                          padded_start_features(c.names, c.scores))["start_scores"]   # "gnn" policies
-            out = np.asarray(out)[:min(len(c.names), MAX_STARTS)]
+            out = pol.start_scores(load(c.path), c.devices, c.names, c.scores)
             d, b = c.default(), int(np.argmax(out))
             costs.append([c.costs[b if out[b] - out[d] > m else d] for m in MARGINS])
         mean = 100 * np.asarray(costs).mean(axis=0)

@@ -11,13 +11,8 @@ heap when it grows.
 """
 
 import numba
-import numpy as np
 
-from regal._jit import JIT
-
-#: Indices are cast to this unsigned type where they index the arrays: Numba wraps every signed
-#: index around (`a[-1]`), a few instructions per access on these hot paths.
-_U = np.uint64
+from regal._jit import JIT, UINDEX as _U
 
 
 @numba.njit(inline="always", **JIT)

@@ -13,11 +13,7 @@ graph), the same peaks and traces (benchmarks/results/decoder_profile.md).
 import numba
 import numpy as np
 
-from regal._jit import JIT as _JIT
-
-#: Array indices in the sweep are cast to this unsigned type: Numba wraps every signed index
-#: around (`a[-1]`), two or three instructions per access, 10-15 % of the sweep's time.
-_U = np.uint64
+from regal._jit import JIT as _JIT, UINDEX as _U
 from regal._takeover import taken_over
 
 

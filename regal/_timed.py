@@ -17,12 +17,8 @@ import numba
 import numpy as np
 
 from regal._heap import heap_pop as _pop, heap_push as _push, sorted_push as _sorted_push
-from regal._jit import JIT as _JIT, PARALLEL_JIT
+from regal._jit import JIT as _JIT, PARALLEL_JIT, UINDEX as _U
 from regal._takeover import taken_over
-
-#: Indices are cast to this unsigned type in the hot loops: Numba wraps every signed index around
-#: (`a[-1]`), a few instructions per access.
-_U = np.uint64
 
 #: The simulation's loops (`_start_residents`, `_events`) run without reference counting (they
 #: allocate nothing: the state comes from `_new_run`), their steps (`_STEP`) inlined into them:
@@ -271,7 +267,6 @@ def _start_residents(g, s, placement, prio, tprio, rec):
 def _start_nodes(g, dev, s, placement, t, ndc, esize, nseq, rec, record):
     """Every marked idle device starts its best ready node (taking inputs over, SPEC.md section
     3); returns (esize, nseq)."""
-    d = s.mem.shape[0]
     for i in range(ndc):
         k = s.dcand[i]
         s.dflag[k] = False

@@ -82,10 +82,10 @@ class Policy:
         """Whether the policy has a start-choice head (which start the flagship climbs from, issue 34)."""
         return bool(getattr(self.config, "start", False))
 
-    def choose_start(self, graph: Graph, devices: int, names, scores, batch: GraphBatch | None = None) -> int:
-        """The start the flagship's climb goes on from: the index among `names` (the starts'
-        names) with climb scores `scores` (`regal.policy.start_choice`) of the highest score of
-        the start-choice head. Runs the NumPy network (no JAX) for "gnn" policies."""
+    def start_scores(self, graph: Graph, devices: int, names, scores, batch: GraphBatch | None = None) -> np.ndarray:
+        """float[K]: the start-choice head's score of each of the starts `names` (at most
+        MAX_STARTS) with climb scores `scores` (`regal.policy.start_choice`). Runs the NumPy
+        network (no JAX) for "gnn" policies."""
         if not self.has_start:
             raise ValueError(f"{self.source or 'this policy'} has no start head")
         from regal.policy.start_choice import MAX_STARTS, padded_start_features
@@ -97,7 +97,12 @@ class Policy:
             out = forward(self.config, self.params, batch, feats)["start_scores"]
         else:
             out = _jitted_apply(self.config)(self.params, batch, feats).start_scores
-        return int(np.argmax(np.asarray(out)[:min(len(names), MAX_STARTS)]))
+        return np.asarray(out)[:min(len(names), MAX_STARTS)]
+
+    def choose_start(self, graph: Graph, devices: int, names, scores, batch: GraphBatch | None = None) -> int:
+        """The start the flagship's climb goes on from: the index among `names` of the highest
+        `start_scores`."""
+        return int(np.argmax(self.start_scores(graph, devices, names, scores, batch)))
 
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:
         """The most likely action per node and head, or a sample (Gumbel-max, seeded)."""
