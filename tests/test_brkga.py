@@ -240,3 +240,37 @@ def test_write_back_in_place_is_the_same_as_a_copy(seed):
     moved = write_back(state._replace(population=state.population.copy()), lambda: keys, fitness, overwrite=True)
     np.testing.assert_array_equal(moved.population, copied.population)
     np.testing.assert_array_equal(moved.fitness, copied.fitness)
+
+
+def test_coins_are_numpys_16_bit_integers_and_leave_the_same_state():
+    """brkga.coins draws rng.integers(0, 65536, dtype=uint16)'s numbers from raw 64-bit words:
+    the same numbers and the same generator state after, whatever half-word PCG64 holds over
+    from the draws before (odd and even counts, empty shapes)."""
+    plan = np.random.default_rng(7)
+    for trial in range(400):
+        a, b = np.random.default_rng(trial), np.random.default_rng(trial)
+        for _ in range(int(plan.integers(0, 4))):   # earlier draws of other kinds and lengths
+            kind, k = int(plan.integers(0, 3)), int(plan.integers(0, 7))
+            for g in (a, b):
+                (g.integers(0, 5, size=k) if kind == 0 else g.random(k) if kind == 1
+                 else g.integers(0, 65536, size=k, dtype=np.uint16))
+        shape = (int(plan.integers(0, 5)), int(plan.integers(0, 9)))
+        want, got = a.integers(0, 65536, size=shape, dtype=np.uint16), brkga.coins(b, shape)
+        assert got.dtype == np.uint16 and got.shape == shape and np.array_equal(want, got)
+        assert a.bit_generator.state == b.bit_generator.state
+        assert np.array_equal(a.random(3), b.random(3))
+
+
+def test_crossover_takes_each_gene_bit_for_bit_from_its_parent():
+    """The crossover kernel picks whole float64 values (by their bits): every child gene is one
+    of its two parents' genes at that position, elite where coin < inherit, exactly."""
+    from regal import _kernels
+    rng = np.random.default_rng(3)
+    pop = rng.random((6, 50)) * np.array([1.0, -0.0, np.nan, 1e-310, np.inf] * 10)
+    coin = rng.integers(0, 65536, size=(4, 50), dtype=np.uint16)
+    inherit = np.full(50, 45875, dtype=np.int32)
+    elite, other = np.array([0, 1, 0, 2]), np.array([3, 4, 5, 3])
+    children = np.empty((4, 50))
+    _kernels.biased_crossover(pop.view(np.uint64), elite, other, coin, inherit, children.view(np.uint64))
+    want = np.where(coin < inherit, pop[elite], pop[other])
+    assert np.array_equal(children.view(np.uint64), want.view(np.uint64))
