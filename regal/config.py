@@ -58,6 +58,8 @@ class FlagshipConfig(NamedTuple):
     packed_seeds_nodes_per_eval: float = 1.0
     infeasible_share: float = 0.5
     restart_stall: float = 0.1
+    evaluations_per_member: float = 40.0
+    min_population: int = 10
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish
@@ -66,6 +68,14 @@ class FlagshipConfig(NamedTuple):
         if cfg.prior_share is None:
             cfg = cfg._replace(prior_share=self.prior_share if parts_on else 1.0)
         return cfg.validate()
+
+    def population_for(self, budget: int, population_size: int) -> int:
+        """The peak-memory flagship's population for `budget` evaluations: population_size, or
+        budget / evaluations_per_member members where that is fewer (at least min_population)."""
+        if self.evaluations_per_member <= 0:
+            return population_size
+        per_budget = int(budget // self.evaluations_per_member)
+        return min(population_size, max(int(self.min_population), per_budget))
 
 
 def as_flagship_config(config) -> FlagshipConfig:

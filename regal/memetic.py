@@ -49,6 +49,11 @@ off is plain BRKGA, bit for bit):
   most (ViT forward graphs: up to 49 % above local search before), and at 1,000 evaluations a
   generation's round is most of the budget.
 
+Population: BRKGA's 100 members (`FlagshipConfig.brkga`), but at most one per
+`evaluations_per_member` (40) evaluations of the budget, at least `min_population` (10): the
+initial population's random members are evaluations the climb does not get, and at 1,000
+evaluations a population of 25 ends lower than one of 100 (experiments/results/INDEX.md).
+
 Budget: `budget` evaluations in all, heuristic seeds, decodes and local moves alike (one
 evaluation = one simulation); the last step is cut short so exactly `budget` are spent, unless
 `time_limit_s` or the callback stops the search first; once the deadline has passed the climb
@@ -315,6 +320,8 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     devices = check_devices(devices)
     flagship = as_flagship_config(config)
     config = flagship.resolved_brkga(seeding or polish)
+    if seeding or polish:  # a short budget's population is smaller (plain BRKGA's stays as asked)
+        config = config._replace(population_size=flagship.population_for(int(budget), config.population_size))
     problem = MemoryProblem(graph, devices)
     asked = config.population_size  # fewer where that many would not fit in memory (issue 36)
     config = config._replace(population_size=fit_population(graph, devices, asked, problem.num_keys)).validate()

@@ -146,7 +146,7 @@ def test_a_population_too_large_for_memory_is_shrunk_and_said_so(monkeypatch):
     g = random_dag(3, num_nodes=60)
     keys = 60 * 3  # d = 2
     monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 10 * keys * 8 * 3)
-    sol = regal.optimize(g, 2, budget=200, seed=0)
+    sol = regal.optimize(g, 2, budget=4000, seed=0)  # 4,000: the full population asked
     assert sol.info["config"]["population_size"] == 10 and sol.info["population_asked"] == 100
     monkeypatch.setattr(regal.loop, "SEARCH_BYTES", 1)
     assert regal.optimize(g, 2, budget=50, seed=0).info["config"]["population_size"] == 2
