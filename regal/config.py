@@ -74,6 +74,8 @@ class FlagshipConfig(NamedTuple):
         budget / evaluations_per_member members where that is fewer (at least min_population)."""
         if self.evaluations_per_member <= 0:
             return population_size
+        if self.min_population < 2:
+            raise ValueError(f"min_population must be at least 2, got {self.min_population}")
         per_budget = int(budget // self.evaluations_per_member)
         return min(population_size, max(int(self.min_population), per_budget))
 

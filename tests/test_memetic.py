@@ -223,3 +223,16 @@ def test_a_best_found_by_a_climb_a_restart_ended_is_not_lost():
         sol = regal.optimize(g, 2, budget=1000, seed=seed)
         lowest = min([c["best_peak_bytes"] for c in sol.info["climbs"]] + [p for _, p, _ in sol.info["history"]])
         assert sol.peak_bytes == lowest
+
+
+def test_a_short_budget_gets_a_small_population():
+    """FlagshipConfig.evaluations_per_member: one member per 40 evaluations, at least 10, at most
+    the BRKGA's 100; 0 keeps the 100; plain BRKGA (seeding and polish off) keeps what it asks."""
+    g = random_dag(4, num_nodes=40)
+    size = lambda budget, **kw: regal.optimize(g, 2, budget=budget, seed=0, **kw).info["config"]["population_size"]
+    assert [size(b) for b in (100, 1000, 2000, 4000)] == [10, 25, 50, 100]
+    assert size(1000, config=regal.FlagshipConfig(evaluations_per_member=0.0)) == 100
+    assert size(300, seeding=False, polish=False, policy=None) == 100
+    assert regal.FlagshipConfig().population_for(10**6, 100) == 100
+    with pytest.raises(ValueError, match="min_population"):
+        regal.FlagshipConfig(min_population=1).population_for(100, 100)
