@@ -45,7 +45,9 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     seeding / polish: the flagship's other two parts (`regal.memetic`); with both off and no
         policy this is plain BRKGA, bit for bit.
     config: the flagship's settings (`regal.FlagshipConfig`; a `regal.BrkgaConfig` sets its BRKGA
-        part); None: the adopted ones.
+        part); None: the adopted ones. With seeding or polish on, the population is at most one
+        member per `evaluations_per_member` evaluations of the budget (at least `min_population`);
+        `FlagshipConfig(brkga=..., evaluations_per_member=0)` runs brkga.population_size exactly.
     time_limit_s: stop after the first step that ends past this many seconds.
     callback: called with a `Progress` after every step; returning True stops the search.
     deadline: a `regal._stop.Deadline` that the seeds, the generations and the climb poll (a

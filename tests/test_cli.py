@@ -304,7 +304,8 @@ def test_an_interrupted_write_keeps_the_old_file(graph_file, tmp_path, monkeypat
 
 
 def test_optimize_takes_the_brkga_settings(graph_file, tmp_path):
-    """--population/--elites/--mutants/--inheritance reach the BRKGA; a bad combination is one line."""
+    """--population/--elites/--mutants/--inheritance reach the BRKGA (a population asked for exactly, the
+    default one scaled to the budget); a bad combination is one line."""
     g, p = graph_file
     out = tmp_path / "sol.json"
     r = _invoke("optimize", p, "-n", 300, "--population", 40, "--elites", 0.25, "--mutants", 0.2,
@@ -313,6 +314,9 @@ def test_optimize_takes_the_brkga_settings(graph_file, tmp_path):
     cfg = load_solution(out, g).info["config"]
     assert cfg == {"population_size": 40, "elite_fraction": 0.25, "mutant_fraction": 0.2, "elite_inheritance": 0.6,
                    "prior_share": 0.5}
+    # without --population the flagship scales its population to the budget (one per 40 evaluations)
+    assert _invoke("optimize", p, "-n", 400, "-o", out).exit_code == 0
+    assert load_solution(out, g).info["config"]["population_size"] == 10
     r = _invoke("optimize", p, "--population", 4, "--elites", 0.75, "--mutants", 0.5)
     assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1
 

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
               help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="improve the best solution with the local search between generations")
-@click.option("--population", type=click.IntRange(2), default=100, show_default=True,
-              help="BRKGA population size")
+@click.option("--population", type=click.IntRange(2), default=None,
+              help="BRKGA population size, exactly [default: 100, fewer for a short budget: one member per "
+                   "40 evaluations, at least 10]")
 @click.option("--elites", "elite_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.2, show_default=True, help="BRKGA elite fraction")
 @click.option("--mutants", "mutant_fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
@@ -68,7 +69,12 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     import regal.methods
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
-    config = BrkgaConfig(population, elite_fraction, mutant_fraction, elite_inheritance, prior_share).validate()
+    from regal.config import FlagshipConfig
+    config = BrkgaConfig(100 if population is None else population, elite_fraction, mutant_fraction,
+                         elite_inheritance, prior_share).validate()
+    # a population asked for is run as asked; by default the flagship scales it to the budget
+    config = FlagshipConfig(brkga=config) if population is None else \
+        FlagshipConfig(brkga=config, evaluations_per_member=0.0)
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
