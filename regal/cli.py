@@ -21,8 +21,7 @@ import click
 from regal.cli_common import (_COMMAND_DEADLINE, DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP,  # noqa: F401
                               NUMBA_OPTIONAL_IMPORTS, RUNTIME_OPTIONS, TIME_LIMIT, _exit_stopped, _friendly_errors,
                               _Seconds, command_deadline, human_bytes, import_numba_lean, load_graph,
-                              load_kernels_lean, parse_dims, skip_flax_interop, start_numba, use_jax_cache,
-                              use_fast_threads)
+                              load_kernels_lean, parse_dims, skip_flax_interop, start_numba, use_jax_cache)
 from regal.cli_common import dim_option_advice as _dim_option_advice  # noqa: F401
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY  # noqa: F401
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.threads import use_fast_threads  # noqa: F401  (the command line's threading layer)
+from regal.threads import use_fast_threads  # the command line's threading layer
 
 if TYPE_CHECKING:
     from regal.graph import Graph
@@ -302,9 +302,10 @@ _COMMAND_DEADLINE: list = []
 
 
 def command_deadline(time_limit_s: float | None = None):
-    """The `Deadline` a stoppable command polls, with `time_limit_s` counted from the start of
-    `main`: the one `_Main.main` installed the signal handlers for (a signal since then has
-    already expired it), or a fresh one when the command runs without `main`."""
+    """The `Deadline` a stoppable command polls, with `time_limit_s` counted from the program's
+    start (`regal.cli._PROGRAM_START`; from `main`'s call when it is called with arguments): the
+    one `_Main.main` installed the signal handlers for (a signal since then has already expired
+    it), or a fresh one when the command runs without `main`."""
     from regal._stop import Deadline
     if not _COMMAND_DEADLINE:
         return Deadline(time_limit_s)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
               help="improve the best solution with the local search between generations")
 @click.option("--population", type=click.IntRange(2), default=None,
               help="BRKGA population size, exactly [default: 100, fewer for a short budget: one member per "
-                   "40 evaluations, at least 10]")
+                   "40 evaluations, at least 10: regal.FlagshipConfig]")
 @click.option("--elites", "elite_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.2, show_default=True, help="BRKGA elite fraction")
 @click.option("--mutants", "mutant_fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
@@ -70,11 +70,10 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
     from regal.config import FlagshipConfig
-    config = BrkgaConfig(100 if population is None else population, elite_fraction, mutant_fraction,
-                         elite_inheritance, prior_share).validate()
+    brkga = BrkgaConfig(population or BrkgaConfig().population_size, elite_fraction, mutant_fraction,
+                        elite_inheritance, prior_share).validate()
     # a population asked for is run as asked; by default the flagship scales it to the budget
-    config = FlagshipConfig(brkga=config) if population is None else \
-        FlagshipConfig(brkga=config, evaluations_per_member=0.0)
+    config = FlagshipConfig(brkga=brkga, **({} if population is None else {"evaluations_per_member": 0.0}))
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
