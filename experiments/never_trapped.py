@@ -16,6 +16,13 @@ in its options) and writes to the config's results folder:
   issue 33's trapped shape;
 - how often each method is no worse than itself with another seed (the noise floor of a
   "no worse than" share);
+- the room local search leaves at 5K: its mean % above SPEC.md section 7's lower bound, the
+  cells where it is within 1 % of the bound (no method can be 1 % better there), and each
+  flagship's mean % below local search on the other cells;
+- where the flagship's 1K answer falls short of its 5K one: the cells whose best 5K climb
+  started from another kind of start (packed / plain) than the best 1K climb, against the cells
+  where the 5K climb went further from the same kind (or from the population), with the sum of
+  the 1K answers' % above 5K in each;
 - `anytime_SOURCE_dD.png`: the best peak (relative to the best any method found on the graph)
   against evaluations and against seconds, the mean over the source's graphs and seeds, from
   the histories of the runs at the largest budget; and the final peak against the budget.
@@ -64,15 +71,21 @@ def load(config_path: str, cache_dir: str | None = None) -> tuple[dict, list[dic
     methods = [Method.from_config(m) for m in cfg["methods"]]
     cells, label_of = _cells(cfg, methods, None)
     out = []
+    bounds = {}
     for c in cells:
         path = c.path(cache_dir)
         if not os.path.exists(path):
             continue
-        sol = load_solution(path, cached_graph(c.graph_path))
+        graph = cached_graph(c.graph_path)
+        sol = load_solution(path, graph)
+        if (c.graph_path, c.devices) not in bounds:
+            bounds[(c.graph_path, c.devices)] = float(graph.lower_bound(c.devices))
+        climbs = sol.info.get("climbs") or []
         out.append({"source": label_of[c.graph_path], "graph": c.graph_name, "d": c.devices, "seed": c.seed,
                     "family": _family(c.method), "solver": c.method.solver, "budget": _budget_of(c.method),
                     "peak": float(sol.peak_bytes), "seconds": sol.seconds,
-                    "history": sol.info.get("history") or []})
+                    "history": sol.info.get("history") or [], "bound": bounds[(c.graph_path, c.devices)],
+                    "best_kind": min(climbs, key=lambda x: x["best_peak_bytes"])["kind"] if climbs else None})
     return cfg, out
 
 
@@ -146,6 +159,58 @@ def noise_floor(records: list[dict]) -> str:
                          for (fam, b), v in sorted(rows.items()) if v)
 
 
+def room_to_bound(records: list[dict], budget: int = 5000) -> str:
+    """Per source and d at `budget`: local search's mean % above the lower bound (SPEC.md section
+    7), the cells where it is within 1 % of it, and each flagship's mean % below local search on
+    the cells with more room."""
+    ls = {(r["source"], r["graph"], r["d"], r["seed"]): r for r in records
+          if r["solver"] == "local-search" and r["budget"] == budget}
+    flagships = sorted({r["family"] for r in records if r["solver"] == "regal" and r["budget"] == budget})
+    if not ls or not flagships:
+        return ""
+    flag = {(r["family"], r["source"], r["graph"], r["d"], r["seed"]): r["peak"] for r in records
+            if r["solver"] == "regal" and r["budget"] == budget}
+    out = (f"| source | d | cells | local search {budget // 1000}K: % above the bound | cells within 1 % of it | "
+           + " | ".join(f"{f}: % below local search, other cells" for f in flagships) + " |\n|---|---|---|---|---|"
+           + "---|" * len(flagships) + "\n")
+    for source, d in sorted({(k[0], k[2]) for k in ls}):
+        keys = [k for k in ls if k[0] == source and k[2] == d]
+        room = {k: 100.0 * (ls[k]["peak"] - ls[k]["bound"]) / ls[k]["peak"] for k in keys}
+        tight = [k for k in keys if room[k] < 1.0]
+        gains = []
+        for f in flagships:
+            vals = [_pct_lower(flag[(f, *k)], ls[k]["peak"]) for k in keys if room[k] >= 1.0 and (f, *k) in flag]
+            gains.append(f"{np.mean(vals):+.2f}" if vals else "-")
+        out += (f"| {source} | {d} | {len(keys)} | {np.mean(list(room.values())):.2f} | {len(tight)} | "
+                + " | ".join(gains) + " |\n")
+    return out
+
+
+def short_of_top(records: list[dict], short: int = 1000, top: int = 5000) -> str:
+    """Per flagship, source and d: the cells whose best climb at `top` started from another kind
+    of start than the best at `short`, and the others, with the sum of the short answers' %
+    above the top ones in each."""
+    runs = {(r["family"], r["source"], r["graph"], r["d"], r["seed"], r["budget"]): r for r in records
+            if r["solver"] == "regal" and r["best_kind"]}
+    rows = collections.defaultdict(lambda: [0, 0.0, 0, 0.0])
+    for (fam, source, g, d, s, b), r in runs.items():
+        t = runs.get((fam, source, g, d, s, top))
+        if b != short or t is None:
+            continue
+        gap = 100.0 * (r["peak"] / t["peak"] - 1)
+        other = t["best_kind"] != r["best_kind"] and t["best_kind"] != "population"
+        row = rows[(fam, source, d)]
+        row[0 if other else 2] += 1
+        row[1 if other else 3] += gap
+    if not rows:
+        return ""
+    out = (f"| method | source | d | cells: {top // 1000}K's best climb from another kind of start | their % above "
+           f"{top // 1000}K, summed | cells: from the same kind (or the population) | their % above "
+           f"{top // 1000}K, summed |\n|---|---|---|---|---|---|---|\n")
+    return out + "".join(f"| {fam} | {source} | {d} | {a} | {b:.1f} | {c} | {e:.1f} |\n"
+                         for (fam, source, d), (a, b, c, e) in sorted(rows.items()))
+
+
 def anytime_plots(records: list[dict], results_dir: str) -> list[str]:
     """One figure per (source, d): best peak / best known against evaluations and seconds (the
     runs at the largest budget), and final peak / best known against the budget."""
@@ -205,6 +270,10 @@ def _step(history: list, column: int, grid: np.ndarray) -> np.ndarray:
     return np.where(idx >= 0, ys[np.clip(idx, 0, None)], np.nan)
 
 
+def _section(title: str, table: str) -> str:
+    return f"{title}\n\n{table}\n" if table else ""
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
@@ -227,6 +296,10 @@ def main(argv=None):
                                 + shaped_table + "\n" if shaped else "")
            + "Each method against itself with another seed (the share a \"no worse than\" comparison "
              "gets from the seeds' noise alone):\n\n" + noise_floor(records) + "\n"
+           + _section("The room local search leaves at 5K (SPEC.md section 7's lower bound: within 1 % of it, "
+                      "no schedule is 1 % better):", room_to_bound(records))
+           + _section("Where the 1K answer falls short of the 5K one: the 5K run's best climb from another kind "
+                      "of start, or the same kind climbed further:", short_of_top(records))
            + "".join(f"![{p}]({p})\n" for p in plots))
     with atomic_text(os.path.join(results_dir, "trapped.md")) as f:
         f.write(doc)

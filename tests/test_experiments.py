@@ -346,3 +346,24 @@ def test_experiments_run_writes_elsewhere_with_out(monkeypatch, tmp_path, capsys
     assert calls[0][1]["results_dir"] == str(tmp_path / "mine") and calls[0][1]["cache_dir"] == str(tmp_path / "cache")
     assert calls[1][1]["results_dir"] is None and calls[1][1]["cache_dir"] is None
     assert capsys.readouterr().out == "T\nT\n"
+
+
+def test_never_trapped_room_and_shortfall_tables():
+    """experiments.never_trapped: the room local search leaves above the bound, and where a 1K
+    answer falls short of the 5K one, on hand-made records."""
+    from experiments.never_trapped import room_to_bound, short_of_top
+
+    def rec(solver, family, budget, seed, peak, kind=None):
+        return {"source": "s", "graph": "g", "d": 2, "seed": seed, "family": family, "solver": solver,
+                "budget": budget, "peak": peak, "bound": 100.0, "best_kind": kind}
+    records = [rec("local-search", "local-search", 5000, 0, 100.5),   # within 1 % of the bound
+               rec("local-search", "local-search", 5000, 1, 110.0),
+               rec("regal", "regal", 5000, 0, 100.5, "plain"), rec("regal", "regal", 5000, 1, 99.0, "packed"),
+               rec("regal", "regal", 1000, 0, 101.5, "plain"), rec("regal", "regal", 1000, 1, 108.9, "plain")]
+    room = room_to_bound(records)
+    row = room.splitlines()[2].split("|")  # local search above the bound: the mean of 0.50 and 9.09 %
+    assert [c.strip() for c in row[1:6]] == ["s", "2", "2", "4.79", "1"]
+    assert row[6].strip() == "+10.00"   # (110 - 99) / 110 on the one cell with room
+    short = short_of_top(records).splitlines()[2].split("|")
+    # seed 1: the 5K best from a packed start, the 1K best from a plain one; seed 0: the same kind
+    assert [c.strip() for c in short[4:8]] == ["1", "10.0", "1", "1.0"]
