@@ -20,7 +20,8 @@ from regal._peak_memory import simulate_peak
 _PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
 _BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
 _COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
-_ST = 13
+_SCREENED, _MISSED = 13, 14            # moves rejected unsimulated (`screen`); audit: bounds above the peak found
+_ST = 15
 _KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
@@ -208,6 +209,42 @@ def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last
     return False
 
 
+@numba.njit(inline="always", **_JIT)
+def _device_move_bound(g, pos, placement, trace, v):
+    """A lower bound on the bytes device b = placement[v] holds while v's step runs, v (not
+    resident) just moved there from another device, the order unchanged; trace: the step trace
+    before the move. What b held in that row stays (v's move only adds holders on b), and
+    b now also holds v's output and temp, and a copy of every input of v homed elsewhere that
+    no other consumer on b keeps there across v's step (SPEC.md section 3), less the most v may
+    take over (its `reuse` inputs homed on b, at most its own bytes)."""
+    b = placement[v]
+    t = pos[v]
+    lb = trace[t, b] + g.nbytes[v] + g.temp[v]
+    for e in range(g.in_ptr[v], g.in_ptr[v + 1]):
+        u = g.in_idx[e]
+        if placement[u] == b:
+            continue
+        seen = False
+        for f in range(g.in_ptr[v], e):
+            seen |= g.in_idx[f] == u
+        if seen:
+            continue
+        before, after = False, False
+        for f in range(g.out_ptr[u], g.out_ptr[u + 1]):
+            w = g.out_idx[f]
+            if w != v and placement[w] == b:
+                before |= pos[w] < t
+                after |= pos[w] > t
+        if not (before and after):
+            lb += g.nbytes[u]
+    taken = 0
+    for e in range(g.reuse_ptr[v], g.reuse_ptr[v + 1]):
+        u = g.reuse_idx[e]
+        if placement[u] == b and not g.resident[u]:
+            taken += g.nbytes[u]
+    return lb - min(taken, g.nbytes[v])
+
+
 @numba.njit(**_JIT)
 def _undo(order, pos, placement, mv):
     if mv[0] == 0:
@@ -268,9 +305,10 @@ def _pick_kind(quality, floor, rng):
 
 
 @numba.njit(**_JIT)
-def _accepts(new, st, p_equal, temperature, horizon, rng):
+def _accepts(new, st, p_equal, temperature, horizon, rng, draw=-1.0):
     """(accept, better, equal) for the score `new` against the current one: better; equal with
-    p_equal; worse with the annealing probability exp(-relative rise / temperature now)."""
+    p_equal; worse with the annealing probability exp(-relative rise / temperature now), against
+    `draw` when one was made already (>= 0), else a new one."""
     better = _less(new[0], new[1], new[2], st[_PEAK], st[_SUM], st[_ATP])
     equal = new[0] == st[_PEAK] and new[1] == st[_SUM] and new[2] == st[_ATP]
     accept = better
@@ -280,18 +318,25 @@ def _accepts(new, st, p_equal, temperature, horizon, rng):
         rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
         hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
         if hot > 0.0:
-            accept = rng.random() < np.exp(-rise / hot)
+            accept = (draw if draw >= 0.0 else rng.random()) < np.exp(-rise / hot)
     return accept, better, equal
 
 
 @numba.njit(**_JIT)
 def climb(g, order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, d,
           movable, hits, cand, last, pool, device_peak, rng, p_equal, patience, kick_moves, focus_fraction,
-          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate):
+          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate, screen=0):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
-    p_equal; worse with the annealing probability) or undo; kick after `patience` evaluations
+    p_equal; worse with the annealing probability) or undo; kick after `patience` moves
     without a new best (regal.local_search's docstring). g: the `KernelGraph`. Returns 0 at
-    stop, 1 when nothing can move."""
+    stop, 1 when nothing can move.
+
+    screen (1): a device move whose peak is provably higher (`_device_move_bound` above the
+    current peak) is not simulated: rejected as its simulation would be, the annealing draw made
+    first and the move simulated only when that draw would accept the bound's rise (so it is
+    accepted with the same probability). It costs no evaluation; st[_SCREENED] counts them.
+    2: audit, every move simulated; st[_SCREENED] counts the moves 1 would screen, st[_MISSED]
+    those whose bound exceeded the simulated peak (a wrong bound: never, tested)."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     while st[_COUNT] < stop:
@@ -317,9 +362,27 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
+        draw = -1.0
+        if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
+            lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
+            if lb > peak:
+                st[_SCREENED] += 1
+                if screen == 1:
+                    hot = temperature * max(0.0, 1.0 - (st[_COUNT] + 1) / max(horizon, 1))
+                    if temperature > 0.0 and hot > 0.0:
+                        draw = rng.random()
+                    if draw < 0.0 or draw >= np.exp(-((lb - peak) / max(peak, 1)) / hot):
+                        _undo(order, pos, placement, mv)   # rejected unsimulated
+                        st[_SINCE] += 1
+                        if adaptive:
+                            quality[kind] += rate * (0.0 - quality[kind])
+                        continue
+                    st[_SCREENED] -= 1
         _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
+        if screen == 2 and mv[0] == 0 and not g.resident[mv[1]]:
+            st[_MISSED] += _device_move_bound(g, pos, placement, traces[cur], mv[1]) > new[0]
         st[_SINCE] += 1
-        accept, better, equal = _accepts(new, st, p_equal, temperature, horizon, rng)
+        accept, better, equal = _accepts(new, st, p_equal, temperature, horizon, rng, draw)
         if accept:
             st[_ACC] += 1
             st[_SIDE] += equal

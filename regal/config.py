@@ -44,6 +44,8 @@ class FlagshipConfig(NamedTuple):
         that computes on fewer devices): from the population's best when that is better than
         the climb's, else from the best start of the other kind (packed / plain) it has not
         climbed from (0: never).
+    screen_moves: the climb rejects a device move whose peak is provably higher without
+        simulating it (no evaluation spent; `regal._climb.climb`'s `screen`).
     """
     brkga: BrkgaConfig = BrkgaConfig()
     prior_share: float = 0.5
@@ -60,6 +62,7 @@ class FlagshipConfig(NamedTuple):
     restart_stall: float = 0.1
     evaluations_per_member: float = 40.0
     min_population: int = 10
+    screen_moves: bool = True
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish

@@ -281,14 +281,16 @@ class Polish:
         cfg = LocalSearchConfig.resolve(
             graph.num_nodes, budget, informed=True, directed=self.config.directed_share,
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
-            adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate)
+            adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate,
+            screen=int(bool(self.config.screen_moves)))
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
         self.climber.start(starts, left, self.deadline, choose)
 
     def _climb_record(self) -> dict:
         c = self.climber
         return {"kind": self.kind, "start": self.start_name, "start_peak_bytes": int(c.state.history[0][1]),
-                "best_peak_bytes": int(c.best_peak), "evaluations": int(c.evaluations)}
+                "best_peak_bytes": int(c.best_peak), "evaluations": int(c.evaluations),
+                "screened": c.state.screened}
 
     def _pack(self, state: BrkgaState) -> None:
         """Re-home the climb's best schedule's resident tensors if it is new since the last time."""

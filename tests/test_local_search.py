@@ -272,3 +272,56 @@ def test_climb_pack_rehomes_the_best_counts_its_evaluations_and_never_loses_it(l
         assert climb.state.score == after or not improved   # the climb goes on from the packed schedule
         gains.append(before.peak_bytes - after.peak_bytes)
     assert max(gains) > 0
+
+
+def _screen_start(seed: int, num_nodes: int, d: int):
+    g = random_dag(seed, num_nodes=num_nodes, resident_fraction=0.2, control_fraction=0.3, reuse_fraction=0.5)
+    placement, order = random_solution(g, d, seed)
+    return g, placement, order
+
+
+def test_screened_moves_bound_is_never_above_the_simulated_peak():
+    """Audit (`screen` 2: every move simulated): a device move's lower bound on its new device's
+    bytes never exceeds the peak its simulation finds, on graphs with resident tensors, control
+    edges, temp and `reuse`, d = 2, 3, 4, with and without annealing; and it does find moves."""
+    from regal import _climb
+    screened = 0
+    for seed in range(12):
+        d = 2 + seed % 3
+        g, placement, order = _screen_start(seed + 900, 30 + 5 * seed, d)
+        for temperature in (0.0, 0.05):
+            cfg = LocalSearchConfig.resolve(g.num_nodes, 300, informed=True, directed=1.0, temperature=temperature,
+                                            adaptive=True, screen=2)
+            climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
+            climb.start([(placement, order)], 1)
+            climb.run(299)
+            assert climb.state.st[_climb._MISSED] == 0
+            screened += climb.state.screened
+    assert screened > 100
+
+
+def test_screening_changes_no_decision_only_saves_simulations():
+    """Without annealing a screened climb makes the moves the unscreened one makes and accepts
+    the same: given B evaluations, of which the audit finds S screenable, the screened climb
+    reaches the same best schedule in B - S. With annealing it is valid, scored like the naive
+    twin, deterministic, and spends at most its budget."""
+    from regal import _climb
+    for seed in range(8):
+        d = 2 + seed % 3
+        g, placement, order = _screen_start(seed + 950, 30 + 6 * seed, d)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, screen=2)
+        audit = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
+        audit.start([(placement, order)], 1)
+        audit.run(399)
+        s = int(audit.state.st[_climb._SCREENED])
+        screened = local_search.Climb(g, d, np.random.default_rng(seed), cfg._replace(screen=1))
+        screened.start([(placement, order)], 1)
+        screened.run(399 - s)
+        # the audit's last screenable moves may come after its last other one: not reached
+        assert screened.evaluations == 400 - s and screened.state.screened <= s
+        assert screened.best_peak == audit.best_peak
+        assert [a.tolist() for a in screened.best] == [a.tolist() for a in audit.best]
+        annealed = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=0.05,
+                                             adaptive=True, screen=1)
+        res, _ = _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, annealed)
+        assert res.evaluations <= 200
