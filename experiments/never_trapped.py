@@ -285,13 +285,16 @@ def main(argv=None):
     results_dir = args.out or os.path.join(ROOT, "experiments", "results", cfg["name"])
     os.makedirs(results_dir, exist_ok=True)
     table, _ = tables(records)
+    # a graph in two datasets counts once; d = 2 and 4 in one row (a cell: graph, d, seed)
+    every = [dict(r, source="all", d="2, 4", graph=f"{r['graph']}@d{r['d']}") for r in records]
     shaped = [dict(r, source="transformer-train") for r in records if TRANSFORMER_TRAIN.search(r["graph"])]
     shaped_table = tables(shaped)[0] if shaped else ""
     plots = [] if args.no_plots else anytime_plots(records, results_dir)
     doc = (f"# Never trapped: {cfg['name']}\n\n{cfg.get('description', '')}\n\n"
            f"Command: `python -m experiments.run {os.path.relpath(args.config, ROOT)}` then "
            f"`python -m experiments.never_trapped {os.path.relpath(args.config, ROOT)}`; {len(records)} cells.\n\n"
-           + table + "\n" + (f"Transformer training steps of every source ({len({r['graph'] for r in shaped})} graphs "
+           + table + "\n" + "Every source together (each graph once, its cells at d = 2 and 4 in one row):\n\n"
+           + tables(every)[0] + "\n" + (f"Transformer training steps of every source ({len({r['graph'] for r in shaped})} graphs "
                                 f"whose names match `{TRANSFORMER_TRAIN.pattern}`), the shape issue 33 names:\n\n"
                                 + shaped_table + "\n" if shaped else "")
            + "Each method against itself with another seed (the share a \"no worse than\" comparison "
