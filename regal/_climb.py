@@ -315,11 +315,22 @@ def _accepts(new, st, p_equal, temperature, horizon, rng, draw=-1.0):
     if not accept and equal:
         accept = rng.random() < p_equal
     if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
-        rise = (new[0] - st[_PEAK]) / max(st[_PEAK], 1)
-        hot = temperature * max(0.0, 1.0 - st[_COUNT] / max(horizon, 1))
+        hot = _temperature_now(temperature, st[_COUNT], horizon)
         if hot > 0.0:
-            accept = (draw if draw >= 0.0 else rng.random()) < np.exp(-rise / hot)
+            accept = (draw if draw >= 0.0 else rng.random()) < _uphill_odds(new[0], st[_PEAK], hot)
     return accept, better, equal
+
+
+@numba.njit(inline="always", **_JIT)
+def _temperature_now(temperature, count, horizon):
+    """The annealing temperature after `count` evaluations: falling linearly to 0 at `horizon`."""
+    return temperature * max(0.0, 1.0 - count / max(horizon, 1))
+
+
+@numba.njit(inline="always", **_JIT)
+def _uphill_odds(peak, current, hot):
+    """The probability of accepting a move from peak `current` to a higher `peak` at temperature `hot`."""
+    return np.exp(-((peak - current) / max(current, 1)) / hot)
 
 
 @numba.njit(**_JIT)
@@ -366,18 +377,19 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
         if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
             lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
             if lb > peak:
-                st[_SCREENED] += 1
-                if screen == 1:
-                    hot = temperature * max(0.0, 1.0 - (st[_COUNT] + 1) / max(horizon, 1))
+                if screen == 2:
+                    st[_SCREENED] += 1
+                else:  # the temperature _accepts would use, after this move's evaluation
+                    hot = _temperature_now(temperature, st[_COUNT] + 1, horizon)
                     if temperature > 0.0 and hot > 0.0:
                         draw = rng.random()
-                    if draw < 0.0 or draw >= np.exp(-((lb - peak) / max(peak, 1)) / hot):
+                    if draw < 0.0 or draw >= _uphill_odds(lb, peak, hot):
                         _undo(order, pos, placement, mv)   # rejected unsimulated
+                        st[_SCREENED] += 1
                         st[_SINCE] += 1
                         if adaptive:
                             quality[kind] += rate * (0.0 - quality[kind])
                         continue
-                    st[_SCREENED] -= 1
         _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
         if screen == 2 and mv[0] == 0 and not g.resident[mv[1]]:
             st[_MISSED] += _device_move_bound(g, pos, placement, traces[cur], mv[1]) > new[0]
