@@ -246,11 +246,43 @@ def _device_move_bound(g, pos, placement, trace, v):
 
 
 @numba.njit(**_JIT)
-def _undo(order, pos, placement, mv):
+def _undo(order, pos, placement, mv, grp):
     if mv[0] == 0:
         placement[mv[1]] = mv[2]
+    elif mv[0] == 2:
+        for i in range(mv[1]):
+            placement[grp[i]] = mv[2]
     else:
         shift_node(order, pos, mv[2], mv[1])
+
+
+@numba.njit(**_JIT)
+def _grow_group(g, placement, mv, grp, cap):
+    """Extend the device move in mv (node v, from device `old`, already on its new device) to up
+    to `cap` nodes: breadth first from v over data edges (consumers first), every non-resident
+    node still on `old` moved along. A group of one stays a device move (mv unchanged); else mv
+    = (2, group size, old) with the group in grp."""
+    v, old = mv[1], mv[2]
+    new = placement[v]
+    grp[0] = v
+    m, i = 1, 0
+    while i < m and m < cap:
+        u = grp[i]
+        i += 1
+        for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
+            w = g.out_idx[e]
+            if m < cap and placement[w] == old and not g.resident[w]:
+                placement[w] = new
+                grp[m] = w
+                m += 1
+        for e in range(g.in_ptr[u], g.in_ptr[u + 1]):
+            w = g.in_idx[e]
+            if m < cap and placement[w] == old and not g.resident[w]:
+                placement[w] = new
+                grp[m] = w
+                m += 1
+    if m > 1:
+        mv[0], mv[1], mv[2] = 2, m, old
 
 
 @numba.njit(**_JIT)
@@ -336,7 +368,8 @@ def _uphill_odds(peak, current, hot):
 @numba.njit(**_JIT)
 def climb(g, order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, d,
           movable, hits, cand, last, pool, device_peak, rng, p_equal, patience, kick_moves, focus_fraction,
-          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate, screen=0):
+          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate, screen=0,
+          group=0.0, group_cap=8):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` moves
     without a new best (regal.local_search's docstring). g: the `KernelGraph`. Returns 0 at
@@ -347,9 +380,13 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
     first and the move simulated only when that draw would accept the bound's rise (so it is
     accepted with the same probability). It costs no evaluation; st[_SCREENED] counts them.
     2: audit, every move simulated; st[_SCREENED] counts the moves 1 would screen, st[_MISSED]
-    those whose bound exceeded the simulated peak (a wrong bound: never, tested)."""
+    those whose bound exceeded the simulated peak (a wrong bound: never, tested).
+
+    group (> 0): that share of the device moves of a non-resident node takes the node's
+    neighbours along (`_grow_group`, at most group_cap nodes); no draw is made when 0."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
+    grp = np.empty(group_cap if group > 0.0 else 0, dtype=np.int64)
     while st[_COUNT] < stop:
         cur = st[_CUR]
         peak = st[_PEAK]
@@ -373,6 +410,8 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
+        if group > 0.0 and mv[0] == 0 and not g.resident[mv[1]] and rng.random() < group:
+            _grow_group(g, placement, mv, grp, group_cap)
         draw = -1.0
         if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
             lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
@@ -384,7 +423,7 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
                     if temperature > 0.0 and hot > 0.0:
                         draw = rng.random()
                     if draw < 0.0 or draw >= _uphill_odds(lb, peak, hot):
-                        _undo(order, pos, placement, mv)   # rejected unsimulated
+                        _undo(order, pos, placement, mv, grp)   # rejected unsimulated
                         st[_SCREENED] += 1
                         st[_SINCE] += 1
                         if adaptive:
@@ -402,7 +441,7 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             st[_CUR] = 1 - cur
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
         else:
-            _undo(order, pos, placement, mv)
+            _undo(order, pos, placement, mv, grp)
         if adaptive:
             quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
     return 0

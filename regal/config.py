@@ -46,6 +46,9 @@ class FlagshipConfig(NamedTuple):
         climbed from (0: never).
     screen_moves: the climb rejects a device move whose peak is provably higher without
         simulating it (no evaluation spent; `regal._climb.climb`'s `screen`).
+    group_moves: share of the climb's device moves of a non-resident node that take its
+        neighbours along (`regal.local_search`'s group moves; 0: none).
+    group_cap: the most nodes a group move moves (the node itself included).
     """
     brkga: BrkgaConfig = BrkgaConfig()
     prior_share: float = 0.5
@@ -63,6 +66,8 @@ class FlagshipConfig(NamedTuple):
     evaluations_per_member: float = 40.0
     min_population: int = 10
     screen_moves: bool = True
+    group_moves: float = 0.5
+    group_cap: int = 8
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish

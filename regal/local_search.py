@@ -45,6 +45,13 @@ memetic search applies to its elites (`improve`). The method:
   (no evaluation spent), the annealing draw made first so that it is accepted, and then
   simulated, with exactly the probability it would have had. About a fifth of the flagship's
   evaluations at d = 2 and 4 go to such moves otherwise (experiments/results/screen-valid).
+- Group moves (`group`, the flagship's climb; off in the baseline): that share of the device
+  moves of a non-resident node v takes v's neighbours along: breadth first from v over data
+  edges (consumers first, then inputs), every non-resident node still on v's old device goes to
+  v's new one, up to `group_cap` nodes in all. A node moved alone to another device needs copies
+  of its inputs there and sends its output back to its consumers, so a single move off the peak
+  device is often uphill even where moving the chain around it is downhill. One evaluation, as
+  any move; a group move is not screened.
 - Re-homing resident tensors (`Climb.pack`, the flagship's climb; not in the baseline): the
   best schedule's parameters, largest first, each go to the device where (max device peak, sum
   of device peaks) falls most (`regal.heuristics.pack_residents`), priced on the step trace
@@ -102,13 +109,16 @@ class LocalSearchConfig(NamedTuple):
     floor: float = 0.05           # adaptive: each move kind's least probability
     rate: float = 0.02            # adaptive: the step of a kind's success estimate, per move of that kind
     screen: int = 0               # 1: device moves provably above the peak rejected unsimulated (below)
+    group: float = 0.0            # share of device moves that take neighbours along (below); 0 in the baseline
+    group_cap: int = 8            # the most nodes a group move moves
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
                 kick_moves: int | None = None, focus_fraction: float = 0.5,
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
                 directed: float = 0.0, temperature: float = 0.0, adaptive: bool = False,
-                floor: float = 0.05, rate: float = 0.02, screen: int = 0, **options) -> LocalSearchConfig:
+                floor: float = 0.05, rate: float = 0.02, screen: int = 0, group: float = 0.0,
+                group_cap: int = 8, **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
         unknown option."""
@@ -122,7 +132,8 @@ class LocalSearchConfig(NamedTuple):
                    focus_width=max(8, n // 100) if focus_width is None else int(focus_width),
                    shift=int(shift), informed=bool(informed), directed=float(directed),
                    temperature=float(temperature), horizon=int(budget), adaptive=bool(adaptive),
-                   floor=float(floor), rate=float(rate), screen=int(screen))
+                   floor=float(floor), rate=float(rate), screen=int(screen), group=float(group),
+                   group_cap=int(group_cap))
 
 
 class Score(NamedTuple):
@@ -289,7 +300,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             state.quality, state.hist, stop, moves.num_devices, moves.movable, moves.hits, moves.cand, moves.last,
             moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience, cfg.kick_moves, cfg.focus_fraction,
             cfg.focus_width, cfg.shift, cfg.informed, cfg.directed, cfg.temperature, cfg.horizon, cfg.adaptive,
-            cfg.floor, cfg.rate, cfg.screen)
+            cfg.floor, cfg.rate, cfg.screen, cfg.group, cfg.group_cap)
         evaluate.count = int(st[_climb_kernel._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_climb_kernel._NHIST]) - found)
         if code == 1:

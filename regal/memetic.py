@@ -282,7 +282,8 @@ class Polish:
             graph.num_nodes, budget, informed=True, directed=self.config.directed_share,
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
             adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate,
-            screen=int(bool(self.config.screen_moves)))
+            screen=int(bool(self.config.screen_moves)), group=self.config.group_moves,
+            group_cap=self.config.group_cap)
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
         self.climber.start(starts, left, self.deadline, choose)
 
