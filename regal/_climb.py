@@ -369,7 +369,7 @@ def _uphill_odds(peak, current, hot):
 def climb(g, order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, d,
           movable, hits, cand, last, pool, device_peak, rng, p_equal, patience, kick_moves, focus_fraction,
           focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate, screen=0,
-          group=0.0, group_cap=8):
+          group=0.0, group_cap=8, group_adaptive=False, gq=None):
     """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
     p_equal; worse with the annealing probability) or undo; kick after `patience` moves
     without a new best (regal.local_search's docstring). g: the `KernelGraph`. Returns 0 at
@@ -383,7 +383,9 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
     those whose bound exceeded the simulated peak (a wrong bound: never, tested).
 
     group (> 0): that share of the device moves of a non-resident node takes the node's
-    neighbours along (`_grow_group`, at most group_cap nodes); no draw is made when 0."""
+    neighbours along (`_grow_group`, at most group_cap nodes); no draw is made when 0. With
+    group_adaptive the share is gq[1] / (gq[0] + gq[1]) within 0.1..0.9 instead, gq: float64[2]
+    the success estimates of single and grouped device moves, updated like `quality`."""
     mv = np.zeros(3, dtype=np.int64)
     new = np.zeros(3, dtype=np.int64)
     grp = np.empty(group_cap if group > 0.0 else 0, dtype=np.int64)
@@ -410,8 +412,15 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             if movable.shape[0] == 0 and d == 1:
                 return 1
             continue
-        if group > 0.0 and mv[0] == 0 and not g.resident[mv[1]] and rng.random() < group:
-            _grow_group(g, placement, mv, grp, group_cap)
+        gkind = -1
+        if group > 0.0 and mv[0] == 0 and not g.resident[mv[1]]:
+            p_group = group
+            if group_adaptive:
+                p_group = min(0.9, max(0.1, gq[1] / (gq[0] + gq[1])))
+            gkind = 0
+            if rng.random() < p_group:
+                gkind = 1
+                _grow_group(g, placement, mv, grp, group_cap)
         draw = -1.0
         if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
             lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
@@ -428,6 +437,8 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
                         st[_SINCE] += 1
                         if adaptive:
                             quality[kind] += rate * (0.0 - quality[kind])
+                        if gkind >= 0:
+                            gq[gkind] += rate * (0.0 - gq[gkind])
                         continue
         _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
         if screen == 2 and mv[0] == 0 and not g.resident[mv[1]]:
@@ -442,6 +453,8 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             _keep_if_best(st, placement, order, best_placement, best_order, hist)
         else:
             _undo(order, pos, placement, mv, grp)
+        if gkind >= 0:
+            gq[gkind] += rate * ((1.0 if better else 0.0) - gq[gkind])
         if adaptive:
             quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
     return 0

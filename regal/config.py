@@ -49,6 +49,8 @@ class FlagshipConfig(NamedTuple):
     group_moves: share of the climb's device moves of a non-resident node that take its
         neighbours along (`regal.local_search`'s group moves; 0: none).
     group_cap: the most nodes a group move moves (the node itself included).
+    group_adaptive: the share of grouped device moves follows the recent success of grouped and
+        single ones (within 0.1..0.9, starting at even odds) instead of `group_moves`.
     """
     brkga: BrkgaConfig = BrkgaConfig()
     prior_share: float = 0.5
@@ -68,6 +70,7 @@ class FlagshipConfig(NamedTuple):
     screen_moves: bool = True
     group_moves: float = 0.5
     group_cap: int = 8
+    group_adaptive: bool = True
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish

@@ -51,7 +51,11 @@ memetic search applies to its elites (`improve`). The method:
   v's new one, up to `group_cap` nodes in all. A node moved alone to another device needs copies
   of its inputs there and sends its output back to its consumers, so a single move off the peak
   device is often uphill even where moving the chain around it is downhill. One evaluation, as
-  any move; a group move is not screened.
+  any move; a group move is not screened. With `group_adaptive` (the flagship's) the share of
+  grouped device moves is not fixed: it is q_group / (q_group + q_single), within 0.1..0.9,
+  where each q moves by `rate` toward 1 when a device move of its sort improved the score and
+  toward 0 when not, as the move kinds' estimates do (on REGAL's random DAGs single moves pay,
+  on networks with chains grouped ones).
 - Re-homing resident tensors (`Climb.pack`, the flagship's climb; not in the baseline): the
   best schedule's parameters, largest first, each go to the device where (max device peak, sum
   of device peaks) falls most (`regal.heuristics.pack_residents`), priced on the step trace
@@ -111,6 +115,7 @@ class LocalSearchConfig(NamedTuple):
     screen: int = 0               # 1: device moves provably above the peak rejected unsimulated (below)
     group: float = 0.0            # share of device moves that take neighbours along (below); 0 in the baseline
     group_cap: int = 8            # the most nodes a group move moves
+    group_adaptive: bool = False  # the share of grouped moves by their recent success (below)
 
     @classmethod
     def resolve(cls, num_nodes: int, budget: int, *, p_equal: float = 0.9, patience: int | None = None,
@@ -118,7 +123,7 @@ class LocalSearchConfig(NamedTuple):
                 focus_width: int | None = None, shift: int = SHIFT, informed: bool = False,
                 directed: float = 0.0, temperature: float = 0.0, adaptive: bool = False,
                 floor: float = 0.05, rate: float = 0.02, screen: int = 0, group: float = 0.0,
-                group_cap: int = 8, **options) -> LocalSearchConfig:
+                group_cap: int = 8, group_adaptive: bool = False, **options) -> LocalSearchConfig:
         """Defaults: patience max(100, budget // 20), kick_moves clip(n // 100, 3, 50),
         focus_width max(8, n // 100); the annealing horizon is `budget`. TypeError on an
         unknown option."""
@@ -133,7 +138,7 @@ class LocalSearchConfig(NamedTuple):
                    shift=int(shift), informed=bool(informed), directed=float(directed),
                    temperature=float(temperature), horizon=int(budget), adaptive=bool(adaptive),
                    floor=float(floor), rate=float(rate), screen=int(screen), group=float(group),
-                   group_cap=int(group_cap))
+                   group_cap=int(group_cap), group_adaptive=bool(group_adaptive))
 
 
 class Score(NamedTuple):
@@ -217,6 +222,7 @@ class ClimbState:
         self.st[_climb_kernel._COUNT] = count
         self.st[_climb_kernel._NHIST] = 1
         self.quality = np.full(len(KINDS), 0.1)
+        self.group_quality = np.full(2, 0.1)
         self.hist = np.zeros((64, 2), dtype=np.int64)
         self.hist[0] = count, score.peak_bytes
         self.hist_times = [time.perf_counter()]
@@ -300,7 +306,7 @@ def _climb(moves: _Moves, state: ClimbState, evaluate: Evaluator, cfg: LocalSear
             state.quality, state.hist, stop, moves.num_devices, moves.movable, moves.hits, moves.cand, moves.last,
             moves.pool, evaluate.device_peak, rng, cfg.p_equal, cfg.patience, cfg.kick_moves, cfg.focus_fraction,
             cfg.focus_width, cfg.shift, cfg.informed, cfg.directed, cfg.temperature, cfg.horizon, cfg.adaptive,
-            cfg.floor, cfg.rate, cfg.screen, cfg.group, cfg.group_cap)
+            cfg.floor, cfg.rate, cfg.screen, cfg.group, cfg.group_cap, cfg.group_adaptive, state.group_quality)
         evaluate.count = int(st[_climb_kernel._COUNT])
         state.hist_times += [time.perf_counter()] * (int(st[_climb_kernel._NHIST]) - found)
         if code == 1:

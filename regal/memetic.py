@@ -283,7 +283,7 @@ class Polish:
             temperature=anneal_temperature(graph.num_nodes, budget, self.config),
             adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate,
             screen=int(bool(self.config.screen_moves)), group=self.config.group_moves,
-            group_cap=self.config.group_cap)
+            group_cap=self.config.group_cap, group_adaptive=bool(self.config.group_adaptive))
         self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
         self.climber.start(starts, left, self.deadline, choose)
 

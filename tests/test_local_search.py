@@ -372,7 +372,8 @@ def test_group_moves_climb_is_valid_scored_like_the_naive_twin_and_deterministic
     for seed in range(8):
         d = 2 + seed % 3
         g, placement, order = _screen_start(seed + 1300, 30 + 5 * seed, d)
-        for temperature, screen in ((0.0, 0), (0.05, 1)):
+        for temperature, screen, share, adaptive in ((0.0, 0, 1.0, False), (0.05, 1, 0.5, True)):
             cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=temperature,
-                                            adaptive=True, screen=screen, group=1.0, group_cap=6)
+                                            adaptive=True, screen=screen, group=share, group_cap=6,
+                                            group_adaptive=adaptive)
             _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, cfg)
