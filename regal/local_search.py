@@ -129,6 +129,9 @@ class LocalSearchConfig(NamedTuple):
         unknown option."""
         if options:
             raise TypeError(f"local-search: unknown options {sorted(options)}")
+        if not 0.0 <= group <= 1.0 or (group > 0.0 and int(group_cap) < 2):
+            raise ValueError(f"group moves: group must be in [0, 1] and group_cap at least 2, got {group!r}, "
+                             f"{group_cap!r}")
         n = num_nodes
         return cls(p_equal=p_equal,
                    patience=max(100, budget // 20) if patience is None else int(patience),

@@ -377,3 +377,10 @@ def test_group_moves_climb_is_valid_scored_like_the_naive_twin_and_deterministic
                                             adaptive=True, screen=screen, group=share, group_cap=6,
                                             group_adaptive=adaptive)
             _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, cfg)
+
+
+def test_group_move_settings_are_checked():
+    with pytest.raises(ValueError, match="group_cap"):
+        LocalSearchConfig.resolve(10, 100, group=0.5, group_cap=1)
+    with pytest.raises(ValueError, match="group"):
+        LocalSearchConfig.resolve(10, 100, group=1.5)
