@@ -256,6 +256,18 @@ def _undo(order, pos, placement, mv, grp):
         shift_node(order, pos, mv[2], mv[1])
 
 
+@numba.njit(inline="always", **_JIT)
+def _take_along(nodes, resident, placement, old, new, grp, m, cap):
+    """Move each of `nodes` still on `old` and not resident to `new`, appending it to grp[:m],
+    while fewer than `cap`; returns the new m."""
+    for w in nodes:
+        if m < cap and placement[w] == old and not resident[w]:
+            placement[w] = new
+            grp[m] = w
+            m += 1
+    return m
+
+
 @numba.njit(**_JIT)
 def _grow_group(g, placement, mv, grp, cap):
     """Extend the device move in mv (node v, from device `old`, already on its new device) to up
@@ -269,18 +281,8 @@ def _grow_group(g, placement, mv, grp, cap):
     while i < m and m < cap:
         u = grp[i]
         i += 1
-        for e in range(g.out_ptr[u], g.out_ptr[u + 1]):
-            w = g.out_idx[e]
-            if m < cap and placement[w] == old and not g.resident[w]:
-                placement[w] = new
-                grp[m] = w
-                m += 1
-        for e in range(g.in_ptr[u], g.in_ptr[u + 1]):
-            w = g.in_idx[e]
-            if m < cap and placement[w] == old and not g.resident[w]:
-                placement[w] = new
-                grp[m] = w
-                m += 1
+        m = _take_along(g.out_idx[g.out_ptr[u]:g.out_ptr[u + 1]], g.resident, placement, old, new, grp, m, cap)
+        m = _take_along(g.in_idx[g.in_ptr[u]:g.in_ptr[u + 1]], g.resident, placement, old, new, grp, m, cap)
     if m > 1:
         mv[0], mv[1], mv[2] = 2, m, old
 
