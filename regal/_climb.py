@@ -21,7 +21,8 @@ _PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
 _BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
 _COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
 _SCREENED, _MISSED = 13, 14            # moves rejected unsimulated (`screen`); audit: bounds above the peak found
-_ST = 15
+_GROUPED = 15                          # group moves simulated (`group`)
+_ST = 16
 _KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
@@ -423,6 +424,7 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
             if rng.random() < p_group:
                 gkind = 1
                 _grow_group(g, placement, mv, grp, group_cap)
+                st[_GROUPED] += mv[0] == 2   # never screened: each one simulated
         draw = -1.0
         if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
             lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])

@@ -259,6 +259,7 @@ class ClimbState:
     sideways = property(lambda self: int(self.st[_climb_kernel._SIDE]))
     kicks = property(lambda self: int(self.st[_climb_kernel._KICKS]))
     screened = property(lambda self: int(self.st[_climb_kernel._SCREENED]))
+    grouped = property(lambda self: int(self.st[_climb_kernel._GROUPED]))
 
     @property
     def history(self) -> list:

@@ -291,7 +291,7 @@ class Polish:
         c = self.climber
         return {"kind": self.kind, "start": self.start_name, "start_peak_bytes": int(c.state.history[0][1]),
                 "best_peak_bytes": int(c.best_peak), "evaluations": int(c.evaluations),
-                "screened": c.state.screened}
+                "screened": c.state.screened, "grouped": c.state.grouped}
 
     def _pack(self, state: BrkgaState) -> None:
         """Re-home the climb's best schedule's resident tensors if it is new since the last time."""

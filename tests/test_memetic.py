@@ -173,6 +173,20 @@ def test_a_stalled_climb_from_a_packed_start_restarts_from_a_plain_one():
     assert sol.evaluations == 1000
 
 
+def test_each_climb_reports_its_group_moves_and_the_baseline_makes_none():
+    """`info["climbs"][i]["grouped"]`: the group moves a climb simulated (issues 33, 34); none
+    with group moves off, or on one device; the evaluations are spent exactly either way."""
+    g = regal.load(VIT)
+    sol = regal.optimize(g, 2, budget=1000, seed=0)
+    off = regal.optimize(g, 2, budget=1000, seed=0, config=regal.FlagshipConfig(group_moves=0.0))
+    one = regal.optimize(g, 1, budget=300, seed=0)
+    grouped = [c["grouped"] for c in sol.info["climbs"]]
+    assert sum(grouped) > 0 and all(0 <= x <= c["evaluations"] for x, c in zip(grouped, sol.info["climbs"]))
+    assert [c["grouped"] for c in off.info["climbs"]] == [0] * len(off.info["climbs"])
+    assert [c["grouped"] for c in one.info["climbs"]] == [0] * len(one.info["climbs"])
+    assert sol.evaluations == off.evaluations == 1000
+
+
 @pytest.mark.parametrize("budget", [50, 120, 300])
 def test_a_short_budget_returns_at_least_the_best_heuristic_start(budget):
     """Anytime (issue 33): from 50 evaluations up the answer is no worse than every heuristic
