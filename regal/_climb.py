@@ -339,6 +339,13 @@ def _pick_kind(quality, floor, rng):
     return nk - 1
 
 
+@numba.njit(inline="always", **_JIT)
+def _learn(q, k, rate, success):
+    """A success estimate's step (adaptive move kinds, group moves): q[k] moves by `rate` toward
+    1 if the move improved the score, else toward 0."""
+    q[k] += rate * ((1.0 if success else 0.0) - q[k])
+
+
 @numba.njit(**_JIT)
 def _accepts(new, st, p_equal, temperature, horizon, rng, draw=-1.0):
     """(accept, better, equal) for the score `new` against the current one: better; equal with
@@ -425,8 +432,9 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
                 gkind = 1
                 _grow_group(g, placement, mv, grp, group_cap)
                 st[_GROUPED] += mv[0] == 2   # never screened: each one simulated
+        single = mv[0] == 0 and not g.resident[mv[1]]   # a device move of one non-resident node
         draw = -1.0
-        if screen > 0 and mv[0] == 0 and not g.resident[mv[1]]:
+        if screen > 0 and single:
             lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
             if lb > peak:
                 if screen == 2:
@@ -440,12 +448,12 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
                         st[_SCREENED] += 1
                         st[_SINCE] += 1
                         if adaptive:
-                            quality[kind] += rate * (0.0 - quality[kind])
+                            _learn(quality, kind, rate, False)
                         if gkind >= 0:
-                            gq[gkind] += rate * (0.0 - gq[gkind])
+                            _learn(gq, gkind, rate, False)
                         continue
         _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
-        if screen == 2 and mv[0] == 0 and not g.resident[mv[1]]:
+        if screen == 2 and single:
             st[_MISSED] += _device_move_bound(g, pos, placement, traces[cur], mv[1]) > new[0]
         st[_SINCE] += 1
         accept, better, equal = _accepts(new, st, p_equal, temperature, horizon, rng, draw)
@@ -458,7 +466,7 @@ def climb(g, order, pos, placement, best_placement, best_order, traces, st, qual
         else:
             _undo(order, pos, placement, mv, grp)
         if gkind >= 0:
-            gq[gkind] += rate * ((1.0 if better else 0.0) - gq[gkind])
+            _learn(gq, gkind, rate, better)
         if adaptive:
-            quality[kind] += rate * ((1.0 if better else 0.0) - quality[kind])
+            _learn(quality, kind, rate, better)
     return 0
