@@ -24,7 +24,7 @@ LAYERS = [
                  "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
                  "regal._heft"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
-    ("importers", ["regal.hlo", "regal.onnx", "regal._torch_ops", "regal.torch", "regal.importers", "regal.load"]),
+    ("importers", ["regal.hlo", "regal.onnx", "regal.torch._ops", "regal.torch", "regal.importers", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
                 "regal.packing", "regal.memory_plan"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
@@ -33,9 +33,9 @@ LAYERS = [
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
                   "regal.runtime", "regal.timed_climb", "regal.arena_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
-               "regal.policy.reinforce", "regal.policy.training", "regal.fit", "regal.torch_plan",
-               "regal._torch_storage", "regal._torch_workers", "regal.torch_dist", "regal.torch_compare"]),
-    ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.cli_torch", "regal.cli",
+               "regal.policy.reinforce", "regal.policy.training", "regal.fit", "regal.torch.plan",
+               "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare"]),
+    ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.commands.torch", "regal.cli",
                "regal.commands"]),
 ]
 

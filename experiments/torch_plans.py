@@ -6,9 +6,9 @@
 For each program of `experiments.torch_zoo` (torchvision CNNs and a ViT, BERT and GPT-2 from
 Hugging Face configs, an MLP-Mixer, a U-Net; forward passes and SGD / Adam training steps):
 trace it (`regal.torch.trace`), measure each op's scratch memory in one run of PyTorch's own
-order (`regal.torch_plan.measure_nodes`), run PyTorch's own order and measure it, optimize with
+order (`regal.torch.plan.measure_nodes`), run PyTorch's own order and measure it, optimize with
 the flagship on d devices and run regal's plan (d = 1: `run_plan`, take-overs made real; d > 1:
-`regal.torch_dist.run_placed`, one process per device), and, on one device, compile the own
+`regal.torch.dist.run_placed`, one process per device), and, on one device, compile the own
 order with Inductor (`torch.compile`, `reorder_for_peak_memory` on) and measure it too. Every
 peak is PyTorch's allocator's (CPU: profiler memory events; CUDA: `max_memory_allocated`), the
 resident arguments (parameters, buffers, optimizer state, inputs) included. "predicted" is
@@ -31,7 +31,7 @@ import torch
 
 import regal
 from regal.simulate import simulate
-from regal import torch_plan as tp
+from regal.torch import plan as tp
 
 from experiments.torch_zoo import PROGRAMS, make
 
@@ -60,7 +60,7 @@ def _eager_peak(module, inputs, mode, device: str) -> int | str:
             module.eval()
             held = tp._storage_bytes([*module.parameters(), *module.buffers()])
             return held + tp.measure_peak(lambda *xs: module(*xs), inputs, device).peak_bytes
-        from regal.torch import _default_loss
+        from regal.torch.importer import _default_loss
         module.train()
         params = [p for p in module.parameters() if p.requires_grad]
         opt = (torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=False) if mode == "sgd"
@@ -117,7 +117,7 @@ def run_program(name: str, devices: list[int], budget: int, seed: int, device: s
             importer = [int(simulate(raw, sol.placement, sol.order, 1).peak_bytes)]
             taken = len(tp.taken_over(cal.graph, sol.order))
         else:
-            from regal.torch_dist import colocate_writes, run_placed
+            from regal.torch.dist import colocate_writes, run_placed
             sol = regal.optimize(plain.graph, devices=d, budget=budget, seed=seed)
             run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
             importer = [int(x) for x in simulate(tp.without_reuse(raw), sol.placement, sol.order, d).device_peak_bytes]

@@ -113,7 +113,7 @@ def main():
     """regal: place and schedule an ML computation graph for the lowest peak memory (REGAL)."""
 
 
-# The commands, each in its own module (regal.commands.*, regal.cli_torch, regal.cli_pack); their
+# The commands, each in its own module (regal.commands.*, regal.commands.torch, regal.cli_pack); their
 # names stay reachable here as regal.cli.X.
 from regal.commands.graphs import _xla_schedule, import_hlo_cmd, import_onnx_cmd, info_cmd  # noqa: E402,F401
 from regal.commands.report import (REPORT_PACK_WALL_S, _allocation, _effort, _load_or_exit,  # noqa: E402,F401
@@ -128,7 +128,7 @@ from regal.commands.train import _RESUME_OPTIONS, _start_jax, _stopped_before_tr
 for _command in (info_cmd, import_hlo_cmd, import_onnx_cmd, optimize_cmd, evaluate_cmd, solve_cmd, train_cmd, plot_cmd):
     main.add_command(_command)
 
-from regal.cli_torch import torch_cmd  # noqa: E402 - a command in its own module
+from regal.commands.torch import torch_cmd  # noqa: E402 - a command in its own module
 
 main.add_command(torch_cmd)
 

@@ -2,7 +2,7 @@
 for a command line, printing bytes; the one-line errors, the shared options (--time-limit,
 --dim, the runtime options) and the stop set-up a command polls (`command_deadline`, exit
 status 3). `regal.cli` and the commands in their own modules (`regal.commands.*`,
-`regal.cli_pack`, `regal.cli_torch`) import it; it imports none of them."""
+`regal.cli_pack`, `regal.commands.torch`) import it; it imports none of them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for regal.torch_dist: placed plans run on several gloo processes (CPU).
+"""Tests for regal.torch.dist: placed plans run on several gloo processes (CPU).
 
 Each case traces a small program, draws valid plans (random placements with random topological
 orders, and regal.optimize's), runs them, and checks that the outputs and updated arguments
@@ -17,9 +17,9 @@ import regal  # noqa: E402
 import regal.torch as rt  # noqa: E402
 from regal.solution import make_solution  # noqa: E402
 from regal.graph import Graph  # noqa: E402
-from regal.torch_dist import (device_programs, placed_plan, program_peak_bytes, run_placed,  # noqa: E402
+from regal.torch.dist import (device_programs, placed_plan, program_peak_bytes, run_placed,  # noqa: E402
                               storage_order_edges)
-from regal.torch_plan import measure_peak, own_order, plan_program  # noqa: E402
+from regal.torch.plan import measure_peak, own_order, plan_program  # noqa: E402
 
 TIMEOUT_S = 60.0
 

@@ -1,4 +1,4 @@
-"""Tests for regal.torch_plan: regal's plans run as PyTorch programs and measured by its allocator."""
+"""Tests for regal.torch.plan: regal's plans run as PyTorch programs and measured by its allocator."""
 
 import json
 import os
@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 import regal  # noqa: E402
 import regal.torch as rt  # noqa: E402
-import regal.torch_plan as tp  # noqa: E402
-import regal.torch_compare as tc  # noqa: E402
+import regal.torch.plan as tp  # noqa: E402
+import regal.torch.compare as tc  # noqa: E402
 from regal.solution import make_solution  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 `FN()` returns `(module, example_inputs)`. The command traces it (`regal.torch.trace`: the
 forward pass, or one training step with `--train sgd|adam`), runs it in its own order and in
 the order (and on the devices) regal's flagship chooses, and reports each device's peak as
-regal predicts it and as PyTorch's allocator measured it (`regal.torch_compare.compare`).
+regal predicts it and as PyTorch's allocator measured it (`regal.torch.compare.compare`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def torch_cmd(program, devices, train, budget, seed, as_json):
         raise click.ClickException("regal torch needs PyTorch: pip install regal[torch]") from None
     import logging
     from regal.graph import GraphError
-    from regal.torch_compare import compare
+    from regal.torch.compare import compare
     # PyTorch logs a failed trace at length (the program's code, guards) before it raises; the
     # command prints the one-line reason instead
     logging.getLogger("torch").setLevel(logging.CRITICAL)

@@ -1,4 +1,4 @@
-"""The traced program's tensors by storage, for the placed plans of `regal.torch_dist`: which
+"""The traced program's tensors by storage, for the placed plans of `regal.torch.dist`: which
 FX node allocates, reads and writes (in place) which storage, from the fake tensors in
 `meta["val"]`. The writes an op's schema does not declare are `regal.torch.UNDECLARED_WRITES`."""
 
@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.fx
 
-from regal.torch import Traced, _written_args
+from regal.torch.importer import Traced, _written_args
 
 # ---------------------------------------------------------------------------- storages
 

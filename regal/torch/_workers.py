@@ -1,7 +1,7 @@
-"""The worker side of `regal.torch_dist`: what the generated device programs call (send,
+"""The worker side of `regal.torch.dist`: what the generated device programs call (send,
 receive, wait, rebuild a tensor over received bytes), and the processes that run them.
 
-Private: `regal.torch_dist` builds the programs and calls `launch`. The functions the programs
+Private: `regal.torch.dist` builds the programs and calls `launch`. The functions the programs
 call are module-level so that FX's generated code and pickling find them by name.
 """
 
@@ -17,7 +17,7 @@ import traceback
 import torch
 import torch.fx
 
-from regal.torch_plan import measure_peak
+from regal.torch.plan import measure_peak
 
 def _at(value, path):
     for i in path:
@@ -142,7 +142,7 @@ def launch(programs, args: list, backend: str, device_type: str, timeout_s: floa
     if start_method == "forkserver":
         # the profiler imports torch._inductor on its first start (seconds): once, in the server
         ctx.set_forkserver_preload(["torch", "torch.distributed", "torch.profiler", "torch._inductor.config",
-                                    "regal._torch_workers"])
+                                    "regal.torch._workers"])
     d = len(programs)
     with tempfile.TemporaryDirectory(prefix="regal_dist_") as tmp:
         results = [os.path.join(tmp, f"rank{r}.pt") for r in range(d)]

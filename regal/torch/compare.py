@@ -1,11 +1,11 @@
 """`compare`: PyTorch's own order and regal's plan for one program, both run and measured.
 
-    cmp = regal.torch_compare.compare(model, (x,), devices=1, training="adam")
+    cmp = regal.torch.compare.compare(model, (x,), devices=1, training="adam")
     cmp.pytorch.measured_peak_bytes, cmp.regal.measured_peak_bytes, cmp.regal.outputs_match
 
 What `regal torch FILE.py:FN` runs: trace, measure each op's scratch in one own-order run
-(`regal.torch_plan.calibrate`), run the own order, optimize with the flagship, run the plan
-(one device: `regal.torch_plan.run_plan`; several: `regal.torch_dist.run_placed`).
+(`regal.torch.plan.calibrate`), run the own order, optimize with the flagship, run the plan
+(one device: `regal.torch.plan.run_plan`; several: `regal.torch.dist.run_placed`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from regal.flagship import optimize
 from regal.graph import Graph
 from regal.solution import Solution
-from regal.torch_dist import colocate_writes, run_placed
-from regal.torch_plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
+from regal.torch.dist import colocate_writes, run_placed
+from regal.torch.plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
                               trace_for, without_reuse)
 
 __all__ = ["Comparison", "compare"]

@@ -3,11 +3,11 @@ point-to-point messages, each device's peak measured by its own allocator.
 
     traced = regal.torch.trace(model, (x,), training=True, optimizer="adam", reuse=False)
     sol = regal.optimize(traced.graph, devices=2)
-    run, outputs = regal.torch_dist.run_placed(traced, sol)   # PlanRun: lists per device
+    run, outputs = regal.torch.dist.run_placed(traced, sol)   # PlanRun: lists per device
 
 **The programs.** Device `k` runs an FX program of its own (`device_programs`): its regal
 nodes in the order's order, each folded FX node (views, `getitem`) emitted right before the
-first local node that needs it, as `regal.torch_plan.plan_program` does, and the transfers:
+first local node that needs it, as `regal.torch.plan.plan_program` does, and the transfers:
 a copy is sent (`isend`) right after the step that makes it, received (allocate + `recv`)
 right before its first reader on the receiving device and dropped after its last (FX frees a
 value after its last use); the sender holds the send's handle until the position of the
@@ -37,12 +37,12 @@ import numpy as np
 import torch
 import torch.fx
 
-from regal._torch_workers import isend_copy, launch, rebuild, recv_copy, recv_into, wait_send
+from regal.torch._workers import isend_copy, launch, rebuild, recv_copy, recv_into, wait_send
 from regal.simulate import simulate
 from regal.solution import Solution, make_solution
-from regal._torch_storage import _Alias, _alias
-from regal.torch import UNDECLARED_WRITES, Traced  # noqa: F401 - UNDECLARED_WRITES re-exported
-from regal.torch_plan import Measured, PlanRun, measure_peak, outputs_equal, own_order, plan_program
+from regal.torch._storage import _Alias, _alias
+from regal.torch.importer import UNDECLARED_WRITES, Traced  # noqa: F401 - UNDECLARED_WRITES re-exported
+from regal.torch.plan import Measured, PlanRun, measure_peak, outputs_equal, own_order, plan_program
 
 __all__ = ["Transfer", "PlacedPlan", "colocate_writes", "placed_plan", "device_programs", "program_peak_bytes", "run_placed",
            "storage_order_edges", "UNDECLARED_WRITES"]
@@ -401,7 +401,7 @@ def run_placed(traced: Traced, solution: Solution, *, backend: str | None = None
     """Run `solution` on `solution.num_devices` processes and measure each device's peak.
 
     backend: "gloo" on CPU, "nccl" on CUDA by default. `reference`: the traced program run in
-    its own order on one device (`regal.torch_plan.measure_peak`), run here when not given;
+    its own order on one device (`regal.torch.plan.measure_peak`), run here when not given;
     `outputs_match` compares the outputs and updated arguments with it bit for bit. Returns the
     `PlanRun` (lists per device; `reserved_bytes` is the CUDA allocator's reserve, on CPU the
     peak) and the gathered run (`Measured`: outputs, arguments after the step, the peak over

@@ -1,4 +1,4 @@
-"""PyTorch module or ExportedProgram -> `Graph` (SPEC.md section 1). Needs `pip install regal[torch]`.
+"""PyTorch module or ExportedProgram -> `Graph` (SPEC.md section 1): the importer of `regal.torch`.
 
     graph = regal.torch.from_module(model, (x,))                   # forward, via torch.export
     graph = regal.torch.from_module(model, (x,), training=True)    # forward + backward + SGD step
@@ -59,7 +59,7 @@ except ImportError as e:  # pragma: no cover - exercised only where torch is abs
     raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
 
 from regal._ops import COST_MODEL, roofline
-from regal._torch_ops import ELEMENTWISE_ATEN, _flops, _has_out_variant, _op_name  # noqa: F401
+from regal.torch._ops import ELEMENTWISE_ATEN, _flops, _has_out_variant, _op_name  # noqa: F401
 from regal.graph import Graph, GraphError, mark_outputs
 
 __all__ = ["Traced", "from_exported", "from_fx", "from_module", "trace"]
@@ -95,9 +95,12 @@ class _Builder:
     """Records for Graph.from_records; `struct[fx node]` is the value's producing regal nodes:
     a tuple of node indices for a tensor, a list of such tuples for a tuple/list value."""
 
-    def __init__(self, source: str, reuse: bool = True):
+    def __init__(self, source: str, reuse: bool = True, split_outputs: bool = False, random_order: bool = False):
         self.source = source
         self.reuse = reuse
+        self.split_outputs = split_outputs
+        self.random_order = random_order
+        self.last_random: int | None = None   # the last seeded-random op (random_order)
         self.records: list[dict] = []
         self.struct: dict[torch.fx.Node, Any] = {}
         self.readers: dict[int, list[int]] = {}
@@ -230,20 +233,32 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
             continue
         new_bytes += _nbytes(t, f"{what}: output {k}")
         per_out.append((idx,))
+    own_bytes, allocs = _split(b, node, outs, per_out, idx, what) if b.split_outputs and not in_place else (0, [])
+    moved = new_bytes
+    if allocs:
+        first, idx = idx, len(b.records)   # the op's own record comes after its alloc nodes'
+        per_out = [(idx,) if p == (first,) else p for p in per_out]
+        new_bytes = own_bytes
     written_args = _written_args(node)
     if not in_place and not written_args and all(idx not in p for p in per_out):
         b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
         b.folded += 1
         return
     inputs = list(b.leaves((node.args, node.kwargs)))
+    inputs.extend(allocs)
     for v in written_args:  # later readers of a written argument read it after this node
         written.extend(b.leaves(v))
         b.struct[v] = b.leaves(v) + (idx,)
     control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs})
+    if b.random_order and isinstance(node.target, torch._ops.OpOverload) \
+            and torch.Tag.nondeterministic_seeded in node.target.tags:
+        if b.last_random is not None and b.last_random not in inputs and b.last_random not in control:
+            control.append(b.last_random)
+        b.last_random = idx
     b.wrote(written_nodes + written_args, idx)
     for u in inputs:
         b.readers.setdefault(u, []).append(idx)
-    moved = new_bytes + sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
+    moved += sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
                             for t in _tensors(n.meta.get("val")))
     rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
            "control_inputs": control, "cost": roofline(_flops(node), moved)}
@@ -252,6 +267,32 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         rec["reuse"] = reuse
     b.records.append(rec)
     b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+
+
+def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what: str) -> tuple[int, list]:
+    """`split_outputs`: a call with several new outputs (BatchNorm's output and saved
+    statistics, max pooling's output and indices, a convolution's three gradients) keeps only its
+    largest output as its own bytes; each other new output becomes an `alloc` node of its size
+    that the op reads (so it is live through the op) and that the output's readers read. Each
+    output is then freed after its own last reader, as eager PyTorch frees it, instead of all of
+    them after the last reader of any. An alloc node runs no op (a plan skips it); run earlier
+    than right before its op it only books its bytes sooner, so the model never undercounts.
+    Returns `(the op's own bytes, [alloc node indices])`, `(0, [])` for a call with fewer than
+    two new outputs; `per_out` is rewritten for the alloc nodes."""
+    new = [k for k, p in enumerate(per_out) if p == (idx,)]
+    if len(new) < 2:
+        return 0, []
+    sizes = {k: _nbytes(outs[k], f"{what}: output {k}") for k in new}
+    own = max(new, key=lambda k: (sizes[k], -k))
+    control = sorted(set(b.leaves((node.args, node.kwargs))))
+    allocs = []
+    for k in new:
+        if k != own:
+            allocs.append(len(b.records))
+            per_out[k] = (allocs[-1],)
+            b.records.append({"id": f"{node.name}:{k}", "op": "alloc", "bytes": sizes[k], "inputs": [],
+                              "control_inputs": control, "cost": 0.0})
+    return sizes[own], allocs
 
 
 def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
@@ -278,16 +319,21 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
 
 def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]] | None = None,
             outputs: Sequence[str] | None = None, name: str = "torch", meta: Mapping | None = None,
-            source: str | None = None, reuse: bool = True) -> Graph:
+            source: str | None = None, reuse: bool = True, split_outputs: bool = False,
+            random_order: bool = False) -> Graph:
     """Import an FX graph whose nodes carry `meta["val"]` (fake tensors).
 
     `placeholders` maps a placeholder's name to `(regal id, op)`; unnamed ones become inputs.
     `outputs` names the graph outputs in `meta["outputs"]` (default: output_0, output_1, ...).
     `reuse=False` leaves out every `reuse` list (eager PyTorch writes no output over an input).
+    `split_outputs=True`: each new output of a multi-output op is freed after its own last
+    reader (`_split`; a plan must then take each output out of its tuple at once, as
+    `regal.torch.plan.plan_program` does). `random_order=True`: the seeded-random ops keep their
+    traced order (control edges), so a plan draws from the global generator what eager draws.
     """
     source = source or f"torch program '{name}'"
     placeholders = placeholders or {}
-    b = _Builder(source, reuse)
+    b = _Builder(source, reuse, split_outputs, random_order)
     out_args: list = []
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -320,7 +366,8 @@ def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]
     full_meta = {"source": "torch", "torch": torch.__version__, "fx_nodes": len(gm.graph.nodes),
                  "folded": b.folded, "outputs": out_ids,
                  "parameter_bytes": sum(r["bytes"] for r in resident if r["op"] == "parameter"),
-                 "cost_model": dict(COST_MODEL), **dict(meta or {})}
+                 "cost_model": dict(COST_MODEL), **({"split_outputs": True} if split_outputs else {}),
+                 **dict(meta or {})}
     return Graph.from_records(b.records, name=name, meta=full_meta, source=source)
 
 
@@ -347,7 +394,7 @@ def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta:
 
 
 class Traced(NamedTuple):
-    """A traced program and the regal graph of it (`trace`): what `regal.torch_plan` runs.
+    """A traced program and the regal graph of it (`trace`): what `regal.torch.plan` runs.
 
     graph_module: the FX program (ATen ops; a training step is forward, backward and the
     in-place update); args: the real tensors its placeholders take, flat, in placeholder order

@@ -1,10 +1,10 @@
 """Plans that run: a regal solution as a PyTorch program, executed and measured by PyTorch.
 
-    traced = regal.torch_plan.trace_for(model, (x,), "adam")     # regal.torch.trace, random ops seeded
-    traced = regal.torch_plan.calibrate(traced, regal.torch_plan.measure_nodes(traced))  # op scratch
+    traced = regal.torch.plan.trace_for(model, (x,), "adam")     # regal.torch.trace, random ops seeded
+    traced = regal.torch.plan.calibrate(traced, regal.torch.plan.measure_nodes(traced))  # op scratch
     sol = regal.optimize(traced.graph, devices=1)
-    program = regal.torch_plan.plan_program(traced, sol, realize_reuse=True)  # a torch.fx.GraphModule
-    run, measured = regal.torch_plan.run_plan(traced, sol, realize_reuse=True)  # PlanRun, Measured
+    program = regal.torch.plan.plan_program(traced, sol, realize_reuse=True)  # a torch.fx.GraphModule
+    run, measured = regal.torch.plan.run_plan(traced, sol, realize_reuse=True)  # PlanRun, Measured
 
 **The program.** `plan_program` copies the traced FX program's nodes into a new FX graph in the
 solution's order: each regal node is its FX call node; the FX nodes regal folds (views,
@@ -31,11 +31,12 @@ highest running sum of the events; on CUDA it reads `torch.cuda.max_memory_alloc
 allocator's activity to each op in one run and `calibrate` books the scratch an op frees before
 it returns as its `temp_bytes`. **Random ops** (`seed_random_ops`, applied by `trace_for`) draw
 from per-node streams, so every order returns the same values. Several devices:
-`regal.torch_dist`; both orders of one program compared: `regal.torch_compare`.
+`regal.torch.dist`; both orders of one program compared: `regal.torch.compare`.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ import torch.fx
 from regal.graph import Graph
 from regal.simulate import simulate
 from regal.solution import Solution, make_solution
-from regal.torch import Traced
+from regal.torch.importer import Traced
 
 __all__ = ["Measured", "NodeMemory", "PlanRun", "SeededOp", "calibrate", "measure_nodes", "measure_peak",
            "outputs_equal", "own_order", "own_solution", "peak_during", "plan_program", "run_plan",
@@ -225,6 +226,7 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
         return env[n]
 
     ids = graph.ids
+    split = bool(graph.meta.get("split_outputs"))
     # Folded nodes nothing reads (a getitem of an unused gradient, say) go right after their
     # inputs: placed later, they would keep their input (a whole tuple of tensors) alive.
     dead = [n for n in gm.graph.nodes if n.op == "call_function" and not n.users and n.name not in graph.index]
@@ -236,6 +238,12 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
             _emit_taken(new, n, [calls.get(ids[u]) for u in taken[v]], env, emit, graph.index)
         else:
             emit(n)
+        if split and isinstance(n.meta.get("val"), (tuple, list)):
+            # Each part out of the tuple at once: the tuple then dies here, and each output
+            # lives to its own last reader (the importer's `split_outputs`), not all to the last.
+            for m in n.users:
+                if m.target is operator.getitem and m.all_input_nodes == [n]:
+                    emit(m)
         if dead:
             ready = [m for m in dead if all(a in env for a in m.all_input_nodes)]
             for m in ready:
@@ -288,7 +296,12 @@ def own_order(traced: Traced) -> np.ndarray:
     """The traced program's own order (PyTorch's), as a regal order of every node."""
     graph = traced.graph
     index = graph.index
-    calls = [index[n.name] for n in traced.graph_module.graph.nodes if n.op == "call_function" and n.name in index]
+    allocs: dict[str, list[int]] = {}   # a multi-output op's alloc nodes (`split_outputs`) go right before it
+    for v, op in enumerate(graph.ops):
+        if op == "alloc":
+            allocs.setdefault(graph.ids[v].rpartition(":")[0], []).append(v)
+    calls = [u for n in traced.graph_module.graph.nodes if n.op == "call_function" and n.name in index
+             for u in allocs.get(n.name, []) + [index[n.name]]]
     seen = set(calls)
     rest = [v for v in range(graph.num_nodes) if v not in seen]
     return np.asarray(rest + calls, dtype=np.int64)
@@ -367,7 +380,7 @@ def run_plan(traced: Traced, solution: Solution, *, device: str = "cpu", realize
     """Run `solution` (one device) as a program, measure it, and compare its outputs with the
     traced program in its own order (`reference`, run here when not given)."""
     if solution.num_devices != 1:
-        raise ValueError("run_plan runs one device; several: regal.torch_dist.run_placed")
+        raise ValueError("run_plan runs one device; several: regal.torch.dist.run_placed")
     program = plan_program(traced, solution, realize_reuse=realize_reuse)
     got = measure_peak(program, traced.args, device)
     if reference is None:
@@ -395,7 +408,7 @@ def without_reuse(graph: Graph) -> Graph:
 def trace_for(module, example_inputs, training: str | None) -> Traced:
     """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer,
     its random ops each on a stream of their own (`seed_random_ops`)."""
-    from regal.torch import trace
+    from regal.torch.importer import trace
     if training is None:
         return seed_random_ops(trace(module, example_inputs, False, reuse=True))
     return seed_random_ops(trace(module, example_inputs, True, optimizer=training, reuse=True))

@@ -1,0 +1,31 @@
+"""regal for PyTorch: import a module's forward pass or training step as a `Graph`, run a regal
+plan as a PyTorch program, and train with a planned step. Needs `pip install regal[torch]`.
+
+    graph = regal.torch.from_module(model, (x,), training=True)     # the importer (importer.py)
+    step = regal.torch.planned_step(model, optimizer, (x, y), loss_fn=loss_fn)   # step.py
+    for x, y in batches:
+        loss = step(x, y)          # forward, backward and optimizer update, in regal's order
+
+The wing's modules: `importer` (FX / torch.export -> Graph), `plan` (a solution as an FX program,
+run and measured by PyTorch's allocator), `dist` (one process per device), `compare` (both orders
+of one program side by side), `step` (the planned training step), `eager` (what a user runs
+today, measured the same way: eager steps, optimizer-in-backward, torch.compile).
+"""
+
+from __future__ import annotations
+
+from regal.torch.importer import (ELEMENTWISE_ATEN, UNDECLARED_WRITES, Traced, from_exported,  # noqa: F401
+                                  from_fx, from_module, trace)
+
+__all__ = ["Traced", "from_exported", "from_fx", "from_module", "planned_step", "trace"]
+
+
+def __getattr__(name: str):
+    # The planned step loads the optimizer tracing and the flagship only when asked for.
+    if name == "planned_step":
+        from regal.torch.step import planned_step
+        return planned_step
+    if name in ("PlannedStep", "UnsupportedError"):
+        from regal.torch import step
+        return getattr(step, name)
+    raise AttributeError(f"module 'regal.torch' has no attribute {name!r}")
