@@ -40,7 +40,9 @@ maximize, weight decay on/off, its parameters), `devices` other than 1.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import warnings
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -275,8 +277,10 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     was = model.training
     model.train(True)
     try:
-        with torch.backends.mkldnn.flags(enabled=False):   # oneDNN's RNN backward cannot be traced
-            gm = make_fx(step, tracing_mode="fake")(params, buffers, frozen, state, *inputs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the oneDNN switch's TF32 note is noise
+            with torch.backends.mkldnn.flags(enabled=False):   # oneDNN's RNN backward cannot be traced
+                gm = make_fx(step, tracing_mode="fake")(params, buffers, frozen, state, *inputs)
     except (GraphError, UnsupportedError):
         raise
     except Exception as e:  # noqa: BLE001 - tracing raises many types; one line for the caller
@@ -323,6 +327,20 @@ class PlannedStep:
                 f"{self.graph.num_nodes} nodes, predicted peak {self.predicted_peak_bytes:,} B, "
                 f"traced order {self.traced_peak_bytes:,} B)")
 
+    def in_order(self, solution=None) -> "PlannedStep":
+        """This step with its ops in another order (`solution`, d = 1), or in PyTorch's traced
+        order (None: as PyTorch runs the traced program, no output written over an input);
+        `predicted_peak_bytes` is that order's. It trains the same model with the same optimizer."""
+        from regal.simulate import simulate
+        from regal.torch.plan import own_solution, plan_program, without_reuse
+        other = copy.copy(self)
+        graph = self.graph if solution is not None else without_reuse(self.graph)
+        solution = solution if solution is not None else own_solution(self.traced)
+        other.solution = solution
+        other.program = plan_program(self.traced, solution, realize_reuse=graph is self.graph)
+        other.predicted_peak_bytes = int(simulate(graph, solution.placement, solution.order, 1).peak_bytes)
+        return other
+
     def _check(self, inputs: tuple) -> None:
         if len(inputs) != len(self._example):
             raise UnsupportedError(f"planned step: called with {len(inputs)} inputs, traced with {len(self._example)}")
@@ -353,8 +371,11 @@ class PlannedStep:
         named_p = dict(self.model.named_parameters())
         first = []
         for k, p in enumerate(params):   # the state torch.optim makes on a parameter's first step
-            st = opt.state[p]
             keys = _state_keys(self._kind, self._kind.groups[layout.params[k][1]])
+            if not keys and self._kind.algorithm == "sgd":   # plain SGD keeps no state
+                first.append(False)
+                continue
+            st = opt.state[p]
             first.append(any(key not in st for key in keys))
             for key in keys:
                 if key not in st:
@@ -366,7 +387,7 @@ class PlannedStep:
                 st["step"] += 1
         scalars = []
         for k, p in enumerate(params):
-            s = _scalars(self._kind, groups[layout.params[k][1]], opt.state[p], first[k])
+            s = _scalars(self._kind, groups[layout.params[k][1]], opt.state.get(p, {}), first[k])
             scalars.extend(s[nm] for nm in _SCALARS[self._kind.algorithm])
         state = [opt.state[params[k]][key] for k, key in layout.state]
         return (*params, *[named_b[n] for n in layout.buffers], *[named_p[n] for n in layout.frozen], *state,
@@ -376,9 +397,9 @@ class PlannedStep:
         self._check(inputs)
         args = self._arguments(inputs)
         with torch.no_grad():
-            loss = self.program(*args)
+            out = self.program(*args)
         self.steps += 1
-        return loss
+        return out[0] if isinstance(out, (list, tuple)) else out
 
 
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
@@ -396,7 +417,7 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     """
     from regal.flagship import optimize
     from regal.simulate import simulate
-    from regal.torch.plan import calibrate, measure_nodes, own_solution, plan_program
+    from regal.torch.plan import calibrate, measure_nodes, own_solution, plan_program, without_reuse
     if devices != 1:
         raise UnsupportedError(f"planned_step: devices={devices}: a planned step runs on one device "
                                "(several: regal.torch.dist.run_placed runs a placed plan once)")
@@ -418,5 +439,5 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     program = plan_program(traced, solution, realize_reuse=True)
     predicted = int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
     own = own_solution(traced)
-    traced_peak = int(simulate(traced.graph, own.placement, own.order, 1).peak_bytes)
+    traced_peak = int(simulate(without_reuse(traced.graph), own.placement, own.order, 1).peak_bytes)
     return PlannedStep(model, optimizer, kind, layout, traced, solution, program, inputs, predicted, traced_peak)
