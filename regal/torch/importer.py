@@ -105,6 +105,7 @@ class _Builder:
         self.struct: dict[torch.fx.Node, Any] = {}
         self.readers: dict[int, list[int]] = {}
         self.writes: dict[Any, int] = {}   # storage -> the last node that wrote it in place
+        self.side_writes: dict[Any, int] = {}   # storage -> the last op that wrote it beside its output
         self.folded = 0
 
     def resident(self, node: torch.fx.Node, nid: str, op: str, val) -> None:
@@ -128,6 +129,13 @@ class _Builder:
                 if w is not None:
                     out[w] = None
         return tuple(out)
+
+    def written_by(self, arg) -> list:
+        """The ops that wrote the storages of an FX argument beside their own output (`side_writes`)."""
+        if not self.side_writes:
+            return []
+        return [w for a in _flat_nodes(arg) for t in _tensors(a.meta.get("val"))
+                if (w := self.side_writes.get(_storage(t))) is not None]
 
     def wrote(self, nodes, idx: int) -> None:
         """`idx` wrote the storages of these FX nodes: later readers of any alias follow it."""
@@ -236,8 +244,8 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     own_bytes, allocs = _split(b, node, outs, per_out, idx, what) if b.split_outputs and not in_place else (0, [])
     moved = new_bytes
     if allocs:
-        first, idx = idx, len(b.records)   # the op's own record comes after its alloc nodes'
-        per_out = [(idx,) if p == (first,) else p for p in per_out]
+        idx = len(b.records)   # the op's own record comes after its alloc nodes'
+        per_out = [(idx,) if p == ("own",) else p for p in per_out]
         new_bytes = own_bytes
     written_args = _written_args(node)
     if not in_place and not written_args and all(idx not in p for p in per_out):
@@ -246,16 +254,28 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         return
     inputs = list(b.leaves((node.args, node.kwargs)))
     inputs.extend(allocs)
+    after = b.written_by((node.args, node.kwargs))   # run after the ops that wrote an argument beside their output
     for v in written_args:  # later readers of a written argument read it after this node
         written.extend(b.leaves(v))
-        b.struct[v] = b.leaves(v) + (idx,)
-    control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs})
+        if not b.split_outputs:
+            b.struct[v] = b.leaves(v) + (idx,)
+    control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs}
+                     | {w for w in after if w not in inputs})
     if b.random_order and isinstance(node.target, torch._ops.OpOverload) \
             and torch.Tag.nondeterministic_seeded in node.target.tags:
         if b.last_random is not None and b.last_random not in inputs and b.last_random not in control:
             control.append(b.last_random)
         b.last_random = idx
-    b.wrote(written_nodes + written_args, idx)
+    if b.split_outputs and written_args and not in_place:
+        # BatchNorm writing its running statistics: later readers of them follow it by a control
+        # edge; a data edge would keep its (large) output alive until they run.
+        for n in written_args:
+            for t in _tensors(n.meta.get("val")):
+                if (key := _storage(t)) is not None:
+                    b.side_writes[key] = idx
+        b.wrote(written_nodes, idx)
+    else:
+        b.wrote(written_nodes + written_args, idx)
     for u in inputs:
         b.readers.setdefault(u, []).append(idx)
     moved += sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
@@ -287,7 +307,9 @@ def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what
     control = sorted(set(b.leaves((node.args, node.kwargs))))
     allocs = []
     for k in new:
-        if k != own:
+        if k == own:
+            per_out[k] = ("own",)   # the op's own index is known once its alloc nodes are made
+        else:
             allocs.append(len(b.records))
             per_out[k] = (allocs[-1],)
             b.records.append({"id": f"{node.name}:{k}", "op": "alloc", "bytes": sizes[k], "inputs": [],

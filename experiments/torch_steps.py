@@ -1,0 +1,393 @@
+"""Planned training steps against what a PyTorch user runs (issue 46): the evaluation set.
+
+    .venv-torch/bin/python -m experiments.torch_steps --out experiments/results/torch-steps     # CPU
+    python -m experiments.torch_steps --device cuda --out OUT                                  # on a GPU
+
+Every program here is new to the repository's development: none of them is in the zoo of
+`experiments/torch_zoo.py` (ResNet-18/50, MobileNetV3-Small, DenseNet-121, ViT, BERT, GPT-2,
+MLP-Mixer, U-Net), on which the planned step was developed. Each is a model built from its
+constructor or config with random weights (torchvision, Hugging Face transformers, written
+here), a batch, a loss and a torch.optim optimizer. For each, `regal.torch.eager.measure_anchors`
+measures one training step's peak under eager PyTorch (default foreach and foreach=False),
+the optimizer-in-backward recipe, torch.compile (Inductor, reorder_for_peak_memory on),
+PyTorch's traced order and regal's planned step (flagship, d = 1, 5,000 evaluations), and the
+planned step trains 20 steps beside eager from the same weights (`equal_20`).
+
+Each program runs in a process of its own with a time limit; its record is kept in
+OUT/cells/NAME.json, so a rerun resumes (`--force` measures again). OUT/table_DEVICE.md is
+written from the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def ce(out, x, y):
+    return F.cross_entropy(out, y)
+
+
+def ce_seq(out, x, y):
+    return F.cross_entropy(out.flatten(0, 1), y.flatten())
+
+
+def mse(out, x, y):
+    return F.mse_loss(out, y)
+
+
+def _images(batch: int, hw: int, classes: int = 10):
+    return torch.randn(batch, 3, hw, hw), torch.randint(0, classes, (batch,))
+
+
+def _tv(name: str, batch: int, hw: int, **kw):
+    def build():
+        import torchvision
+        return getattr(torchvision.models, name)(weights=None, num_classes=10, **kw), _images(batch, hw), ce
+    return build
+
+
+class DenseCNN(nn.Module):
+    """Dense connectivity (Huang et al., 2017) written here: each layer reads the concatenation
+    of every earlier output of its block (BatchNorm, ReLU, 3x3 convolution)."""
+
+    def __init__(self, growth: int = 16, layers: int = 6, blocks: int = 3):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 2 * growth, 3, padding=1)
+        chans, self.blocks, self.trans = 2 * growth, nn.ModuleList(), nn.ModuleList()
+        for b in range(blocks):
+            block = nn.ModuleList()
+            for _ in range(layers):
+                block.append(nn.Sequential(nn.BatchNorm2d(chans), nn.ReLU(), nn.Conv2d(chans, growth, 3, padding=1)))
+                chans += growth
+            self.blocks.append(block)
+            if b < blocks - 1:
+                self.trans.append(nn.Sequential(nn.BatchNorm2d(chans), nn.ReLU(), nn.Conv2d(chans, chans // 2, 1),
+                                                nn.AvgPool2d(2)))
+                chans //= 2
+        self.head = nn.Linear(chans, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for k, block in enumerate(self.blocks):
+            feats = [x]
+            for layer in block:
+                feats.append(layer(torch.cat(feats, 1)))
+            x = torch.cat(feats, 1)
+            if k < len(self.trans):
+                x = self.trans[k](x)
+        return self.head(x.mean((2, 3)))
+
+
+class GNUNet(nn.Module):
+    """A diffusion-style U-Net written here: GroupNorm, SiLU, residual blocks, nearest upsampling."""
+
+    def __init__(self, width: int = 32, depth: int = 3):
+        super().__init__()
+        chans = [width * 2 ** k for k in range(depth)]
+        self.inp = nn.Conv2d(3, width, 3, padding=1)
+        self.down = nn.ModuleList([self._res(c, c) for c in chans])
+        self.pool = nn.ModuleList([nn.Conv2d(c, 2 * c, 3, stride=2, padding=1) for c in chans[:-1]])
+        self.up = nn.ModuleList([nn.Conv2d(2 * c, c, 3, padding=1) for c in chans[:-1]])
+        self.dec = nn.ModuleList([self._res(2 * c, c) for c in chans[:-1]])
+        self.out = nn.Conv2d(width, 3, 3, padding=1)
+
+    @staticmethod
+    def _res(cin: int, cout: int) -> nn.Module:
+        return nn.ModuleDict({"a": nn.Sequential(nn.GroupNorm(8, cin), nn.SiLU(), nn.Conv2d(cin, cout, 3, padding=1),
+                                                 nn.GroupNorm(8, cout), nn.SiLU(), nn.Conv2d(cout, cout, 3, padding=1)),
+                              "skip": nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()})
+
+    def forward(self, x):
+        x = self.inp(x)
+        skips = []
+        for k, res in enumerate(self.down):
+            x = res["a"](x) + res["skip"](x)
+            if k < len(self.pool):
+                skips.append(x)
+                x = self.pool[k](x)
+        for k in reversed(range(len(self.up))):
+            x = self.up[k](F.interpolate(x, scale_factor=2.0, mode="nearest"))
+            x = torch.cat([x, skips[k]], 1)
+            x = self.dec[k]["a"](x) + self.dec[k]["skip"](x)
+        return self.out(x)
+
+
+class LSTMLM(nn.Module):
+    """An LSTM language model: embedding, two LSTM layers, a tied output projection."""
+
+    def __init__(self, vocab: int = 2000, dim: int = 256):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.rnn = nn.LSTM(dim, dim, 2, batch_first=True, dropout=0.1)
+        self.out = nn.Linear(dim, vocab)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.out(self.rnn(self.emb(x))[0])
+
+
+class GRUClassifier(nn.Module):
+    """A bidirectional GRU over feature sequences, mean-pooled, classified."""
+
+    def __init__(self, features: int = 64, dim: int = 128):
+        super().__init__()
+        self.rnn = nn.GRU(features, dim, 2, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * dim, 10)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0].mean(1))
+
+
+class Encoder(nn.Module):
+    """nn.TransformerEncoder (nn.MultiheadAttention, post-norm) over token embeddings."""
+
+    def __init__(self, vocab: int = 1000, dim: int = 128, layers: int = 4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, 4, 4 * dim, dropout=0.1, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(self.emb(x)).mean(1))
+
+
+class CausalLM(nn.Module):
+    """A Hugging Face decoder's logits (a small config, random weights)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids).logits
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=2000, hidden_size=192, intermediate_size=512, num_hidden_layers=4,
+                      num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256)
+    ids = torch.randint(0, 2000, (4, 64))
+    return CausalLM(LlamaForCausalLM(cfg)), (ids, torch.randint(0, 2000, (4, 64))), ce_seq
+
+
+def _opt():
+    from transformers import OPTConfig, OPTForCausalLM
+    cfg = OPTConfig(vocab_size=2000, hidden_size=192, ffn_dim=768, num_hidden_layers=4, num_attention_heads=6,
+                    max_position_embeddings=256, word_embed_proj_dim=192)
+    ids = torch.randint(0, 2000, (4, 64))
+    return CausalLM(OPTForCausalLM(cfg)), (ids, torch.randint(0, 2000, (4, 64))), ce_seq
+
+
+def _sgd(p):
+    return torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=5e-4)
+
+
+def _adam(p):
+    return torch.optim.Adam(p, lr=1e-3)
+
+
+def _adamw(p):
+    return torch.optim.AdamW(p, lr=1e-3, weight_decay=0.05)
+
+
+#: name -> (build: () -> (model, inputs, loss_fn), optimizer factory, description)
+PROGRAMS = {
+    "regnet_y_400mf_sgd": (_tv("regnet_y_400mf", 8, 64), _sgd, "torchvision RegNetY-400MF, batch 8, 64x64, SGD"),
+    "efficientnet_b0_adam": (_tv("efficientnet_b0", 8, 64), _adam, "torchvision EfficientNet-B0, batch 8, 64x64, Adam"),
+    "convnext_tiny_adamw": (_tv("convnext_tiny", 4, 64), _adamw,
+                            "torchvision ConvNeXt-T (stochastic depth), batch 4, 64x64, AdamW"),
+    "swin_t_adamw": (_tv("swin_t", 4, 64), _adamw, "torchvision Swin-T, batch 4, 64x64, AdamW"),
+    "vgg11_sgd": (_tv("vgg11", 4, 64), _sgd, "torchvision VGG11, batch 4, 64x64, SGD"),
+    "squeezenet1_1_adam": (_tv("squeezenet1_1", 8, 64), _adam, "torchvision SqueezeNet 1.1, batch 8, 64x64, Adam"),
+    "shufflenet_v2_adam": (_tv("shufflenet_v2_x1_0", 8, 64), _adam, "torchvision ShuffleNetV2 1.0, batch 8, 64x64, Adam"),
+    "mobilenet_v2_adam": (_tv("mobilenet_v2", 8, 64), _adam, "torchvision MobileNetV2, batch 8, 64x64, Adam"),
+    "googlenet_sgd": (_tv("googlenet", 8, 64, aux_logits=False, init_weights=True), _sgd,
+                      "torchvision GoogLeNet, batch 8, 64x64, SGD"),
+    "mnasnet1_0_sgd": (_tv("mnasnet1_0", 8, 64), _sgd, "torchvision MNASNet 1.0, batch 8, 64x64, SGD"),
+    "regnet_x_400mf_adam": (_tv("regnet_x_400mf", 8, 64), _adam, "torchvision RegNetX-400MF, batch 8, 64x64, Adam"),
+    "dense_cnn_sgd": (lambda: (DenseCNN(), _images(8, 32), ce), _sgd, "dense-connectivity CNN (here), batch 8, 32x32, SGD"),
+    "gn_unet_adam": (lambda: (GNUNet(), (torch.randn(4, 3, 64, 64), torch.randn(4, 3, 64, 64)), mse), _adam,
+                     "GroupNorm/SiLU U-Net (here), batch 4, 64x64, Adam"),
+    "lstm_lm_adam": (lambda: (LSTMLM(), (torch.randint(0, 2000, (8, 64)), torch.randint(0, 2000, (8, 64))), ce_seq),
+                     _adam, "LSTM language model, 2 layers, d=256, 8x64 tokens, Adam"),
+    "gru_classifier_sgd": (lambda: (GRUClassifier(), _seq_batch(), ce), _sgd,
+                           "bidirectional GRU classifier, 2 layers, d=128, 8x48 steps, SGD"),
+    "transformer_encoder_adamw": (lambda: (Encoder(), (torch.randint(0, 1000, (8, 64)), torch.randint(0, 10, (8,))), ce),
+                                  _adamw, "nn.TransformerEncoder (MultiheadAttention), 4 layers, d=128, 8x64, AdamW"),
+    "llama_4l_adamw": (_llama, _adamw, "transformers Llama config, 4 layers, d=192, 4x64 tokens, AdamW"),
+    "opt_4l_adam": (_opt, _adam, "transformers OPT config, 4 layers, d=192, 4x64 tokens, Adam"),
+}
+
+
+def _seq_batch():
+    return torch.randn(8, 48, 64), torch.randint(0, 10, (8,))
+
+
+def _equal_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = 20) -> dict:
+    """Train `steps` steps eagerly and with the planned step from the same weights on the same
+    batches and random seed; compare losses and final parameters and buffers."""
+    import regal.torch as rt
+    torch.manual_seed(0)
+    m1, m2 = copy.deepcopy(model), copy.deepcopy(model)
+    m1.train()
+    o1, o2 = opt_factory(m1.parameters()), opt_factory(m2.parameters())
+    step = rt.planned_step(m2, o2, inputs, loss_fn=loss_fn, budget=budget)
+    g = torch.Generator().manual_seed(1)
+    batches = [tuple(torch.randint(0, int(a.max()) + 1, a.shape, generator=g) if not a.is_floating_point()
+                     else torch.randn(a.shape, generator=g) for a in inputs) for _ in range(steps)]
+    from regal.torch.step import _forward_arity
+    arity = _forward_arity(m1)
+    torch.manual_seed(7)
+    l1 = []
+    for b in batches:
+        o1.zero_grad(set_to_none=True)
+        loss = loss_fn(m1(*(b if arity is None else b[:arity])), *b)
+        loss.backward()
+        o1.step()
+        l1.append(loss.item())
+    torch.manual_seed(7)
+    l2 = [step(*b).item() for b in batches]
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    diff = max(float((s1[k].double() - s2[k].double()).abs().max()) for k in s1 if s1[k].numel())
+    scale = max(float(s1[k].double().abs().max()) for k in s1 if s1[k].numel())
+    return {"steps": steps, "losses_equal": l1 == l2, "params_bitwise": all(torch.equal(s1[k], s2[k]) for k in s1),
+            "max_abs_diff": diff, "max_abs_param": scale,
+            "max_loss_rel_diff": max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(l1, l2))}
+
+
+def run_one(name: str, device: str, budget: int, compile: bool) -> dict:
+    from regal.torch.eager import measure_anchors
+    build, opt_factory, desc = PROGRAMS[name]
+    torch.manual_seed(0)
+    model, inputs, loss_fn = build()
+    model = model.to(device)
+    inputs = tuple(a.to(device) for a in inputs)
+    t0 = time.perf_counter()
+    rec = {"program": name, "description": desc, "device": device, "budget": budget, "torch": torch.__version__,
+           "parameters": sum(p.numel() for p in model.parameters())}
+    rec["anchors"] = measure_anchors(model, opt_factory(model.parameters()), inputs, loss_fn=loss_fn, budget=budget,
+                                     device=device, compile=compile)
+    rec["anchors_seconds"] = round(time.perf_counter() - t0, 1)
+    if device == "cpu":
+        t0 = time.perf_counter()
+        try:
+            rec["equal_20"] = _equal_20(model, opt_factory, inputs, loss_fn, budget)
+        except Exception as e:  # noqa: BLE001 - recorded, not fatal
+            rec["equal_20"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        rec["equal_seconds"] = round(time.perf_counter() - t0, 1)
+    return rec
+
+
+def _mib(v) -> str:
+    return f"{v / 2**20:,.2f}" if isinstance(v, (int, float)) else "fails"
+
+
+def _pct(a, b) -> str:
+    return f"{100 * (a - b) / b:+.1f} %" if isinstance(a, (int, float)) and isinstance(b, (int, float)) else "-"
+
+
+def table(records: list[dict], command: str) -> str:
+    lines = [f"`{command}`", "",
+             "One training step's peak (MiB): resident tensors + the allocator's high mark above them during the step "
+             "(regal.torch.eager). planned = regal.torch.planned_step (flagship, d = 1); predicted = its SPEC.md "
+             "section 3 peak.", "",
+             "| program | eager | foreach=False | opt. in backward | torch.compile | traced order | planned | "
+             "predicted | planned vs eager | vs opt. in bwd | vs compile | prediction | 20 steps vs eager |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    below, gains, over_oib, vs_compile, pred_ok, n_pred = 0, [], [], [], 0, 0
+    for r in records:
+        a = r["anchors"]
+        eq = r.get("equal_20")
+        eq_s = "-" if eq is None else (eq if isinstance(eq, str) else
+                                       ("bit for bit" if eq["params_bitwise"] and eq["losses_equal"] else
+                                        f"max diff {eq['max_abs_diff']:.1e} (params to {eq['max_abs_param']:.1e}), "
+                                        f"losses {eq['max_loss_rel_diff']:.1e}"))
+        lines.append(f"| {r['program']} | {_mib(a.get('eager'))} | {_mib(a.get('eager_foreach_false'))} | "
+                     f"{_mib(a.get('optimizer_in_backward'))} | {_mib(a.get('compile'))} | {_mib(a.get('traced'))} | "
+                     f"{_mib(a.get('planned'))} | {_mib(a.get('predicted'))} | {_pct(a.get('planned'), a.get('eager'))} | "
+                     f"{_pct(a.get('planned'), a.get('optimizer_in_backward'))} | "
+                     f"{_pct(a.get('planned'), a.get('compile'))} | {_pct(a.get('predicted'), a.get('planned'))} | {eq_s} |")
+        p, e = a.get("planned"), a.get("eager")
+        if isinstance(p, int) and isinstance(e, int):
+            below += p < e
+            gains.append((e - p) / e)
+        if isinstance(p, int) and isinstance(a.get("optimizer_in_backward"), int):
+            over_oib.append((p - a["optimizer_in_backward"]) / a["optimizer_in_backward"])
+        if isinstance(p, int) and isinstance(a.get("compile"), int):
+            vs_compile.append(p < a["compile"])
+        if isinstance(p, int) and isinstance(a.get("predicted"), int):
+            n_pred += 1
+            pred_ok += abs(a["predicted"] - p) <= 0.02 * p
+    n = len(gains)
+    lines += ["", f"Programs: {len(records)}; planned step ran on {n}.",
+              f"- below eager: {below} of {n}; mean {100 * sum(gains) / max(n, 1):.1f} % lower "
+              "(target: >= 90 % of programs, >= 10 % mean)",
+              f"- above optimizer-in-backward by more than 1 %: {sum(x > 0.01 for x in over_oib)} of {len(over_oib)}"
+              f" (worst {100 * max(over_oib, default=0):+.1f} %)",
+              f"- below torch.compile: {sum(vs_compile)} of {len(vs_compile)} where it compiled (target >= 80 %)",
+              f"- prediction within 2 % of the measured peak: {pred_ok} of {n_pred} (target >= 90 %)"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.torch_steps", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--budget", type=int, default=5000)
+    p.add_argument("--programs", nargs="*", default=list(PROGRAMS))
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per program")
+    p.add_argument("--force", action="store_true")
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    cells = os.path.join(args.out, "cells")
+    os.makedirs(cells, exist_ok=True)
+    if args.one:
+        torch.set_num_threads(1)
+        rec = run_one(args.one, args.device, args.budget, not args.no_compile)
+        with open(os.path.join(cells, f"{args.one}.json"), "w") as f:
+            json.dump(rec, f, indent=1)
+        return 0
+    for name in args.programs:
+        path = os.path.join(cells, f"{name}.json")
+        if os.path.exists(path) and not args.force:
+            continue
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "experiments.torch_steps", "--out", args.out, "--device", args.device,
+               "--budget", str(args.budget), "--one", name] + (["--no-compile"] if args.no_compile else [])
+        try:
+            rc = subprocess.run(cmd, timeout=args.timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+            status = "ok" if rc.returncode == 0 else f"rc {rc.returncode}: {rc.stderr.strip().splitlines()[-1:]}"
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {args.timeout} s"
+        if status != "ok" and not os.path.exists(path):
+            with open(path, "w") as f:
+                json.dump({"program": name, "description": PROGRAMS[name][2], "anchors": {}, "error": status}, f)
+        print(f"{name}: {status} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    records = []
+    for name in PROGRAMS:
+        path = os.path.join(cells, f"{name}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                records.append(json.load(f))
+    command = "python -m experiments.torch_steps " + " ".join(argv if argv is not None else sys.argv[1:])
+    with open(os.path.join(args.out, f"table_{args.device}.md"), "w") as f:
+        f.write(table(records, command))
+    print(table(records, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
