@@ -177,8 +177,10 @@ def test_regal_torch_json_contract(tmp_path, devices):
                "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"devices", "pytorch", "regal", "outputs_match"}
+    assert set(doc) == {"devices", "pytorch", "regal", "eager", "outputs_match"}
     assert doc["devices"] == devices and doc["outputs_match"] is True
+    assert set(doc["eager"]) == {"measured_peak_bytes"} and len(doc["eager"]["measured_peak_bytes"]) == 1
+    assert doc["eager"]["measured_peak_bytes"][0] > 0
     for k, n in (("pytorch", 1), ("regal", devices)):
         assert set(doc[k]) == {"predicted_peak_bytes", "measured_peak_bytes"}
         assert len(doc[k]["measured_peak_bytes"]) == n == len(doc[k]["predicted_peak_bytes"])
@@ -212,3 +214,43 @@ def test_regal_torch_without_function_name_is_usage_error(tmp_path):
     """FILE.py without :FN is a usage error (exit 2)."""
     r = _regal("torch", os.fspath(tmp_path / "prog.py"))
     assert r.returncode == 2
+
+
+NOISY = '''
+import torch
+from helper import width        # a module beside the program
+print("building the model")     # the program's own output
+def make():
+    print("make() says hello")
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, width), torch.nn.ReLU(), torch.nn.Linear(width, 2)), (torch.randn(4, 8),)
+'''
+
+
+def test_regal_torch_keeps_the_programs_prints_and_the_profilers_out_of_json(tmp_path):
+    """The program's prints go to stderr, it imports a module beside it (run from another
+    folder), and PyTorch's profiler lines (`USDT: ... profiler_start`) are not shown."""
+    (tmp_path / "prog.py").write_text(NOISY)
+    (tmp_path / "helper.py").write_text("width = 16\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = _regal("torch", f"{tmp_path / 'prog.py'}:make", "--train", "adam", "--budget", "50", "--json", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["outputs_match"] is True
+    assert "building the model" in r.stderr and "make() says hello" in r.stderr
+    assert "USDT" not in r.stderr and "profiler_start" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [(("--devices", "100"), "at most 16 on cpu"),
+                                           (("--device", "tpu"), "'tpu' is no device"),
+                                           (("--device", "cuda:0"), None)])
+def test_regal_torch_checks_devices_in_one_line(tmp_path, args, message):
+    f = tmp_path / "prog.py"
+    f.write_text(PROG)
+    r = _regal("torch", f"{f}:make", "--budget", "10", *args)
+    if message is None:   # CUDA: runs where there is one, else a one-line error
+        if r.returncode == 0:
+            return
+        message = "sees no CUDA device"
+    assert r.returncode in (1, 2) and message in r.stderr and "Traceback" not in r.stderr

@@ -1,9 +1,12 @@
 """`regal torch FILE.py:FN`: optimize a PyTorch program and run both orders in PyTorch.
 
-`FN()` returns `(module, example_inputs)`. The command traces it (`regal.torch.trace`: the
-forward pass, or one training step with `--train sgd|adam`), runs it in its own order and in
-the order (and on the devices) regal's flagship chooses, and reports each device's peak as
-regal predicts it and as PyTorch's allocator measured it (`regal.torch.compare.compare`).
+FILE.py is executed (imported as a module, its folder first on the import path, as `python
+FILE.py` would see it) and `FN()` returns `(module, example_inputs)`. The command traces it
+(`regal.torch.trace`: the forward pass, or one training step with `--train sgd|adam`), runs it
+in its own order and in the order (and on the devices) regal's flagship chooses, measures eager
+PyTorch running the same program, and reports each device's peak as regal predicts it and as
+PyTorch's allocator measured it (`regal.torch.compare.compare`). What the program prints goes to
+standard error, so `--json` stays one JSON object on standard output.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import click
 
 __all__ = ["torch_cmd", "load_program"]
 
+#: The most devices `regal torch` runs a plan on: a process each on the CPU (CUDA: the GPUs seen).
+MAX_CPU_DEVICES = 16
+
 
 def load_program(spec: str):
     """`FILE.py:FN` -> `FN()`'s `(module, example_inputs)`; one-line errors name the problem."""
@@ -28,18 +34,27 @@ def load_program(spec: str):
     if not os.path.isfile(path):
         raise click.ClickException(f"{path}: no such file")
     name = "regal_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:   # a program may import a module beside it
+        sys.path.insert(0, folder)
     try:
-        mod_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - user code raises anything; one line for the user
+        with contextlib.redirect_stdout(sys.stderr):   # the program's prints stay out of --json
+            mod_spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+    except BaseException as e:  # noqa: BLE001 - user code raises anything (SystemExit too); one line
+        if isinstance(e, KeyboardInterrupt):
+            raise
         raise click.ClickException(f"{path}: importing it failed ({type(e).__name__}: {_line(e)})") from None
     make = getattr(module, fn, None)
     if not callable(make):
         raise click.ClickException(f"{path}: no function '{fn}'")
     try:
-        got = make()
-    except Exception as e:  # noqa: BLE001
+        with contextlib.redirect_stdout(sys.stderr):
+            got = make()
+    except BaseException as e:  # noqa: BLE001
+        if isinstance(e, KeyboardInterrupt):
+            raise
         raise click.ClickException(f"{path}:{fn}() failed ({type(e).__name__}: {_line(e)})") from None
     import torch
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
@@ -56,48 +71,71 @@ def _mb(n: int) -> str:
 
 
 @click.command("torch", short_help="optimize a PyTorch program and run it in PyTorch, measuring the allocator",
-               help="Trace FILE.py:FN (FN() returns (module, example_inputs)), optimize its placement and order "
-                    "with the flagship, run PyTorch's own order and regal's plan, and report each device's peak "
-                    "as predicted and as PyTorch's allocator measured it.")
+               help="Run FILE.py (it is executed, its folder on the import path) and trace FN() = (module, "
+                    "example_inputs); optimize its placement and order with the flagship, run PyTorch's own order, "
+                    "regal's plan and eager PyTorch, and report each device's peak as predicted and as PyTorch's "
+                    "allocator measured it. To train with a plan, see regal.torch.planned_step.")
 @click.argument("program", metavar="FILE.py:FN")
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
+@click.option("--device", "device", default=None, metavar="cpu|cuda[:N]",
+              help="where to run (the module is moved there first; default: where FN() put it)")
 @click.option("--train", type=click.Choice(["sgd", "adam"]), default=None,
               help="one training step with this optimizer (default: the forward pass)")
 @click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1), help="evaluations")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0), help="random seed")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def torch_cmd(program, devices, train, budget, seed, as_json):
+def torch_cmd(program, devices, device, train, budget, seed, as_json):
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise click.ClickException("regal torch needs PyTorch: pip install regal[torch]") from None
     import logging
     from regal.graph import GraphError
-    from regal.torch.compare import compare
+    from regal.torch.compare import compare, module_device
     # PyTorch logs a failed trace at length (the program's code, guards) before it raises; the
     # command prints the one-line reason instead
     logging.getLogger("torch").setLevel(logging.CRITICAL)
+    if device is not None:
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, ValueError):
+            raise click.BadParameter(f"'{device}' is no device (cpu, cuda, cuda:N)", param_hint="--device") from None
+        if dev.type not in ("cpu", "cuda"):
+            raise click.BadParameter(f"'{device}': regal torch runs on cpu or cuda", param_hint="--device")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise click.ClickException(f"--device {device}: PyTorch sees no CUDA device here")
     module, inputs = load_program(program)
+    where = torch.device(device) if device is not None else module_device(module)
+    most = torch.cuda.device_count() if where.type == "cuda" else MAX_CPU_DEVICES
+    if devices > most:
+        raise click.BadParameter(f"{devices} devices: at most {most} on {where.type} "
+                                 f"({'the GPUs PyTorch sees' if where.type == 'cuda' else 'one process each'})",
+                                 param_hint="--devices")
     said = io.StringIO()
     try:
-        with contextlib.redirect_stderr(said):  # what PyTorch prints while tracing: shown on success
-            cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed)
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            # what PyTorch and the program print while tracing and running: shown on success, on stderr
+            cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed, device=where)
     except GraphError as e:
         raise click.ClickException(str(e).splitlines()[0]) from None
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:   # the program's own ops failing to run
+        raise click.ClickException(f"{program}: running it failed ({type(e).__name__}: {_line(e)})") from None
     sys.stderr.write(said.getvalue())
     doc = {"devices": devices,
            "pytorch": {"predicted_peak_bytes": cmp.pytorch.predicted_peak_bytes,
                        "measured_peak_bytes": cmp.pytorch.measured_peak_bytes},
            "regal": {"predicted_peak_bytes": cmp.regal.predicted_peak_bytes,
                      "measured_peak_bytes": cmp.regal.measured_peak_bytes},
+           "eager": {"measured_peak_bytes": [cmp.eager]},
            "outputs_match": bool(cmp.regal.outputs_match)}
     if as_json:
         click.echo(json.dumps(doc))
     else:
         g = cmp.graph
         click.echo(f"program   {program} ({'training step, ' + train if train else 'forward'}; "
-                   f"{g.num_nodes:,} nodes)")
+                   f"{g.num_nodes:,} nodes; {where})")
         click.echo(f"{'':24}{'predicted':>14}{'measured':>14}")
+        click.echo(f"{'eager pytorch':24}{'':>14}{_mb(cmp.eager):>14}")
         click.echo(f"{'pytorch order':24}{_mb(cmp.pytorch.predicted_peak_bytes[0]):>14}"
                    f"{_mb(cmp.pytorch.measured_peak_bytes[0]):>14}")
         for k, (p, m) in enumerate(zip(cmp.regal.predicted_peak_bytes, cmp.regal.measured_peak_bytes)):

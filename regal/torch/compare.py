@@ -10,6 +10,8 @@ What `regal torch FILE.py:FN` runs: trace, measure each op's scratch in one own-
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import NamedTuple
 
 import torch
@@ -21,7 +23,7 @@ from regal.torch.dist import colocate_writes, run_placed
 from regal.torch.plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
                               trace_for, without_reuse)
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "deterministic", "eager_peak", "module_device", "to_device"]
 
 
 class Comparison(NamedTuple):
@@ -31,32 +33,109 @@ class Comparison(NamedTuple):
     regal: PlanRun              # the flagship's plan, one entry per device
     solution: Solution
     graph: Graph                # the graph optimized (measured temp_bytes, `reuse` where real)
+    eager: int | None = None    # eager PyTorch's measured peak of the same program (`eager_peak`)
+
+
+@contextlib.contextmanager
+def deterministic():
+    """PyTorch's deterministic algorithms on (cuDNN's and cuBLAS's included) while comparing
+    outputs bit for bit, and put back after: without it cuDNN's backward kernels differ in the
+    last bits from run to run, whatever the order."""
+    if torch.cuda.is_available():   # cuBLAS reads it when it first makes a handle
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+
+
+def module_device(module) -> torch.device:
+    """Where a module's parameters (or buffers) are; the CPU for one that has none."""
+    for t in (*module.parameters(), *module.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+def to_device(module, example_inputs, device):
+    """`(module, inputs)` on `device` (default: where the module is): the module moved in place
+    (`Module.to`), the input tensors copied. Tracing on the device the plan runs on keeps the
+    traced constants and kernels there (a CPU-only attention kernel traced on the CPU, say)."""
+    device = torch.device(device) if device is not None else module_device(module)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device '{device}': PyTorch sees no CUDA device here")
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    return module.to(device), tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs), device
+
+
+def eager_peak(module, inputs, training: str | None, device, seed: int = 0) -> int:
+    """Eager PyTorch's peak for the program `compare` runs, measured as a plan is (resident
+    tensors + the allocator's high mark; `regal.torch.eager`): a forward under `no_grad`, or one
+    `loss.backward()` + torch.optim step (SGD momentum 0.9 / Adam, lr 1e-3, the loss of
+    `regal.torch.trace`) after a warm-up step, on a copy of the module."""
+    from regal.torch.eager import copy_setup, measure_step, resident_bytes
+    from regal.torch.importer import _default_loss, _forward_arity
+    from regal.torch.plan import peak_during
+    torch.manual_seed(seed)
+    if training is None:
+        was = module.training
+        module.eval()
+        try:
+            with torch.no_grad():
+                high, _, _ = peak_during(lambda: module(*inputs), device)
+        finally:
+            module.train(was)
+        return resident_bytes(module, [], inputs) + high
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9) if training == "sgd" else torch.optim.Adam(params, lr=1e-3)
+    m, o = copy_setup(module, opt)
+    m.train()
+    arity = _forward_arity(m)
+
+    def step(*xs):
+        loss = _default_loss(m(*(xs if arity is None else xs[:arity])), *xs)
+        loss.backward()
+        o.step()
+        o.zero_grad(set_to_none=True)
+    return measure_step(step, m, [o], inputs, device)
 
 
 def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
-            seed: int = 0, device: str = "cpu", calibrate_temps: bool = True) -> Comparison:
+            seed: int = 0, device: str | torch.device | None = None, calibrate_temps: bool = True,
+            eager: bool = True) -> Comparison:
     """Trace `module` (forward, or one training step with `training` = "sgd" / "adam"), run
     it in PyTorch's own order, optimize it with the flagship on `devices`, run regal's plan,
-    and measure both with PyTorch's allocator.
+    and measure both with PyTorch's allocator; `eager`: measure eager PyTorch's peak too.
 
-    `calibrate_temps`: book each op's scratch memory as measured in the own-order run
-    (`measure_nodes`, `calibrate`) before optimizing and predicting. On one device the plan
-    makes its take-overs real (`realize_reuse`); on several it takes none over, and the plan's
-    0-byte in-place writes run on the home device of what they write (`colocate_writes`: on
-    the zoo of `experiments.torch_plans` that lowered the largest measured device peak of most
-    training steps and brought more device peaks within 2 % of the prediction).
+    `device`: where to run (default: where the module is); the module is moved there first
+    (`Module.to`, in place) and traced there. Outputs are compared under PyTorch's
+    deterministic algorithms (`deterministic`). `calibrate_temps`: book each op's scratch
+    memory as measured in the own-order run (`measure_nodes`, `calibrate`) before optimizing
+    and predicting. On one device each output of a multi-output op lives to its own last reader
+    (`split_outputs`) and the plan makes its take-overs real (`realize_reuse`); on several it
+    takes none over, and the plan's 0-byte in-place writes run on the home device of what they
+    write (`colocate_writes`: on the zoo of `experiments.torch_plans` that lowered the largest
+    measured device peak of most training steps and brought more device peaks within 2 % of
+    the prediction).
     """
-    traced = trace_for(module, example_inputs, training)
-    if calibrate_temps:
-        traced = calibrate(traced, measure_nodes(traced, device))
-    plain = traced._replace(graph=without_reuse(traced.graph))
-    own = own_solution(plain)
-    reference = measure_peak(plan_program(plain, own), plain.args, device)
-    pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
-    if devices == 1:
-        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
-        run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
-        return Comparison(1, pytorch, run, sol, traced.graph)
-    sol = colocate_writes(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
-    run, _ = run_placed(plain, sol, device_type=torch.device(device).type)
-    return Comparison(devices, pytorch, run, sol, plain.graph)
+    module, inputs, device = to_device(module, example_inputs, device)
+    with deterministic():
+        traced = trace_for(module, inputs, training, split_outputs=devices == 1)
+        if calibrate_temps:
+            traced = calibrate(traced, measure_nodes(traced, device))
+        plain = traced._replace(graph=without_reuse(traced.graph))
+        own = own_solution(plain)
+        reference = measure_peak(plan_program(plain, own), plain.args, device)
+        pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
+        base = eager_peak(module, inputs, training, device, seed) if eager else None
+        if devices == 1:
+            sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+            run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
+            return Comparison(1, pytorch, run, sol, traced.graph, base)
+        sol = colocate_writes(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
+        run, _ = run_placed(plain, sol, device_type=device.type)
+        return Comparison(devices, pytorch, run, sol, plain.graph, base)

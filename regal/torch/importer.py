@@ -48,8 +48,11 @@ products, convolutions (forward and backward) and attention, bytes moved for the
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import operator
+import warnings
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 try:
@@ -404,6 +407,12 @@ def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta:
                   reuse: bool = True) -> Graph:
     """Import an `ExportedProgram`: parameters, buffers and constants are resident nodes named
     by their fully qualified names; user inputs are resident `input` nodes."""
+    return from_fx(ep.graph_module, *_exported_names(ep), name=name, reuse=reuse,
+                   meta={"mode": "forward", "ir": "torch.export", **dict(meta or {})})
+
+
+def _exported_names(ep) -> tuple[dict, list]:
+    """An ExportedProgram's placeholders `{name: (regal id, op)}` and output names."""
     placeholders = {}
     for spec in ep.graph_signature.input_specs:
         kind = spec.kind.name
@@ -411,8 +420,7 @@ def from_exported(ep: "torch.export.ExportedProgram", name: str = "torch", meta:
         placeholders[spec.arg.name] = (str(nid), _KIND_OPS.get(kind, "input"))
     outputs = [getattr(s.arg, "name", f"output_{k}") if s.kind.name == "USER_OUTPUT" else f"{s.kind.name.lower()}:{s.target}"
                for k, s in enumerate(ep.graph_signature.output_specs)]
-    return from_fx(ep.graph_module, placeholders, outputs, name=name,
-                   meta={"mode": "forward", "ir": "torch.export", **dict(meta or {})}, reuse=reuse)
+    return placeholders, outputs
 
 
 class Traced(NamedTuple):
@@ -445,21 +453,36 @@ def from_module(module: "torch.nn.Module", example_inputs, training: bool = Fals
 
 def trace(module: "torch.nn.Module", example_inputs, training: bool = False, *,
           loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None,
-          reuse: bool = True) -> Traced:
-    """`from_module`, keeping the traced program and real arguments to run it (`Traced`)."""
+          reuse: bool = True, split_outputs: bool = False) -> Traced:
+    """`from_module`, keeping the traced program and real arguments to run it (`Traced`).
+    `split_outputs`: as `from_fx`'s (a program for one device). Traced with oneDNN off, so that
+    `nn.LSTM` / `nn.GRU` are traced as the ops of their cells: oneDNN's fused RNN kernel cannot be
+    traced through its backward."""
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
     name = name or f"{type(module).__name__.lower()}_{'train' if training else 'fwd'}"
     was_training = module.training
     module.train(training)
     try:
-        if not training:
-            ep = _export(module, args, name)
-            graph = from_exported(ep, name=name, meta={"model": type(module).__name__}, reuse=reuse)
-            ids = tuple(_exported_ids(ep))
-            return Traced(graph, ep.graph_module, _exported_args(ep, args), ids)
-        return _train_step(module, args, loss_fn, optimizer, name, reuse)
+        with no_onednn():
+            if not training:
+                ep = _export(module, args, name)
+                graph = from_fx(ep.graph_module, *_exported_names(ep), name=name, reuse=reuse,
+                                split_outputs=split_outputs,
+                                meta={"mode": "forward", "ir": "torch.export", "model": type(module).__name__})
+                ids = tuple(_exported_ids(ep))
+                return Traced(graph, ep.graph_module, _exported_args(ep, args), ids)
+            return _train_step(module, args, loss_fn, optimizer, name, reuse, split_outputs)
     finally:
         module.train(was_training)
+
+
+@contextlib.contextmanager
+def no_onednn():
+    """oneDNN off (its RNN kernels cannot be traced), its TF32 notice kept quiet."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.backends.mkldnn.flags(enabled=False):
+            yield
 
 
 def _exported_ids(ep):
@@ -491,6 +514,17 @@ def _export(module, args, name: str):
         raise GraphError(f"torch program '{name}': torch.export failed ({type(e).__name__}: {first})") from None
 
 
+def _forward_arity(model) -> int | None:
+    """How many leading positional inputs `model.forward` takes (None: all of them)."""
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
 def _default_loss(outputs, *inputs):
     leaves = [t for t in torch.utils._pytree.tree_leaves(outputs)
               if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -502,7 +536,7 @@ def _default_loss(outputs, *inputs):
 _STATE = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
 
 
-def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool) -> Traced:
+def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool, split_outputs: bool) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
     if optimizer not in _STATE:
         raise ValueError(f"optimizer must be one of {sorted(_STATE)}, got {optimizer!r}")
@@ -512,10 +546,11 @@ def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool) -
     frozen = {n: p for n, p in module.named_parameters() if not p.requires_grad}
     bnames, buffers = zip(*module.named_buffers()) if list(module.buffers()) else ((), ())
     state = [torch.zeros_like(p) for p in params for _ in _STATE[optimizer]]
+    arity = _forward_arity(module)
 
     def step(params, buffers, state, *inputs):
         tensors = {**dict(zip(pnames, params)), **dict(zip(bnames, buffers)), **frozen}
-        loss = loss_fn(torch.func.functional_call(module, tensors, inputs), *inputs)
+        loss = loss_fn(torch.func.functional_call(module, tensors, inputs if arity is None else inputs[:arity]), *inputs)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         with torch.no_grad():
             _update(optimizer, params, grads, state)
@@ -534,7 +569,7 @@ def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool) -
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     placeholders = {ph.name: ids[k] if k < len(ids) else (f"input_{k - len(ids)}", "input")
                     for k, ph in enumerate(phs)}
-    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse,
+    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse, split_outputs=split_outputs,
                     meta={"mode": "train", "ir": "make_fx", "optimizer": optimizer, "model": type(module).__name__})
     real = (*params, *buffers, *state, *args)
     return Traced(graph, gm, real, tuple(placeholders[ph.name][0] for ph in phs))

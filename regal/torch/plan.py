@@ -36,7 +36,11 @@ from per-node streams, so every order returns the same values. Several devices:
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import os
+import sys
+import tempfile
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -117,7 +121,7 @@ def measure_nodes(traced: Traced, device: str | torch.device = "cpu") -> NodeMem
         with torch.no_grad():
             counted.run(*args)
         return NodeMemory(counted.net, counted.temp)
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with torch.no_grad(), quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _Labelled(traced.graph_module).run(*args)
     events = list(prof.profiler.kineto_results.events())
     spans = sorted((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()[7:]) for e in events
@@ -322,6 +326,35 @@ def _fresh(args) -> tuple:
     return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+@contextlib.contextmanager
+def quiet_profiler():
+    """PyTorch's profiler (Kineto) writes `USDT: ... profiler_start/stop` and `STAGE:` lines to
+    the process's standard error from C++ at every start and stop: they go to a file while it
+    runs, and what else was written there is passed on."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):   # no file descriptor 2: nothing to keep quiet
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            rest = [ln for ln in tmp.read().decode(errors="replace").splitlines(keepends=True)
+                    if not ln.startswith(("USDT:", "STAGE:"))]
+            if rest:
+                sys.stderr.write("".join(rest))
+
+
 def _cpu_memory_events(events) -> list:
     """(time ns, index, bytes: + allocated, - freed) of the CPU allocator's profiler events, in order."""
     return sorted((e.start_ns(), k, e.nbytes()) for k, e in enumerate(events)
@@ -342,7 +375,7 @@ def peak_during(fn, device: str | torch.device = "cpu") -> tuple[int, int, Any]:
         return (int(torch.cuda.max_memory_allocated(device) - before), int(torch.cuda.max_memory_reserved(device)),
                 out)
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profiler(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = fn()
     live = high = 0
     for _, _, b in _cpu_memory_events(prof.profiler.kineto_results.events()):
@@ -405,13 +438,15 @@ def without_reuse(graph: Graph) -> Graph:
     return Graph.from_records(recs, name=graph.name, meta=graph.meta, source=graph.name)
 
 
-def trace_for(module, example_inputs, training: str | None) -> Traced:
+def trace_for(module, example_inputs, training: str | None, split_outputs: bool = False) -> Traced:
     """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer,
-    its random ops each on a stream of their own (`seed_random_ops`)."""
+    its random ops each on a stream of their own (`seed_random_ops`). `split_outputs`: each
+    output of a multi-output op freed after its own last reader (for a one-device plan)."""
     from regal.torch.importer import trace
     if training is None:
-        return seed_random_ops(trace(module, example_inputs, False, reuse=True))
-    return seed_random_ops(trace(module, example_inputs, True, optimizer=training, reuse=True))
+        return seed_random_ops(trace(module, example_inputs, False, reuse=True, split_outputs=split_outputs))
+    return seed_random_ops(trace(module, example_inputs, True, optimizer=training, reuse=True,
+                                 split_outputs=split_outputs))
 
 
 class SeededOp:

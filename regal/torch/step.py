@@ -41,8 +41,6 @@ maximize, weight decay on/off, its parameters), `devices` other than 1.
 from __future__ import annotations
 
 import copy
-import inspect
-import warnings
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -50,7 +48,7 @@ import torch
 import torch.fx
 
 from regal.graph import GraphError
-from regal.torch.importer import Traced, _default_loss, from_fx
+from regal.torch.importer import Traced, _default_loss, _forward_arity, from_fx, no_onednn
 
 __all__ = ["PlannedStep", "UnsupportedError", "planned_step"]
 
@@ -154,17 +152,6 @@ def _update(kind: _Kind, flags: tuple, p, g, state: list, s: dict) -> None:
     else:
         denom = (exp_avg_sq.sqrt() / s["bc2_sqrt"]).add_(s["eps"])
     p.addcdiv_(exp_avg, denom, value=s["neg_step_size"])
-
-
-def _forward_arity(model) -> int | None:
-    """How many leading positional inputs `model.forward` takes (None: all of them)."""
-    try:
-        params = inspect.signature(model.forward).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 class _Layout(NamedTuple):
@@ -277,10 +264,8 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     was = model.training
     model.train(True)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # the oneDNN switch's TF32 note is noise
-            with torch.backends.mkldnn.flags(enabled=False):   # oneDNN's RNN backward cannot be traced
-                gm = make_fx(step, tracing_mode="fake")(params, buffers, frozen, state, *inputs)
+        with no_onednn():   # oneDNN's RNN backward cannot be traced
+            gm = make_fx(step, tracing_mode="fake")(params, buffers, frozen, state, *inputs)
     except (GraphError, UnsupportedError):
         raise
     except Exception as e:  # noqa: BLE001 - tracing raises many types; one line for the caller
