@@ -109,6 +109,7 @@ class _Builder:
         self.readers: dict[int, list[int]] = {}
         self.writes: dict[Any, int] = {}   # storage -> the last node that wrote it in place
         self.side_writes: dict[Any, int] = {}   # storage -> the last op that wrote it beside its output
+        self.alloc_owner: dict[int, int] = {}   # alloc node (`_split`) -> the op that fills it
         self.folded = 0
 
     def resident(self, node: torch.fx.Node, nid: str, op: str, val) -> None:
@@ -248,6 +249,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     moved = new_bytes
     if allocs:
         idx = len(b.records)   # the op's own record comes after its alloc nodes'
+        b.alloc_owner.update((a, idx) for a in allocs)   # their readers run after the op fills them
         per_out = [(idx,) if p == ("own",) else p for p in per_out]
         new_bytes = own_bytes
     written_args = _written_args(node)
@@ -263,7 +265,8 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         if not b.split_outputs:
             b.struct[v] = b.leaves(v) + (idx,)
     control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs}
-                     | {w for w in after if w not in inputs})
+                     | {w for w in after if w not in inputs}
+                     | {b.alloc_owner[u] for u in inputs if u in b.alloc_owner and b.alloc_owner[u] != idx})
     if b.random_order and isinstance(node.target, torch._ops.OpOverload) \
             and torch.Tag.nondeterministic_seeded in node.target.tags:
         if b.last_random is not None and b.last_random not in inputs and b.last_random not in control:
