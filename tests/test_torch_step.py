@@ -249,3 +249,21 @@ def test_a_changed_batch_shape_or_optimizer_structure_is_refused():
     opt.param_groups[0]["nesterov"] = False
     opt.param_groups[0]["lr"] = 0.01   # a number, not the structure: followed
     assert torch.isfinite(step(x, y))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_planned_step_on_cuda_trains_as_eager():
+    """On CUDA the plan runs where the module is; with deterministic kernels it trains as eager
+    does (to float tolerance: cuDNN may pick other algorithms for the same convolution)."""
+    from regal.torch.compare import deterministic
+    torch.manual_seed(0)
+    m1 = Net().cuda()
+    m2 = copy.deepcopy(m1)
+    o1, o2 = torch.optim.Adam(m1.parameters(), lr=1e-3), torch.optim.Adam(m2.parameters(), lr=1e-3)
+    data = [(x.cuda(), y.cuda()) for x, y in batches(5)]
+    with deterministic():
+        step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+        la, lb = eager_losses(m1, o1, data), planned_losses(step, data)
+    assert lb == pytest.approx(la, rel=1e-4)
+    for (k, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-5), k
