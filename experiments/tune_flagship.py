@@ -10,7 +10,7 @@ A tune config (`"kind": "tune"`) names a grid: `"set": {FIELD: [V1, V2, ...]}` f
 `regal.FlagshipConfig` (`"fix": {OTHER: V}` holds others), `"graphs"` (specs
 `MANIFEST:SPLIT:LIMIT`: a corpus manifest's split is `SOURCE:SPLIT`, LIMIT graphs evenly spaced
 over the split, 0 for all), `"min_nodes"` (only the larger graphs), devices, seeds and `"budget"`
-(5,000). For each value the flagship (`regal.optimize(..., config=FlagshipConfig()._replace(FIELD=V))`)
+(5,000). For each value the flagship (`regal.optimize(..., config=FlagshipConfig().replace(FIELD=V))`)
 runs on every graph, device count and seed, beside the local-search baseline on the same seeds,
 as cells of the one runner (Dask, cached; the tune configs share the cache "flagship-tuning", so
 the local-search cells and a value run before are not run again). The table gives, per source (the
