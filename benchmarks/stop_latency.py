@@ -76,7 +76,7 @@ except (ImportError, AttributeError):
     pass
 import os
 if os.environ.get("REGAL_PROBE_TRAIN"):  # imports JAX: only for the training's phases
-    import distributed, regal.policy.reinforce as _rf
+    import distributed, regal.training.reinforce as _rf
     distributed.LocalCluster.__init__ = _mark("cluster", distributed.LocalCluster.__init__)
     _rf.imitate = _mark("imitation", _rf.imitate)
     _rf._train_step = _mark("step", _rf._train_step)
