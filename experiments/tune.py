@@ -2,12 +2,8 @@
 
     python -m experiments.run experiments/configs/tune/NAME.json [--workers N]
 
-    python -m experiments.tune_flagship --name anneal-tuning \\
-        --graphs data/manifest_synthetic.json:valid:16 data/manifest.json:valid:12 \\
-        --devices 1 2 4 --seeds 0 1 --set anneal_temperature 0 0.01 0.02 0.04 0.08
-
-A tune config (`"kind": "tune"`) names a grid: `"set": {FIELD: [V1, V2, ...]}` for a field of
-`regal.FlagshipConfig` (`"fix": {OTHER: V}` holds others), `"graphs"` (specs
+(`experiments.tune_flagship`'s command line writes such a config and runs it.) A tune config (`"kind": "tune"`) names a grid: `"set": {FIELD: [V1, V2, ...]}` for a field of
+`regal.FlagshipConfig` or of its climb (`"fix": {OTHER: V}` holds others), `"graphs"` (specs
 `MANIFEST:SPLIT:LIMIT`: a corpus manifest's split is `SOURCE:SPLIT`, LIMIT graphs evenly spaced
 over the split, 0 for all), `"min_nodes"` (only the larger graphs), devices, seeds and `"budget"`
 (5,000). For each value the flagship (`regal.optimize(..., config=FlagshipConfig().replace(FIELD=V))`)
@@ -20,18 +16,15 @@ run by run (paired: same graph, d and seed), with a 95 % bootstrap interval, so 
 means within the seeds' noise reads as such. Writes experiments/results/<name>/README.md and the raw
 peaks (peaks.json) beside it.
 
-The command line writes such a config (experiments/configs/tune/<name>.json) and runs it. The 34
-tuning runs made before the runner had this kind are in experiments/results/flagship-tuning/
+The 34 tuning runs made before the runner had this kind are in experiments/results/flagship-tuning/
 (experiments/results/INDEX.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -130,42 +123,3 @@ def _paired(paths, d, seeds, name, base, value, peaks) -> str:
     boots = [rng.choice(diffs, diffs.size).mean() for _ in range(2000)]
     lo, hi = np.percentile(boots, [2.5, 97.5])
     return f"{diffs.mean():+.2f} ({lo:+.2f}, {hi:+.2f}), {(diffs > 0).sum()} / {(diffs < 0).sum()}"
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--name", required=True, help="the config's and its results folder's name")
-    ap.add_argument("--graphs", nargs="+", required=True, help="MANIFEST:SPLIT:LIMIT ...")
-    ap.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--set", nargs="+", required=True, metavar=("NAME", "VALUE"),
-                    help="a field of regal.FlagshipConfig and the values to try")
-    ap.add_argument("--fix", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="another field of regal.FlagshipConfig held at VALUE in every flagship run")
-    ap.add_argument("--min-nodes", type=int, default=0, help="only the graphs with at least this many nodes")
-    ap.add_argument("--budget", type=int, default=5000)
-    ap.add_argument("--workers", type=int, default=None, help="local Dask worker processes (default: cores)")
-    ap.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
-    args = ap.parse_args(argv)
-    name, values = args.set[0], [float(v) for v in args.set[1:]]
-    fixed = {other: float(v) for other, v in args.fix}
-    try:
-        flagship_config([*fixed.items(), (name, values[0])])
-    except KeyError as e:
-        ap.error(f"no setting {e.args[0]} (a field of regal.FlagshipConfig)")
-    command = "python -m experiments.tune_flagship " + " ".join(sys.argv[1:] if argv is None else argv)
-    cfg = {"name": args.name, "kind": "tune", "cache": CACHE, "description": f"Written by `{command}`.",
-           "graphs": args.graphs, "min_nodes": args.min_nodes, "devices": args.devices, "seeds": args.seeds,
-           "budget": args.budget, "set": {name: values}, "fix": fixed}
-    path = os.path.join(ROOT, "experiments", "configs", "tune", f"{args.name}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with atomic_text(path) as f:
-        json.dump(cfg, f, indent=1)
-    from experiments.run import run  # the runner imports this module for its "tune" kind
-    out = run(path, args.scheduler, args.workers)
-    print("\n".join(out["table"]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

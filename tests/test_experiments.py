@@ -250,7 +250,7 @@ def test_a_tune_config_runs_its_grid_as_runner_cells_equal_to_the_flagship_with_
     field (peaks equal `regal.optimize(..., config=...)`), local search is the baseline, and a
     second config sharing the cache runs nothing it already has."""
     import regal
-    from experiments.tune_flagship import run_config
+    from experiments.tune import run_config
     gdir = tmp_path / "graphs"
     gdir.mkdir()
     graphs = {}
