@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from regal.cli_common import EXIT_INTERRUPTED, human_bytes, load_graph
-from regal.cli_pack import exit_for_limit, packed_line, packed_summary
+from regal.commands.pack import exit_for_limit, packed_line, packed_summary
 
 if TYPE_CHECKING:
     from regal.graph import Graph
