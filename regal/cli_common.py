@@ -148,6 +148,13 @@ def command_deadline(time_limit_s: float | None = None):
     return deadline.limit(time_limit_s, start)
 
 
+def command_start() -> float:
+    """perf_counter() when the command's clock started: the program's start (`regal.cli`), or
+    `main`'s call, or now when the command runs without `main`."""
+    import time
+    return _COMMAND_DEADLINE[-1][1] if _COMMAND_DEADLINE else time.perf_counter()
+
+
 def _exit_stopped() -> None:
     """Exit with status 3 (EXIT_INTERRUPTED). Run as the program, at once (`os._exit`, the output
     flushed): what the stop left behind (a training step in a helper thread, a Dask cluster whose
@@ -160,7 +167,7 @@ def _exit_stopped() -> None:
     sys.exit(EXIT_INTERRUPTED)
 
 
-def warm_up(deadline, fn, *args, what: str = "the kernels", **kwargs) -> bool:
+def warm_up(deadline, fn, *args, what: str = "the kernels", nothing: str = "nothing to write", **kwargs) -> bool:
     """`fn(*args, **kwargs)`, a warm-up (Numba kernels loaded from the cache, or compiled), run
     while this thread watches `deadline`: a stop request ends the command with status 3 within
     a poll interval, saying that there is nothing to write; the time limit lets it finish (every
@@ -176,11 +183,14 @@ def warm_up(deadline, fn, *args, what: str = "the kernels", **kwargs) -> bool:
     try:
         interruptible(fn, deadline, *args, requests_only=True, **kwargs)
     except Stopped:
-        click.echo(f"stopped ({deadline.reason}) while loading {what}: nothing to write", err=True)
+        click.echo(f"stopped ({deadline.reason}) while loading {what}: {nothing}", err=True)
         _exit_stopped()
     if cache_misses() == before:
         return False
     spent = time.perf_counter() - t
+    if _COMMAND_DEADLINE and _COMMAND_DEADLINE[-1][0] is deadline:  # the report's clock moves too
+        _, start, program = _COMMAND_DEADLINE[-1]
+        _COMMAND_DEADLINE[-1] = (deadline, start + spent, program)
     if deadline.at is not None:
         deadline.at += spent
         if deadline.reason == "time_limit":

@@ -71,24 +71,37 @@ REPORT_PACK_WALL_S = 5.0
 
 def _packed(g: Graph, sol, deadline=None) -> dict | None:
     """`packed_summary` (the packed arena beside the peak), or None when a stop request
-    (`deadline`) comes first or it takes more than REPORT_PACK_WALL_S (then left behind)."""
+    (`deadline`) or its time limit comes first, or it takes more than REPORT_PACK_WALL_S (then
+    left behind)."""
     from regal._stop import Stopped, interruptible
     if deadline is None:
         return packed_summary(g, sol)
+    limit = deadline.at
     deadline.at = time.perf_counter() + REPORT_PACK_WALL_S  # the same object: a signal still reaches it
+    if limit is not None:
+        deadline.at = min(deadline.at, limit)
     try:
         return interruptible(packed_summary, deadline, g, sol)
     except Stopped:
         return None
     finally:
-        deadline.at = None
-        if deadline.reason == "time_limit":
+        deadline.at = limit
+        if deadline.reason == "time_limit" and (limit is None or time.perf_counter() < limit):
             deadline.reason = None
 
 
+def _not_computed(deadline) -> str:
+    """Why a part of the report is missing: a stop request, or the command's time limit."""
+    if deadline is not None and deadline.stop_requested:
+        return "not computed: stopped"
+    if deadline is not None and deadline.at is not None and deadline.expired():
+        return "not computed within --time-limit"
+    return f"not computed within {REPORT_PACK_WALL_S:g} s"
+
+
 def _not_packed(deadline) -> str:
-    return ("packed    (not computed: stopped)" if deadline is not None and deadline.stop_requested else
-            f"packed    (not computed within {REPORT_PACK_WALL_S:g} s; regal fit -o computes it)")
+    why = _not_computed(deadline)
+    return f"packed    ({why}{'' if why.endswith('stopped') else '; regal fit -o computes it'})"
 
 
 def _print_solution(g: Graph, sol, output: str | None, deadline=None):
@@ -103,7 +116,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
                        f"({int((sol.placement == k).sum()):,} nodes)")
     alloc = _allocation(g, sol, deadline)
     if alloc is None:
-        click.echo("allocated (not computed: stopped)")
+        click.echo(f"allocated ({_not_computed(deadline)})")
     else:
         click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
                    "buffer assignment (SPEC section 3a)")
@@ -146,14 +159,24 @@ def _load_or_exit(graph_path, dims, deadline):
     return g
 
 
-def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
+#: Share of --time-limit the report may take after the limit (the solution is written at it):
+#: the command as a whole ends within 10 % of the limit, exiting included.
+REPORT_SHARE = 0.05
+
+
+def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit_s: float | None = None) -> None:
     """Write the solution (a further signal is only counted: the file is always complete), then
-    report it; a stop request during the report cuts its slow part (the allocation)."""
+    report it; a stop request during the report, or the end of the command's time limit (the
+    limit plus REPORT_SHARE of it, from the program's start), cuts its slow parts (the
+    allocation, the packed arena), each then said to be not computed."""
     if deadline.stop_requested:
         sol = dataclasses.replace(sol, info={**sol.info, "stopped": deadline.reason})
     if output:
         sol.save(output)
-    deadline.at = None  # the time limit was the search's; only a stop request cuts the report
+    deadline.at = None  # the time limit was the search's; the report has its own
+    if time_limit_s is not None:
+        from regal.cli_common import command_start
+        deadline.at = command_start() + time_limit_s * (1 + REPORT_SHARE)
     if deadline.reason == "time_limit":
         deadline.reason = None
     if "timed" in sol.info:

@@ -19,7 +19,8 @@ from regal.commands.report import _load_or_exit, _runtime_options, _write_and_re
 @click.option("--budget", "-n", type=click.IntRange(1), default=None,
               help="evaluations, for the methods that take a budget (default: the method's)")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
-              help="seconds from the start until the plan is written (the report after it is not limited)")
+              help="seconds from the start until the plan is written; the report after it is cut to end "
+                   "within 5 % more (what it leaves out, it says)")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
@@ -66,7 +67,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
                 sol = make_solution(g, placement, order, devices, method=method, info={
                     "stopped": deadline.reason, "note": f"{method} was stopped before it returned: "
                                                         f"this is the fallback schedule ({name})"})
-        _write_and_report(g, sol, output, as_json, deadline)
+        _write_and_report(g, sol, output, as_json, deadline, time_limit_s)
     if deadline.stop_requested:
         sys.exit(EXIT_INTERRUPTED)
 
