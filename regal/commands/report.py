@@ -112,8 +112,11 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
     if d > 1:
         for k in range(d):
-            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
-                       f"({int((sol.placement == k).sum()):,} nodes)")
+            on = sol.placement == k
+            only_weights = on.any() and bool(g.resident[on].all())
+            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(on.sum()):,} nodes"
+                       + ("; weights only, it runs no op: a parameter-server layout, docs/library.md)"
+                          if only_weights else ")"))
     alloc = _allocation(g, sol, deadline)
     if alloc is None:
         click.echo(f"allocated ({_not_computed(deadline)})")

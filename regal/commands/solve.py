@@ -17,7 +17,8 @@ from regal.commands.report import _load_or_exit, _runtime_options, _write_and_re
 @click.argument("graph_path", metavar="GRAPH", required=False)
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--budget", "-n", type=click.IntRange(1), default=None,
-              help="evaluations, for the methods that take a budget (default: the method's)")
+              help="evaluations, for the methods that take a budget (default: the method's); the others "
+                   "refuse it (their effort: --time-limit)")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
               help="seconds from the start until the plan is written; the report after it is cut to end "
                    "within 5 % more (what it leaves out, it says)")
@@ -38,6 +39,10 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
     spec = regal.methods.get(method)  # an unknown name fails before the graph is read
+    if budget is not None and not spec.takes_budget:
+        takers = ", ".join(n for n in regal.methods.names() if regal.methods.get(n).takes_budget)
+        raise click.BadParameter(f"{method} takes no evaluation budget: its effort is bounded by --time-limit "
+                                 f"(the methods with a budget: {takers})", param_hint="--budget")
     runtime = spec.objective == "runtime"
     options = _runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
                                method=method)
