@@ -34,6 +34,7 @@ import numpy as np
 
 from regal import _minimalloc
 from regal import _pack_kernels as K
+from regal._stop import KernelWatch
 
 __all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound", "check", "pack",
            "greedy_pack", "read_csv", "write_csv"]
@@ -193,14 +194,14 @@ def _components(lower, upper) -> list[np.ndarray]:
     return [g.astype(np.int64) for g in np.split(order, cut)]
 
 
-def _part(inst: Instance, members: np.ndarray, watch: "_Watch | None" = None) -> _Part | None:
+def _part(inst: Instance, members: np.ndarray, watch: "KernelWatch | None" = None) -> _Part | None:
     """The part of the buffers `members` (one component); None when `watch` cut its overlap
     graph short."""
     lo, up = inst.lower[members], inst.upper[members]
     full = (lo <= lo.min()) & (up >= up.max())
     base_members, rest = members[full], members[~full]
     lo, up, sz = inst.lower[rest], inst.upper[rest], inst.size[rest]
-    ptr, idx = (watch or _Watch()).run(K.overlaps, lo, up)
+    ptr, idx = (watch or KernelWatch()).run(K.overlaps, lo, up)
     if ptr[-1] < 0:
         return None
     sections = _sections(lo, up)
@@ -249,62 +250,17 @@ def _area(size, length) -> np.ndarray:
     return np.where(over, big, size * np.where(over, 0, length))
 
 
-class _Watch:
-    """Runs the kernels of one `pack` call, each cut short at `until` (a perf_counter() time) or
-    once `deadline` (a `regal._stop.Deadline`: a signal's stop request, a command's time limit)
-    expires: the kernel runs in a helper thread (the kernels release the GIL) while this one
-    polls and sets the kernel's `stop` flag, which the kernel reads every 1,024 steps. Without
-    a deadline or an `until`, the kernel runs here."""
-
-    POLL_S = 0.01
-
-    def __init__(self, deadline=None, until: float = float("inf")):
-        self.deadline, self.until = deadline, until
-        self.cut = False  # whether some kernel was cut short
-
-    def expired(self) -> bool:
-        return time.perf_counter() >= self.until or (self.deadline is not None and self.deadline.expired())
-
-    def run(self, kernel, *args, until: float | None = None):
-        until = self.until if until is None else min(until, self.until)
-        stop = np.zeros(1, dtype=np.int64)
-        if self.deadline is None and until == float("inf"):
-            return kernel(*args, stop)
-        import threading
-        box: list = []
-
-        def work():
-            try:
-                box.append((True, kernel(*args, stop)))
-            except BaseException as e:  # noqa: BLE001  (raised in the caller's thread)
-                box.append((False, e))
-
-        if time.perf_counter() >= until or (self.deadline is not None and self.deadline.expired()):
-            stop[0] = 1
-        thread = threading.Thread(target=work, name="regal-pack", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            thread.join(self.POLL_S)
-            if not stop[0] and (time.perf_counter() >= until or (self.deadline is not None and self.deadline.expired())):
-                stop[0] = 1
-        self.cut = self.cut or bool(stop[0])
-        ok, value = box[0]
-        if ok:
-            return value
-        raise value
-
-
 def _stacked(size: np.ndarray, base: int = 0) -> np.ndarray:
     """Offsets that stack the buffers one above the other from `base` (always valid)."""
     return base + np.cumsum(size) - size
 
 
-def _greedy(part: _Part, quick: bool = False, watch: "_Watch | None" = None) -> tuple[np.ndarray | None, int, str]:
+def _greedy(part: _Part, quick: bool = False, watch: "KernelWatch | None" = None) -> tuple[np.ndarray | None, int, str]:
     """The best of the greedy placements (first fit and best fit, every order of `_orders`;
     quick: those of QUICK): (offsets, arena, name), (None, 0, "") when each ran over MAX_VALUE.
     Once `watch` cuts a placement short, its unplaced buffers are stacked above the arena and no
     other placement is tried."""
-    watch = watch or _Watch()
+    watch = watch or KernelWatch()
     best = (None, np.iinfo(np.int64).max, "")
     for name, order in _orders(part):
         for best_fit in (False, True):
@@ -333,11 +289,11 @@ def _buffers(part: _Part) -> _minimalloc.Buffers:
     return _minimalloc.Buffers(part.size, part.ptr, part.idx, *part.sections, width, _area(part.size, width))
 
 
-def _search(part: _Part, capacity: int, until: float, watch: "_Watch | None" = None) -> tuple[np.ndarray | None, bool]:
+def _search(part: _Part, capacity: int, until: float, watch: "KernelWatch | None" = None) -> tuple[np.ndarray | None, bool]:
     """(offsets of the part's rest within `capacity` (its base included) by the exact search,
     or None; whether a complete search showed that nothing fits). Every call of the search is
     cut at `until` and by `watch`."""
-    watch = watch or _Watch()
+    watch = watch or KernelWatch()
     cap = int(capacity - part.base)  # one type for every call: one compiled signature
     if cap < part.bound - part.base:
         return None, True
@@ -392,7 +348,7 @@ def pack(inst: Instance, time_limit_s: float | None = 10.0, quick: bool = False,
     if deadline is not None and deadline.at is not None:
         hard = deadline.at - FINISH_SECONDS_PER_BUFFER * m
     until = min(hard, float("inf") if time_limit_s is None else t0 + float(time_limit_s))
-    watch = _Watch(deadline, hard)
+    watch = KernelWatch(deadline, hard)
     offsets = np.zeros(m, dtype=np.int64)
     live = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
     bound, when = _live_peak(inst.lower, inst.upper, inst.size)
@@ -439,7 +395,7 @@ def pack(inst: Instance, time_limit_s: float | None = 10.0, quick: bool = False,
     return Packing(offsets, packed, bound, bool(packed <= proven), method, time.perf_counter() - t0)
 
 
-def _first_packings(sub: Instance, quick: bool, watch: _Watch) -> tuple[list, list, list]:
+def _first_packings(sub: Instance, quick: bool, watch: KernelWatch) -> tuple[list, list, list]:
     """Each component's part and its first packing, the best greedy placement: (parts, found:
     (offsets of the part's rest, arena), methods). A part reached after `watch` expired, or whose
     overlap graph it cut short, is stacked; PackingError when no greedy placement stays within

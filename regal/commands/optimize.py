@@ -51,8 +51,8 @@ if TYPE_CHECKING:
               help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
                    "seeding or polish, else 1]")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
-              help="seconds from the start until the plan is written; the report after it is cut to end "
-                   "within 5 % more (what it leaves out, it says)")
+              help="seconds from the start to the end of the report: the search stops 5 % before it, "
+                   "the report ends within 5 % after it (what it leaves out, it says)")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")

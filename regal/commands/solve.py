@@ -20,8 +20,8 @@ from regal.commands.report import _load_or_exit, _runtime_options, _write_and_re
               help="evaluations, for the methods that take a budget (default: the method's); the others "
                    "refuse it (their effort: --time-limit)")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
-              help="seconds from the start until the plan is written; the report after it is cut to end "
-                   "within 5 % more (what it leaves out, it says)")
+              help="seconds from the start to the end of the report: the search stops 5 % before it, "
+                   "the report ends within 5 % after it (what it leaves out, it says)")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
