@@ -18,21 +18,25 @@ from regal._jit import JIT as _JIT
 from regal._kernels import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
 from regal._peak_memory import simulate_peak
 
+#: The climb's steps, inlined into it by Numba. `climb` takes the state's arrays out once and
+#: hands each step the few it reads: a step given the whole `ClimbState` would count a reference
+#: to each of its 27 arrays up and down per move (Numba's inlining binds the struct anew).
+_STEP = dict(inline="always", **_JIT)
 _KIND_FOCUSED = (False, True, True, True)   # regal.climb.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-@numba.njit(inline="always", **_JIT)
-def _score(g, s, trace, out):
-    """Simulate the current schedule into trace, count the evaluation, write (peak, sum of
-    device peaks, steps at peak) to out."""
-    peak = simulate_peak(g, s.order, s.placement, s.device_peak.shape[0], s.device_peak, trace)
-    s.count[()] += 1
+@numba.njit(**_STEP)
+def _score(g, order, placement, device_peak, count, trace, out):
+    """Simulate (order, placement) into trace, count the evaluation (count: int64[()]), write
+    (peak, sum of device peaks, steps at peak) to out."""
+    peak = simulate_peak(g, order, placement, device_peak.shape[0], device_peak, trace)
+    count[()] += 1
     out[0] = peak
-    out[1] = s.device_peak.sum()
-    out[2] = steps_at_peak(trace, s.order, g.resident, peak)
+    out[1] = device_peak.sum()
+    out[2] = steps_at_peak(trace, order, g.resident, peak)
 
 
 @numba.njit(**_JIT)
@@ -50,13 +54,13 @@ def _argmin_but(row, skip):
     return best
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _window(g, pos, v):
     """(lo, hi): the positions v may take, after its predecessors and before its successors."""
     return feasible_window(g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, pos, v, g.num_nodes)
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _order_move(g, order, pos, v, shift, rng, mv):
     """Order move: v to another position in its feasible window (half the time within `shift`);
     mv = (1, from, to) and True, or False if v has no room."""
@@ -74,18 +78,18 @@ def _order_move(g, order, pos, v, shift, rng, mv):
     return True
 
 
-@numba.njit(inline="always", **_JIT)
-def _directed(g, s, rng, trace, peak, mv):
+@numba.njit(**_STEP)
+def _directed(g, order, pos, placement, scratch, rng, trace, peak, mv):
     """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
     a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
     delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
-    if there is no such tensor or it cannot move."""
-    order, pos, placement, cand, last = s.order, s.pos, s.placement, s.cand, s.last
-    m = peak_hits(trace, peak, s.hits)
+    if there is no such tensor or it cannot move. scratch: `_scratch(state)`."""
+    hits, cand, last = scratch[0], scratch[1], scratch[2]
+    m = peak_hits(trace, peak, hits)
     if m == 0:
         return False
     h = rng.integers(0, m)
-    t, k = s.hits[h, 0], s.hits[h, 1]
+    t, k = hits[h, 0], hits[h, 1]
     n, nbytes = g.num_nodes, g.nbytes
     m = live_across(g, order, pos, placement, t, k, cand, last)
     if m == 0:
@@ -102,7 +106,7 @@ def _directed(g, s, rng, trace, peak, mv):
             break
     u, lastpos = cand[i], last[i]
     r = rng.random()
-    if s.device_peak.shape[0] > 1 and r < 1 / 3:
+    if trace.shape[1] > 1 and r < 1 / 3:
         placement[u] = _argmin_but(trace[t], k)
         mv[0], mv[1], mv[2] = 0, u, k
         return True
@@ -143,23 +147,25 @@ def _focus_pool(order, placement, a, b, k, on_k, pool):
     return m
 
 
-@numba.njit(inline="always", **_JIT)
-def _propose(g, s, p, rng, trace, peak, focused, informed, directed_share, mv):
-    """Apply one random move (near the peak if `focused`: a window of `p.focus_width` positions
-    around a random step at the peak; `informed`: aimed at the peak device; `directed_share`:
-    that share of focused moves is `_directed`'s), written to mv; False if no node could move.
-    trace: the current schedule's step trace; peak: its peak."""
+@numba.njit(**_STEP)
+def _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv):
+    """Apply one random move to (order, pos, placement), written to mv; False if no node could
+    move. aim = (focused, informed, directed share): near the peak if focused (a window of
+    `p.focus_width` positions around a random step at the peak), informed: aimed at the peak
+    device, that share of the focused moves `_directed`'s. trace: the current schedule's step
+    trace; peak: its peak; scratch: `_scratch(state)`."""
+    focused, informed, directed_share = aim
     if focused and directed_share > 0.0 and rng.random() < directed_share:
-        if _directed(g, s, rng, trace, peak, mv):
+        if _directed(g, order, pos, placement, scratch, rng, trace, peak, mv):
             return True
-    n, d = g.num_nodes, s.device_peak.shape[0]
-    order, placement, pool = s.order, s.placement, s.pool
+    n, d = g.num_nodes, trace.shape[1]
+    hits, pool, movable = scratch[0], scratch[3], scratch[4]
     a, b, k_peak, t_peak = 0, 0, 0, 0
     if focused:  # the window of order positions [a, b) around a random step at the peak
-        m = peak_hits(trace, peak, s.hits)
+        m = peak_hits(trace, peak, hits)
         if m:
             h = rng.integers(0, m)
-            t_peak, k_peak = s.hits[h, 0], s.hits[h, 1]
+            t_peak, k_peak = hits[h, 0], hits[h, 1]
         else:
             t_peak = rng.integers(0, n)
         a, b = max(0, t_peak - p.focus_width), min(n, t_peak + p.focus_width + 1)
@@ -198,16 +204,16 @@ def _propose(g, s, p, rng, trace, peak, focused, informed, directed_share, mv):
                         v = pool[i]
                         break
                     j -= 1
-        elif s.movable.shape[0]:
-            v = s.movable[rng.integers(0, s.movable.shape[0])]
+        elif movable.shape[0]:
+            v = movable[rng.integers(0, movable.shape[0])]
         else:
             return False
-        if _order_move(g, order, s.pos, v, p.shift, rng, mv):
+        if _order_move(g, order, pos, v, p.shift, rng, mv):
             return True
     return False
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _device_move_bound(g, pos, placement, trace, v):
     """A lower bound on the bytes device b = placement[v] holds while v's step runs, v (not
     resident) just moved there from another device, the order unchanged; trace: the step trace
@@ -254,7 +260,7 @@ def _undo(order, pos, placement, mv, grp):
         shift_node(order, pos, mv[2], mv[1])
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _take_along(nodes, resident, placement, old, new, grp, m, cap):
     """Move each of `nodes` still on `old` and not resident to `new`, appending it to grp[:m],
     while fewer than `cap`; returns the new m."""
@@ -285,39 +291,63 @@ def _grow_group(g, placement, mv, grp, cap):
         mv[0], mv[1], mv[2] = 2, m, old
 
 
-@numba.njit(inline="always", **_JIT)
-def _keep_if_best(s):
-    """Make the current schedule the best if it scores better; note a lower peak in the history."""
-    sc, best = s.score, s.best_score
-    if _less(sc[0], sc[1], sc[2], best[0], best[1], best[2]):
-        best[:] = sc
-        s.best_placement[:] = s.placement
-        s.best_order[:] = s.order
-        s.since[()] = 0
-        h = s.num_hist[()]
-        if sc[0] < s.hist[h - 1, 1] and h < s.hist.shape[0]:
-            s.hist[h, 0] = s.count[()]
-            s.hist[h, 1] = sc[0]
-            s.num_hist[()] = h + 1
+@numba.njit(**_STEP)
+def _keep_if_best(score, placement, order, best, since, record):
+    """Make the current schedule (score, placement, order) the best, best = (best_score,
+    best_placement, best_order), if it scores better; note a lower peak in the history, record =
+    (hist, num_hist, count): `_record(state)`."""
+    best_score, best_placement, best_order = best
+    hist, num_hist, count = record
+    if _less(score[0], score[1], score[2], best_score[0], best_score[1], best_score[2]):
+        best_score[:] = score
+        best_placement[:] = placement
+        best_order[:] = order
+        since[()] = 0
+        h = num_hist[()]
+        if score[0] < hist[h - 1, 1] and h < hist.shape[0]:
+            hist[h, 0] = count[()]
+            hist[h, 1] = score[0]
+            num_hist[()] = h + 1
 
 
 @numba.njit(**_JIT)
 def _kick(g, s, p, rng, mv, new):
     """Back to the best schedule, `p.kick_moves` blind moves, one evaluation (into the current
-    trace, which becomes the current score's); returns how many moves were made."""
+    trace, which becomes the current score's), then kept if best; returns how many moves were
+    made."""
     s.placement[:] = s.best_placement
     s.order[:] = s.best_order
     for i in range(g.num_nodes):
         s.pos[s.order[i]] = i
     trace = s.traces[s.cur[()]]
+    scratch = _scratch(s)
     moved = 0
     for _ in range(p.kick_moves):
-        moved += _propose(g, s, p, rng, trace, s.score[0], False, False, 0.0, mv)
-    _score(g, s, trace, new)
+        moved += _propose(g, s.order, s.pos, s.placement, scratch, p, rng, trace, s.score[0], (False, False, 0.0), mv)
+    _score(g, s.order, s.placement, s.device_peak, s.count, trace, new)
     s.score[:] = new
     s.kicks[()] += 1
     s.since[()] = 0
+    _keep_if_best(s.score, s.placement, s.order, _best(s), s.since, _record(s))
     return moved
+
+
+@numba.njit(**_STEP)
+def _scratch(s):
+    """The scratch arrays the moves share: (hits, cand, last, pool, movable)."""
+    return s.hits, s.cand, s.last, s.pool, s.movable
+
+
+@numba.njit(**_STEP)
+def _best(s):
+    """(best_score, best_placement, best_order)."""
+    return s.best_score, s.best_placement, s.best_order
+
+
+@numba.njit(**_STEP)
+def _record(s):
+    """(hist, num_hist, count): the history of best peaks and the evaluation counter."""
+    return s.hist, s.num_hist, s.count
 
 
 @numba.njit(**_JIT)
@@ -338,7 +368,7 @@ def _pick_kind(quality, floor, rng):
     return nk - 1
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _learn(q, k, rate, success):
     """A success estimate's step (adaptive move kinds, group moves): q[k] moves by `rate` toward
     1 if the move improved the score, else toward 0."""
@@ -363,59 +393,60 @@ def _accepts(new, score, count, p, rng, draw):
     return accept, better, equal
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _temperature_now(temperature, count, horizon):
     """The annealing temperature after `count` evaluations: falling linearly to 0 at `horizon`."""
     return temperature * max(0.0, 1.0 - count / max(horizon, 1))
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _uphill_odds(peak, current, hot):
     """The probability of accepting a move from peak `current` to a higher `peak` at temperature `hot`."""
     return np.exp(-((peak - current) / max(current, 1)) / hot)
 
 
-@numba.njit(inline="always", **_JIT)
-def _pick_move(s, p, rng):
-    """(kind, focused, informed, directed share) of the next move: an adaptive climb's kind
-    (`_pick_kind`), else -1 with `focus_fraction` of the moves focused."""
+@numba.njit(**_STEP)
+def _pick_move(quality, p, rng):
+    """(kind, (focused, informed, directed share)) of the next move: an adaptive climb's kind
+    (`_pick_kind` on the kinds' success estimates `quality`), else -1 with `focus_fraction` of
+    the moves focused."""
     if p.adaptive_moves:
-        kind = _pick_kind(s.quality, p.adaptive_floor, rng)
-        return kind, _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind]
-    return -1, rng.random() < p.focus_fraction, p.informed, p.directed_share
+        kind = _pick_kind(quality, p.adaptive_floor, rng)
+        return kind, (_KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind])
+    return -1, (rng.random() < p.focus_fraction, p.informed, p.directed_share)
 
 
-@numba.njit(inline="always", **_JIT)
-def _maybe_group(g, s, p, rng, mv, grp):
+@numba.njit(**_STEP)
+def _maybe_group(g, placement, group_quality, grouped, p, rng, mv, grp):
     """Make a device move of a non-resident node a group move with the group share (fixed, or
-    adaptive: gq[1] / (gq[0] + gq[1]) within 0.1..0.9); returns the sort of device move to learn
-    from (0 single, 1 grouped), or -1 (no group moves, or not such a move: no draw made)."""
+    adaptive: gq[1] / (gq[0] + gq[1]) within 0.1..0.9, gq = group_quality); returns the sort of
+    device move to learn from (0 single, 1 grouped), or -1 (no group moves, or not such a move:
+    no draw made). grouped: int64[()], the group moves made."""
     if not (p.group_moves > 0.0 and mv[0] == 0 and not g.resident[mv[1]]):
         return -1
     share = p.group_moves
     if p.group_adaptive:
-        gq = s.group_quality
-        share = min(0.9, max(0.1, gq[1] / (gq[0] + gq[1])))
+        share = min(0.9, max(0.1, group_quality[1] / (group_quality[0] + group_quality[1])))
     if rng.random() < share:
-        _grow_group(g, s.placement, mv, grp, p.group_cap)
-        s.grouped[()] += mv[0] == 2   # never screened: each one simulated
+        _grow_group(g, placement, mv, grp, p.group_cap)
+        grouped[()] += mv[0] == 2   # never screened: each one simulated
         return 1
     return 0
 
 
-@numba.njit(inline="always", **_JIT)
-def _screen(g, s, p, rng, mv, trace, peak):
+@numba.njit(**_STEP)
+def _screen(g, pos, placement, screened, count, p, rng, mv, trace, peak):
     """A device move of one non-resident node whose bound (`_device_move_bound`) is above the
     current peak: -2.0 when it is rejected unsimulated (screen_moves 1: unless the annealing draw,
     made here, would accept the bound's rise; then that draw), else -1.0 (no draw made; audit
-    mode 2 counts the move)."""
+    mode 2 counts the move in screened). count: the evaluations so far."""
     draw = -1.0
-    lb = _device_move_bound(g, s.pos, s.placement, trace, mv[1])
+    lb = _device_move_bound(g, pos, placement, trace, mv[1])
     if lb > peak:
         if p.screen_moves == 2:
-            s.screened[()] += 1
+            screened[()] += 1
             return draw
-        hot = _temperature_now(p.temperature, s.count[()] + 1, p.horizon)   # what _accepts would use
+        hot = _temperature_now(p.temperature, count + 1, p.horizon)   # what _accepts would use
         if p.temperature > 0.0 and hot > 0.0:
             draw = rng.random()
         if draw < 0.0 or draw >= _uphill_odds(lb, peak, hot):
@@ -423,49 +454,13 @@ def _screen(g, s, p, rng, mv, trace, peak):
     return draw
 
 
-@numba.njit(inline="always", **_JIT)
-def _step(g, s, p, rng, mv, new, grp):
-    """One move: propose, screen, evaluate, accept or undo, learn; False when nothing can move."""
-    cur, peak = s.cur[()], s.score[0]
-    kind, focused, informed, share = _pick_move(s, p, rng)
-    if not _propose(g, s, p, rng, s.traces[cur], peak, focused, informed, share, mv):
-        s.since[()] += 1
-        return not (s.movable.shape[0] == 0 and s.device_peak.shape[0] == 1)
-    gkind = _maybe_group(g, s, p, rng, mv, grp)
-    single = mv[0] == 0 and not g.resident[mv[1]]   # a device move of one non-resident node
-    draw = -1.0
-    if p.screen_moves > 0 and single:
-        draw = _screen(g, s, p, rng, mv, s.traces[cur], peak)
-        if draw == -2.0:
-            _undo(s.order, s.pos, s.placement, mv, grp)   # rejected unsimulated
-            s.screened[()] += 1
-            s.since[()] += 1
-            _learn_both(s, p, kind, gkind, False)
-            return True
-    _score(g, s, s.traces[1 - cur], new)
-    if p.screen_moves == 2 and single:
-        s.missed[()] += _device_move_bound(g, s.pos, s.placement, s.traces[cur], mv[1]) > new[0]
-    s.since[()] += 1
-    accept, better, equal = _accepts(new, s.score, s.count[()], p, rng, draw)
-    if accept:
-        s.accepted[()] += 1
-        s.sideways[()] += equal
-        s.score[:] = new
-        s.cur[()] = 1 - cur
-        _keep_if_best(s)
-    else:
-        _undo(s.order, s.pos, s.placement, mv, grp)
-    _learn_both(s, p, kind, gkind, better)
-    return True
-
-
-@numba.njit(inline="always", **_JIT)
-def _learn_both(s, p, kind, gkind, better):
+@numba.njit(**_STEP)
+def _learn_both(quality, group_quality, p, kind, gkind, better):
     """A move's outcome into the grouped / single estimates (gkind >= 0) and the move kinds' (adaptive)."""
     if gkind >= 0:
-        _learn(s.group_quality, gkind, p.adaptive_rate, better)
+        _learn(group_quality, gkind, p.adaptive_rate, better)
     if p.adaptive_moves:
-        _learn(s.quality, kind, p.adaptive_rate, better)
+        _learn(quality, kind, p.adaptive_rate, better)
 
 
 @numba.njit(**_JIT)
@@ -486,16 +481,49 @@ def climb(g, s, p, rng, stop):
     neighbours along (`_grow_group`, at most group_cap nodes); no draw is made when 0. With
     group_adaptive the share is gq[1] / (gq[0] + gq[1]) within 0.1..0.9 instead, gq =
     s.group_quality the success estimates of single and grouped device moves, updated like
-    `s.quality`."""
-    mv = np.zeros(3, dtype=np.int64)
-    new = np.zeros(3, dtype=np.int64)
+    `s.quality`.
+    """
+    mv, new = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
     grp = np.empty(p.group_cap if p.group_moves > 0.0 else 0, dtype=np.int64)
-    while s.count[()] < stop:
-        if s.since[()] >= p.patience:
+    order, pos, placement, traces, score = s.order, s.pos, s.placement, s.traces, s.score
+    count, since, cur, screened = s.count, s.since, s.cur, s.screened
+    quality, group_quality, device_peak, scratch = s.quality, s.group_quality, s.device_peak, _scratch(s)
+    best, record, accepted, sideways = _best(s), _record(s), s.accepted, s.sideways
+    while count[()] < stop:
+        if since[()] >= p.patience:
             if _kick(g, s, p, rng, mv, new) == 0:
                 return 1
-            _keep_if_best(s)
             continue
-        if not _step(g, s, p, rng, mv, new, grp):
-            return 1
+        trace, peak = traces[cur[()]], score[0]
+        kind, aim = _pick_move(quality, p, rng)
+        if not _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv):
+            since[()] += 1
+            if scratch[4].shape[0] == 0 and device_peak.shape[0] == 1:
+                return 1
+            continue
+        gkind = _maybe_group(g, placement, group_quality, s.grouped, p, rng, mv, grp)
+        single = mv[0] == 0 and not g.resident[mv[1]]   # a device move of one non-resident node
+        draw = -1.0
+        if p.screen_moves > 0 and single:
+            draw = _screen(g, pos, placement, screened, count[()], p, rng, mv, trace, peak)
+            if draw == -2.0:   # rejected unsimulated
+                _undo(order, pos, placement, mv, grp)
+                screened[()] += 1
+                since[()] += 1
+                _learn_both(quality, group_quality, p, kind, gkind, False)
+                continue
+        _score(g, order, placement, device_peak, count, traces[1 - cur[()]], new)
+        if p.screen_moves == 2 and single:
+            s.missed[()] += _device_move_bound(g, pos, placement, trace, mv[1]) > new[0]
+        since[()] += 1
+        accept, better, equal = _accepts(new, score, count[()], p, rng, draw)
+        if accept:
+            accepted[()] += 1
+            sideways[()] += equal
+            score[:] = new
+            cur[()] = 1 - cur[()]
+            _keep_if_best(score, placement, order, best, since, record)
+        else:
+            _undo(order, pos, placement, mv, grp)
+        _learn_both(quality, group_quality, p, kind, gkind, better)
     return 0
