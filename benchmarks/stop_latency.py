@@ -210,12 +210,12 @@ def cases(tmp: str, nodes: int) -> list[tuple[str, Probe]]:
     ] + pack_fit_cases(tmp, nodes) + train_cases(tmp)
 
 
-def pack_instance(path: str, num_buffers: int, seed: int = 0) -> None:
-    """MiniMalloc's CSV of `num_buffers` buffers with random lives (up to 200 steps in a span of
-    twice the buffers) and sizes (up to 1 MiB)."""
+def pack_instance(path: str, num_buffers: int, seed: int = 0, life: int = 200) -> None:
+    """MiniMalloc's CSV of `num_buffers` buffers with random lives (up to `life` steps in a span
+    of twice the buffers) and sizes (up to 1 MiB)."""
     rng = np.random.default_rng(seed)
     lo = rng.integers(0, 2 * num_buffers, num_buffers)
-    life, size = rng.integers(1, 200, num_buffers), rng.integers(1, 1 << 20, num_buffers)
+    life, size = rng.integers(1, life, num_buffers), rng.integers(1, 1 << 20, num_buffers)
     with open(path, "w") as f:
         f.write("id,lower,upper,size\n")
         f.writelines(f"b{i},{lo[i]},{lo[i] + life[i]},{size[i]}\n" for i in range(num_buffers))
@@ -226,14 +226,14 @@ def pack_fit_cases(tmp: str, nodes: int) -> list[tuple[str, Probe]]:
     from regal.graph import save
     big, small = os.path.join(tmp, "pack-big.csv"), os.path.join(tmp, "pack-small.csv")
     pack_instance(big, 100_000)
-    pack_instance(small, 3000, seed=1)
+    pack_instance(small, 3000, seed=1, life=1000)  # the exact search runs to the limit
     out = os.path.join(tmp, "packed.csv")
     fit_graph = os.path.join(tmp, "fit.json.gz")
     g = layered_graph(3000, seed=2)
     save(g, fit_graph)
     cold = {"NUMBA_CACHE_DIR": os.path.join(tmp, "numba-cold-pack")}
     pack = ["pack", "--time-limit", "60", "-o", out]
-    fit = ["fit", fit_graph, "-d", "2", "--memory", str(g.lower_bound(2)), "--time-limit", "60"]  # undecided
+    fit = ["fit", fit_graph, "-d", "2", "--memory", str(g.lower_bound(2)), "--time-limit", "60", "-n", "1000000"]
     return [
         ("pack: start of main", Probe(pack + [big], "main", 0.05, output=out)),
         ("pack: kernel warm-up (cold Numba cache)", Probe(pack + [small], "warm-up", 0.5, env=cold, output=out)),
@@ -242,7 +242,7 @@ def pack_fit_cases(tmp: str, nodes: int) -> list[tuple[str, Probe]]:
         ("pack: exact search (3,000 buffers)", Probe(pack + [small], "exact", 1.0, output=out)),
         ("fit: start of main", Probe(fit, "main", 0.05)),
         ("fit: first round's search (3,000 nodes, the limit at the bound)", Probe(fit, "search", 1.0)),
-        ("fit: a later round", Probe(fit, "round", 0.3, nth=2)),
+        ("fit: a later round (rounds of 2,000 evaluations)", Probe(fit[:-1] + ["2000"], "round", 0.1, nth=2)),
     ]
 
 

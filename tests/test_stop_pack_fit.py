@@ -22,7 +22,7 @@ def csvs(tmp_path_factory):
     d = tmp_path_factory.mktemp("pack")
     paths = {"big": str(d / "big.csv"), "small": str(d / "small.csv")}
     pack_instance(paths["big"], 100_000)
-    pack_instance(paths["small"], 3000, seed=1)
+    pack_instance(paths["small"], 3000, seed=1, life=1000)  # its exact search runs to the limit
     return paths
 
 
@@ -82,7 +82,8 @@ def test_fit_stops_in_each_phase(fit_graph, phase, delay, nth, signame):
     in the first round's search or in a later round ends it within two seconds, status 3, not 5
     many seconds later."""
     path, limit = fit_graph
-    r = Probe(["fit", path, "-d", "2", "--memory", str(limit), "--time-limit", "60"], phase, delay, signame,
-              nth=nth).run()
+    budget = "1000000" if phase == "search" else "2000"  # a first round that lasts; short rounds
+    r = Probe(["fit", path, "-d", "2", "--memory", str(limit), "--time-limit", "60", "-n", budget], phase, delay,
+              signame, nth=nth).run()
     _check(r, written=False)
     assert f"stopped (interrupted ({signame}))" in r["stderr"] or phase == "main"
