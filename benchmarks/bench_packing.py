@@ -26,8 +26,9 @@ from regal import packing
 def greedy_by_size(inst: packing.Instance) -> int:
     """Largest first (ties: longer life first), each at the lowest offset that fits."""
     order = np.lexsort((-(inst.upper - inst.lower), -inst.size)).astype(np.int64)
-    ptr, idx = K.overlaps(inst.lower, inst.upper)
-    off, _ = K.greedy(inst.size, ptr, idx, order, False)
+    stop = np.zeros(1, dtype=np.int64)
+    ptr, idx = K.overlaps(inst.lower, inst.upper, stop)
+    off, _, _ = K.greedy(inst.size, ptr, idx, order, False, stop)
     return packing.check(inst, off)
 
 

@@ -29,6 +29,9 @@ solution, the report and the exit; medians, written to benchmarks/results/startu
 each run beside a `regal --help` (the floor). With `--baseline REF` (and `--ref REF`) it times
 both sources, run by run in turn, in two columns.
 
+`--lean-switch` (issue 49) measures the working tree twice instead, with the program's lean
+start on and off (`REGAL_LEAN_START=1` / `0`: Numba's private patches, `regal._lean_start`).
+
 Regal's own modules are byte-compiled first (`compileall`, as `pip install` does; `--no-compile`
 skips it): this machine sets PYTHONDONTWRITEBYTECODE=1, so without that every run compiles
 regal's 50 modules from source (about 0.1 s).
@@ -164,7 +167,8 @@ def wrap(owner, attr, name):
 import regal.cli
 # what the program does before the first kernel module loads (at `main`, or at `import regal.cli`
 # in older trees, where this is a no-op): Numba without SciPy and PyYAML
-sys.modules["regal.cli_common"].import_numba_lean()
+_lean = sys.modules.get("regal._lean_start") or sys.modules["regal.cli_common"]  # older trees: in cli_common
+_lean.import_numba_lean()
 import regal.flagship, regal.memetic, regal.solution, regal.load, regal.methods  # optimize imports them
 marks.append(("imports", T0, time.perf_counter()))
 load = sys.modules["regal.load"]
@@ -303,6 +307,9 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "startup.md"))
     ap.add_argument("--phases", type=int, default=0, metavar="N",
                     help="instead: where `regal optimize` spends its wall time, median of N processes")
+    ap.add_argument("--lean-switch", action="store_true",
+                    help="instead of a baseline: the working tree with its lean start on and off "
+                         "(REGAL_LEAN_START=1 / 0, regal._lean_start), in two columns")
     ap.add_argument("--no-compile", dest="compile", action="store_false",
                     help="do not byte-compile regal/ first (every import then compiles from source)")
     args = ap.parse_args(argv)
@@ -324,11 +331,15 @@ def main(argv=None) -> None:
         if args.compile:
             compile_sources(sources.values())
         envs = {name: {**base_env, "PYTHONPATH": path} for name, path in sources.items()}
+        if args.lean_switch:  # one source, the switch on and off
+            envs = {"lean on": {**envs["after"], "REGAL_LEAN_START": "1"},
+                    "lean off": {**envs["after"], "REGAL_LEAN_START": "0"}}
         cwd = os.path.join(tmp, "cwd")  # not the repository: its regal/ would come first on sys.path
         os.makedirs(cwd)
         names = list(envs)
-        what = {n: (args.baseline if n == "before" else args.ref or f"the working tree ({_git('rev-parse', '--short', 'HEAD')})")
-                for n in names}
+        tree = f"the working tree ({_git('rev-parse', '--short', 'HEAD')})"
+        what = {n: (args.baseline if n == "before" else f"{tree}, REGAL_LEAN_START={n == 'lean on':d}"
+                    if n.startswith("lean") else args.ref or tree) for n in names}
         if args.phases:
             phases_main(args, envs, cwd, t0, what)
             return

@@ -1,12 +1,15 @@
 """The library's layout in numbers: import circles, upward imports, largest modules, longest functions.
 
-    python -m benchmarks.layout_report            # a plain-text report of regal/
+    python -m benchmarks.layout_report            # a plain-text report of regal/ (and the scripts)
     python -m benchmarks.layout_report DIR        # of DIR/regal (e.g. `git archive` of an older commit)
 
 Every `import regal.X` / `from regal.X import ...` counts, at module level or inside a function
 (an import inside a function still makes a circle, it only hides it). A module's *layer* is its
 room in docs/architecture.md (`LAYERS`, lowest first); an *upward* import is one from a module to
 a module of a higher layer. A module `regal.a.b` takes the layer of the longest prefix listed.
+Circles are also looked for among the scripts (experiments/, benchmarks/, baselines/ as
+`regal_baselines`) with the library; and the report counts the scripts' `sys.path` edits and the
+process pools run beside the one runner (`experiments/runner.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ import os
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "regal")
+#: The scripts' packages beside the library (name -> folder under the repository), for circles.
+SCRIPTS = {"experiments": "experiments", "benchmarks": "benchmarks", "regal_baselines": "baselines"}
+#: The one runner: the only script that may start processes for experiment cells.
+RUNNER = "experiments.runner"
 
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
@@ -32,16 +39,19 @@ LAYERS = [
                 "regal.policy", "regal.policy.resolve"]),
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
                   "regal.runtime", "regal.timed_climb", "regal.arena_search", "regal.flagship"]),
-    ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.policy.rewards",
-               "regal.policy.reinforce", "regal.policy.training", "regal.fit", "regal.torch.plan",
+    ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.training",
+               "regal.policy.reinforce", "regal.fit", "regal.torch.plan",
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare"]),
     ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.commands.torch", "regal.cli",
                "regal.commands"]),
 ]
 
 
-def module_name(path: str) -> str:
-    rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+def module_name(path: str, root: str | None = None, package: str = "regal") -> str:
+    """The dotted name of the module at `path` in the package `package` whose folder is `root`."""
+    root = ROOT if root is None else root
+    rel = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+    rel = package + ("" if rel == "__init__" else "." + rel)
     return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
 
 
@@ -56,13 +66,53 @@ def layer_of(name: str) -> int | None:
     return rank
 
 
-def modules() -> dict[str, str]:
+def modules(root: str | None = None, package: str = "regal") -> dict[str, str]:
+    root = ROOT if root is None else root
     out = {}
-    for base, _, files in os.walk(ROOT):
+    for base, _, files in os.walk(root):
         for f in files:
             if f.endswith(".py"):
-                out[module_name(os.path.join(base, f))] = os.path.join(base, f)
+                out[module_name(os.path.join(base, f), root, package)] = os.path.join(base, f)
     return out
+
+
+def script_modules() -> dict[str, str]:
+    """The scripts' modules (`SCRIPTS`), where their folders exist."""
+    repo = os.path.dirname(ROOT)
+    out = {}
+    for package, folder in SCRIPTS.items():
+        if os.path.isdir(os.path.join(repo, folder)):
+            out.update(modules(os.path.join(repo, folder), package))
+    return out
+
+
+def _calls(path: str) -> list[str]:
+    """The dotted names of the calls in a file (`sys.path.insert`, `Pool`, `client.submit`, ...)."""
+    names = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Call):
+            parts, f = [], node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                names.append(".".join([f.id] + parts[::-1]))
+    return names
+
+
+def path_edits(mods: dict) -> list[str]:
+    """Modules that edit sys.path (insert, append, extend)."""
+    return sorted(m for m, p in mods.items()
+                  if any(c in ("sys.path.insert", "sys.path.append", "sys.path.extend") for c in _calls(p)))
+
+
+def runners(mods: dict) -> list[str]:
+    """Script modules other than `RUNNER` that start their own worker processes (a
+    multiprocessing pool or process, a process pool executor) or hand a Dask client work."""
+    own = ("Pool", "multiprocessing.Pool", "Process", "multiprocessing.Process", "ProcessPoolExecutor",
+           "concurrent.futures.ProcessPoolExecutor", "client.submit", "client.map")
+    return sorted(m for m, p in mods.items() if m != RUNNER and not m.startswith("regal")
+                  and any(c in own for c in _calls(p)))
 
 
 def imports(path: str, mods: dict) -> list[tuple[str, bool, int]]:
@@ -79,7 +129,7 @@ def imports(path: str, mods: dict) -> list[tuple[str, bool, int]]:
             elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
                 names = [child.module] + [f"{child.module}.{a.name}" for a in child.names]
             for n in names:
-                if n in mods and n.startswith("regal"):
+                if n in mods:
                     found.append((n, nested, child.lineno))
             visit(child, inner)
 
@@ -148,12 +198,17 @@ def main(argv=None) -> int:
     if argv:
         ROOT = os.path.join(argv[0], "regal")
     mods = modules()
+    scripts = script_modules() if not argv else {}
     edges = graph(mods)
-    comps = circles(edges)
-    print(f"modules: {len(mods)}")
-    print(f"import circles: {len(comps)}")
+    comps = circles(graph(mods | scripts))
+    print(f"modules: {len(mods)} (and {len(scripts)} of the scripts)")
+    print(f"import circles (scripts included): {len(comps)}")
     for c in comps:
         print("  " + " <-> ".join(c))
+    edits = path_edits(mods | scripts)
+    print(f"sys.path edits: {len(edits)}" + (": " + ", ".join(edits) if edits else ""))
+    others = runners(scripts)
+    print(f"runners: {1 + len(others)} ({RUNNER}" + "".join(", " + m for m in others) + ")")
     nested = [(a, b, line) for a, e in edges.items() for b, (n, line) in e.items() if n]
     print(f"imports inside functions (regal -> regal): {len(nested)}")
     up, unplaced = [], sorted(m for m in mods if layer_of(m) is None)

@@ -17,6 +17,8 @@ signal, or never). Phases:
 - seeding: `regal.memetic._seed_solutions` (the heuristic starts on a large graph);
 - search: `regal.memetic.run_loop`;
 - report: `regal.commands.report._report` (allocation, packed arena, bound; after the file is written);
+- `regal pack` (issue 48): reading the CSV, the greedy placements, the exact search, the check,
+  the packer's warm-up with a cold cache; `regal fit`: its first round, the memory plan;
 - `regal solve` local-search (in its seeds), brkga (mid-search) and cpsat (a method without a
   deadline, left behind: the fallback schedule is written), a few seconds after `main` began;
 - `regal train` (three small graphs, one Dask worker): start of main, the cluster's start, the
@@ -69,6 +71,14 @@ regal.memetic._seed_solutions = _mark("seeding", regal.memetic._seed_solutions)
 regal.memetic.run_loop = _mark("search", regal.memetic.run_loop)
 regal.commands.report._report = _mark("report", regal.commands.report._report)
 regal.commands.optimize._PolicyJob.result = _mark("policy", regal.commands.optimize._PolicyJob.result)
+import regal.packing, regal.fit, regal.memory_plan, regal._warmup
+regal.packing.read_csv = _mark("reading", regal.packing.read_csv)
+regal.packing._greedy = _mark("greedy", regal.packing._greedy)
+regal.packing._search = _mark("exact", regal.packing._search)
+regal.packing.check = _mark("check", regal.packing.check)
+regal._warmup.warmup_packing = _mark("warm-up", regal._warmup.warmup_packing)
+regal.fit._round = _mark("round", regal.fit._round)
+regal.memory_plan.plan = _mark("plan", regal.memory_plan.plan)
 try:
     import regal.local_search
     regal.local_search.Climb.run = _mark("local-search", regal.local_search.Climb.run)
@@ -76,7 +86,7 @@ except (ImportError, AttributeError):
     pass
 import os
 if os.environ.get("REGAL_PROBE_TRAIN"):  # imports JAX: only for the training's phases
-    import distributed, regal.policy.reinforce as _rf
+    import distributed, regal.training.reinforce as _rf
     distributed.LocalCluster.__init__ = _mark("cluster", distributed.LocalCluster.__init__)
     _rf.imitate = _mark("imitation", _rf.imitate)
     _rf._train_step = _mark("step", _rf._train_step)
@@ -117,8 +127,8 @@ class Probe:
     """One run: `args` after `regal`, the signal sent `delay` s after `phase` begins."""
 
     def __init__(self, args: list[str], phase: str, delay: float = 0.3, signame: str = "SIGTERM",
-                 env: dict | None = None, output: str | None = None, timeout_s: float = 300.0):
-        self.args, self.phase, self.delay, self.signame = args, phase, delay, signame
+                 env: dict | None = None, output: str | None = None, timeout_s: float = 300.0, nth: int = 1):
+        self.args, self.phase, self.delay, self.signame, self.nth = args, phase, delay, signame, nth
         self.env = {**os.environ, "REGAL_JAX_CACHE": "0", **(env or {})}
         self.output, self.timeout_s = output, timeout_s
 
@@ -140,7 +150,8 @@ class Probe:
             if line is None:
                 break
             lines.append(line)
-            if sent is None and line.startswith(f"@phase {self.phase} "):
+            entered = sum(l.startswith(f"@phase {self.phase} ") for l in lines)
+            if sent is None and line.startswith(f"@phase {self.phase} ") and entered == self.nth:
                 time.sleep(self.delay)
                 sent, sent_wall = time.perf_counter(), time.time()
                 give_up = sent + self.timeout_s
@@ -155,7 +166,7 @@ class Probe:
             proc.wait()
         done = time.perf_counter()
         stdout = proc.stdout.read()
-        ends = [float(l.split()[2]) for l in lines if l.startswith(f"@end {self.phase} ")]
+        ends = [float(l.split()[2]) for l in lines if l.startswith(f"@end {self.phase} ")][self.nth - 1:]
         return {"rc": proc.returncode, "killed": killed, "latency_s": None if sent is None else done - sent,
                 "in_phase": sent is not None and (not ends or ends[0] >= sent_wall),
                 "written": bool(self.output) and os.path.exists(self.output),
@@ -196,7 +207,43 @@ def cases(tmp: str, nodes: int) -> list[tuple[str, Probe]]:
          Probe(["solve", "brkga", big, "-d", "2", "-n", "100000000", "-o", out], "main", 5.0, output=out)),
         (f"solve cpsat ({nodes:,}-node DAG, 5 s in: no deadline, left behind)",
          Probe(["solve", "cpsat", big, "-d", "2", "-o", out], "main", 5.0, output=out)),
-    ] + train_cases(tmp)
+    ] + pack_fit_cases(tmp, nodes) + train_cases(tmp)
+
+
+def pack_instance(path: str, num_buffers: int, seed: int = 0, life: int = 200) -> None:
+    """MiniMalloc's CSV of `num_buffers` buffers with random lives (up to `life` steps in a span
+    of twice the buffers) and sizes (up to 1 MiB)."""
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, 2 * num_buffers, num_buffers)
+    life, size = rng.integers(1, life, num_buffers), rng.integers(1, 1 << 20, num_buffers)
+    with open(path, "w") as f:
+        f.write("id,lower,upper,size\n")
+        f.writelines(f"b{i},{lo[i]},{lo[i] + life[i]},{size[i]}\n" for i in range(num_buffers))
+
+
+def pack_fit_cases(tmp: str, nodes: int) -> list[tuple[str, Probe]]:
+    """`regal pack` and `regal fit`, the signal in each of their phases."""
+    from regal.graph import save
+    big, small = os.path.join(tmp, "pack-big.csv"), os.path.join(tmp, "pack-small.csv")
+    pack_instance(big, 100_000)
+    pack_instance(small, 3000, seed=1, life=1000)  # the exact search runs to the limit
+    out = os.path.join(tmp, "packed.csv")
+    fit_graph = os.path.join(tmp, "fit.json.gz")
+    g = layered_graph(3000, seed=2)
+    save(g, fit_graph)
+    cold = {"NUMBA_CACHE_DIR": os.path.join(tmp, "numba-cold-pack")}
+    pack = ["pack", "--time-limit", "60", "-o", out]
+    fit = ["fit", fit_graph, "-d", "2", "--memory", str(g.lower_bound(2)), "--time-limit", "60", "-n", "1000000"]
+    return [
+        ("pack: start of main", Probe(pack + [big], "main", 0.05, output=out)),
+        ("pack: kernel warm-up (cold Numba cache)", Probe(pack + [small], "warm-up", 0.5, env=cold, output=out)),
+        ("pack: reading 100,000 rows", Probe(pack + [big], "reading", 0.2, output=out)),
+        ("pack: greedy placements (100,000 buffers)", Probe(pack + [big], "greedy", 0.5, output=out)),
+        ("pack: exact search (3,000 buffers)", Probe(pack + [small], "exact", 1.0, output=out)),
+        ("fit: start of main", Probe(fit, "main", 0.05)),
+        ("fit: first round's search (3,000 nodes, the limit at the bound)", Probe(fit, "search", 1.0)),
+        ("fit: a later round (rounds of 2,000 evaluations)", Probe(fit[:-1] + ["2000"], "round", 0.1, nth=2)),
+    ]
 
 
 def train_cases(tmp: str) -> list[tuple[str, Probe]]:

@@ -41,7 +41,7 @@ def train_variants(names, workers=None, scheduler=None):
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.training.reinforce import TrainConfig, train
     os.makedirs(POLICY_DIR, exist_ok=True)
     train_paths = split_paths("train", max_nodes=MAX_NODES)
     valid_paths = spread(split_paths("valid", max_nodes=MAX_NODES), MAX_VALID)

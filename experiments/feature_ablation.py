@@ -29,7 +29,7 @@ VARIANTS = {"v2": (), "-sizes": ("sizes",), "-structure": ("structure",), "-grap
 
 def policy_file(held: str, name: str, fold: dict, imitate: int) -> str:
     from regal.policy.network import PolicyConfig
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.training.reinforce import TrainConfig, train
     out = os.path.join(CACHE, held, name)
     path = os.path.join(out, "last.npz")
     if not os.path.exists(path):

@@ -1,5 +1,5 @@
 """The flagship as it is now on the graphs of a finished table that have more nodes than the
-budget has evaluations (the only ones `regal.FlagshipConfig.anneal_scale_power` changes), against that
+budget has evaluations (the only ones `regal.FlagshipConfig.climb.anneal_scale_power` changes), against that
 table's own cells for the flagship and local search.
 
     python -m experiments.large_graphs [--results experiments/results/flagship-all] [--min-nodes 5001]

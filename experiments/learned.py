@@ -13,7 +13,7 @@ its starts in turn (`Forced`), and the starts' names and climb scores.
 Folds (train): each source in turn is left out (torch and layers trace the same architectures, so
 they leave together); the start-choice head (`PolicyConfig(start=True)`, every Beta head off,
 feature set v2) is trained on the train cells of the sources it neither leaves out nor selects on
-(`regal.policy.training.start`: the exact policy gradient of the expected relative peak) and its
+(`regal.training.start`: the exact policy gradient of the expected relative peak) and its
 epoch chosen on every cell of a selection source it never trains on (the next source in SOURCES,
 as experiments.transfer rotates; `--select valid`: on the valid cells of its training sources,
 the first rule tried, not adopted). "all" trains on every source for the median of the folds'
@@ -38,7 +38,6 @@ import os
 import sys
 import time
 from functools import lru_cache
-from multiprocessing import Pool
 
 import numpy as np
 
@@ -67,25 +66,23 @@ class Forced:
         return min(self.k, len(names) - 1)
 
 
+def _collect_file(job) -> str:
+    """The cache file of one collect cell (source, split, path, d, seed)."""
+    _, _, path, d, seed = job
+    return os.path.join(CACHE, "starts", os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
+
+
 def _collect_cell(job) -> dict:
     """The flagship at BUDGET climbing from each of its starts in turn, on one (graph, d, seed)."""
     source, split, path, d, seed = job
-    f = os.path.join(CACHE, "starts", os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
-    if os.path.exists(f):
-        return json.load(open(f))
     import regal
     g = regal.load(path)
     first = Forced(0)
     outcomes = [regal.optimize(g, d, budget=BUDGET, seed=seed, policy=first).peak_bytes]
     for k in range(1, len(first.names)):
         outcomes.append(regal.optimize(g, d, budget=BUDGET, seed=seed, policy=Forced(k)).peak_bytes)
-    row = {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
-           "names": first.names, "scores": first.scores, "outcomes": outcomes}
-    os.makedirs(os.path.dirname(f), exist_ok=True)
-    with open(f + ".tmp", "w") as fh:
-        json.dump(row, fh)
-    os.replace(f + ".tmp", f)
-    return row
+    return {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
+            "names": first.names, "scores": first.scores, "outcomes": outcomes}
 
 
 def _collect_jobs(per_source: int, seeds=(0,)) -> list:
@@ -104,10 +101,7 @@ def _collect_jobs(per_source: int, seeds=(0,)) -> list:
 def collect(args) -> None:
     jobs = _collect_jobs(args.per_source, args.seeds)
     print(f"{len(jobs)} cells", flush=True)
-    with Pool(args.workers) as pool:
-        for i, _ in enumerate(pool.imap_unordered(_collect_cell, jobs)):
-            if (i + 1) % 20 == 0:
-                print(f"{i + 1}/{len(jobs)} cells", flush=True)
+    _run_jobs(_collect_cell, _collect_file, jobs, args.workers)
     import glob
     import gzip
     rows = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(CACHE, "starts", "*", "*.json")))]
@@ -121,7 +115,7 @@ def _cells(split: str | None = None) -> list:
     """Every collected (graph, devices), as (source, split, StartCell), the seeds' outcomes
     together (seed 0's starts and scores are the features; a seed whose starts differ is left out)."""
     import gzip
-    from regal.policy.training.start import StartCell
+    from regal.training.start import StartCell
     runs: dict = {}
     with gzip.open(STARTS, "rt") as f:
         rows = json.load(f)
@@ -193,7 +187,7 @@ def train(args) -> None:
     trains on every source's train cells for the median of the folds' chosen epochs (0: the
     untrained head)."""
     from regal.policy import init_policy, load_policy
-    from regal.policy.training.start import choice_cost, train_start_choice
+    from regal.training.start import choice_cost, train_start_choice
     cells = _cells()
     os.makedirs(POLICIES, exist_ok=True)
     for fold in (args.folds or list(SOURCES) + ["all"]):
@@ -242,25 +236,36 @@ def train(args) -> None:
         print(f"{fold}: saved {path}, epoch {best['epoch']} ({time.time() - t0:.0f} s)", flush=True)
 
 
+def _run_jobs(fn, file_of, jobs: list, workers: int) -> list:
+    """Each job's row, `fn(job)`, through the one runner (`experiments.runner.run_files`, on a
+    local Dask cluster of `workers` processes): a job whose file `file_of(job)` exists is not run."""
+    from experiments.runner import json_job, run_files
+    from regal.parallel import dask_client
+    todo = [(file_of(job), json_job, (fn, file_of(job), job)) for job in jobs]
+    if any(not os.path.exists(out) for out, _, _ in todo):
+        with dask_client(workers=workers) as client:
+            run_files(todo, client)
+    return [json.load(open(out)) for out, _, _ in todo]
+
+
+def _test_file(job) -> str:
+    """The cache file of one test cell (fold, dataset label, path, d, seed, policy)."""
+    fold, label, path, d, seed, policy = job
+    return os.path.join(CACHE, "test", f"{policy}-{fold}", label, os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
+
+
 def _cell(job) -> dict:
     fold, label, path, d, seed, policy = job
-    f = os.path.join(CACHE, "test", f"{policy}-{fold}", label, os.path.basename(path)[:-8], f"d{d}_s{seed}.json")
-    if os.path.exists(f):
-        return json.load(open(f))
     import regal
     from regal.policy import load_policy
     g = regal.load(path)
     pol = _Recorder(load_policy(os.path.join(POLICIES, f"{fold}.npz")))
     t = time.perf_counter()
     sol = regal.optimize(g, d, budget=BUDGET, seed=seed, policy=pol)
-    row = {"fold": fold, "dataset": label, "graph": os.path.basename(path)[:-8], "nodes": g.num_nodes, "devices": d,
-           "seed": seed, "policy": policy, "peak_bytes": sol.peak_bytes, "seconds": round(time.perf_counter() - t, 4),
-           "climb_start": (sol.info["climbs"] or [{}])[0].get("start"), "chosen": pol.chosen,
-           "default_start": pol.default, "history": sol.info["history"]}
-    os.makedirs(os.path.dirname(f), exist_ok=True)
-    with open(f, "w") as fh:
-        json.dump(row, fh)
-    return row
+    return {"fold": fold, "dataset": label, "graph": os.path.basename(path)[:-8], "nodes": g.num_nodes, "devices": d,
+            "seed": seed, "policy": policy, "peak_bytes": sol.peak_bytes, "seconds": round(time.perf_counter() - t, 4),
+            "climb_start": (sol.info["climbs"] or [{}])[0].get("start"), "chosen": pol.chosen,
+            "default_start": pol.default, "history": sol.info["history"]}
 
 
 def _reference_doc(path: str, d: int, seed: int, budget: str) -> dict | None:
@@ -323,12 +328,7 @@ def evaluate(args) -> None:
                 for seed in SEEDS:
                     for policy in ("learned",):
                         jobs.append((fold, ds["label"], path, d, seed, policy))
-    with Pool(args.workers) as pool:
-        rows = []
-        for i, row in enumerate(pool.imap_unordered(_cell, jobs, chunksize=4)):
-            rows.append(row)
-            if (i + 1) % 100 == 0:
-                print(f"{i + 1}/{len(jobs)} cells", flush=True)
+    rows = _run_jobs(_cell, _test_file, jobs, args.workers)
     paths = {(ds["label"], os.path.basename(p)[:-8]): p for ds in cfg["datasets"] for p in dataset_graphs(ds)}
     none_history = {}
     for r in rows:
@@ -416,7 +416,7 @@ def margin(args) -> None:
     on the collected cells (starts.json.gz); writes results/learned/margin.md."""
     from experiments.runner import commit
     from regal.policy import load_policy
-    from regal.policy.training.start import load
+    from regal.training.start import load
     cells = _cells()
     lines = ["# A departure margin for the start choice (issue 34; not adopted)", "",
              "Command: `python -m experiments.learned margin`  ",

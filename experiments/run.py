@@ -7,7 +7,7 @@ Every table of experiments/results/ is a config of this runner (experiments/resu
 them). A config's "kind" says what its table is: "table" (the default: methods against a
 reference, below), "runtime" (the runtime objective under memory limits, `experiments.runtime`)
 or "tune" (a grid of values of one `regal.FlagshipConfig` field against local search,
-`experiments.tune_flagship`). Cells fan out over Dask: a local cluster of --workers processes by
+`experiments.tune`). Cells fan out over Dask: a local cluster of --workers processes by
 default, or the existing cluster at --scheduler; nothing else changes. Finished cells are cached
 (`experiments.runner`: one file per cell) under experiments/cache/<cache>/ (the config's "cache",
 default its name; --cache DIR), so an interrupted run resumes where it stopped. Results go to
@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from experiments import report, runtime, tune_flagship
+from experiments import report, runtime, tune
 from experiments.runner import (ROOT, Method, cells_for, commit, dataset_graphs, load_results,  # noqa: F401
                                 machine, run_cells)
 from regal._io import atomic_text
@@ -96,7 +96,7 @@ def run_shard(config_path: str, i: int, n: int, cache_dir: str | None = None) ->
     return run_cells(cells[i::n], cache_dir, client=None, progress=False)
 
 
-KINDS = {"table": run_table, "runtime": runtime.run_config, "tune": tune_flagship.run_config}
+KINDS = {"table": run_table, "runtime": runtime.run_config, "tune": tune.run_config}
 
 
 def _cells(cfg: dict, methods: list, manifest: str | None) -> tuple[list, dict]:

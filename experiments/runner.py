@@ -189,18 +189,19 @@ def _options(method: Method) -> dict:
 
 
 def flagship_config(settings):
-    """The default `regal.FlagshipConfig` with each (NAME, VALUE) of `settings` set, VALUE cast to
-    the field's type (KeyError naming an unknown field; `brkga` is not set this way)."""
+    """The default `regal.FlagshipConfig` with each (NAME, VALUE) of `settings` set, NAME a field
+    of the config or of its climb (`FlagshipConfig.replace`), VALUE cast to the field's type
+    (KeyError naming an unknown field; `brkga` and `climb` are not set whole this way)."""
     import regal
     default = regal.FlagshipConfig()
-    fields = default._asdict()
+    fields = default.climb._asdict() | default._asdict()
     changes = {}
     for name, value in settings:
-        if name not in fields or name == "brkga":
+        if name not in fields or name in ("brkga", "climb"):
             raise KeyError(name)
         kind = type(fields[name])
         changes[name] = kind(int(value)) if kind in (bool, int) else kind(value)
-    return default._replace(**changes)
+    return default.replace(**changes)
 
 
 def _task(cell: Cell, cache_dir: str) -> tuple:

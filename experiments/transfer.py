@@ -155,7 +155,7 @@ def fold_graphs(sources: dict[str, list[dict]], order: list[str], held: str, arg
 def train_fold(held: str, fold: dict, args, log, client=None) -> tuple[str, str]:
     """(imitation-only policy file, trained policy file) of one fold; cached."""
     from regal.policy.network import PolicyConfig
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.training.reinforce import TrainConfig, train
     out = os.path.join(CACHE, held)
     cfg = PolicyConfig(features="v2")
     train_paths = [g["path"] for g in fold["train"]]

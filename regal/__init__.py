@@ -32,7 +32,7 @@ _NAMES = {
     "to_networkx": ("regal.graph", "to_networkx"),
     "Priors": ("regal.priors", "Priors"),
     "optimize": ("regal.flagship", "optimize"),
-    "warmup": ("regal.flagship", "warmup"),
+    "warmup": ("regal._warmup", "warmup"),
     "Progress": ("regal.loop", "Progress"),
     "ScheduleError": ("regal.simulate", "ScheduleError"),
     "Simulation": ("regal.simulate", "Simulation"),

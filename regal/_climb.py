@@ -3,11 +3,12 @@
 `regal.local_search` in one kernel: the same moves, acceptance and kicks, and the same draws
 from the same numpy Generator (Numba's `random()` and `integers(lo, hi)` are numpy's, bit for
 bit, on the shared bit generator), so a climb gives the same schedules as the Python loop it
-replaced. It reads the graph as one struct, `g` (a `regal._kernel_graph.KernelGraph`, the
-simulator's); its state lives in arrays the caller keeps between calls:
-  st: int64[_ST]   the scalars below; quality: float64[4], each move kind's success estimate
-  traces: int64[2, n, d], the current schedule's step trace (row st[_CUR]) and scratch
-  hist: int64[*, 2], (evaluations, peak) each time the best peak fell, st[_NHIST] of them
+replaced. Every kernel here takes `(g, state, params, rng, ...)`: the graph
+(`regal._kernel_graph.KernelGraph`, the simulator's), the climb's arrays and counters
+(`ClimbState`, kept by the caller between calls) and its settings (`ClimbParams`), all three
+beside each other in `regal._kernel_graph`; helpers that need only a few arrays take those.
+A move is written to `mv`: int64[3], (0 device, node, old device), (1 order, from, to) or
+(2 group, size, old device) with the group in `grp`.
 """
 
 import numba
@@ -17,23 +18,22 @@ from regal._jit import JIT as _JIT
 from regal._kernels import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
 from regal._peak_memory import simulate_peak
 
-_PEAK, _SUM, _ATP = 0, 1, 2            # the current Score
-_BPEAK, _BSUM, _BATP = 3, 4, 5         # the best Score
-_COUNT, _SINCE, _ACC, _SIDE, _KICKS, _CUR, _NHIST = 6, 7, 8, 9, 10, 11, 12
-_SCREENED, _MISSED = 13, 14            # moves rejected unsimulated (`screen`); audit: bounds above the peak found
-_GROUPED = 15                          # group moves simulated (`group`)
-_ST = 16
-_KIND_FOCUSED = (False, True, True, True)   # regal.local_search.KINDS, unpacked
+#: The climb's steps, inlined into it by Numba. `climb` takes the state's arrays out once and
+#: hands each step the few it reads: a step given the whole `ClimbState` would count a reference
+#: to each of its 27 arrays up and down per move (Numba's inlining binds the struct anew).
+_STEP = dict(inline="always", **_JIT)
+_KIND_FOCUSED = (False, True, True, True)   # regal.climb.KINDS, unpacked
 _KIND_INFORMED = (False, False, True, True)
 _KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-@numba.njit(inline="always", **_JIT)
-def _score(g, order, placement, d, device_peak, trace, st, out):
-    """Simulate into trace, count the evaluation, write (peak, sum of device peaks, steps at peak) to out."""
-    peak = simulate_peak(g, order, placement, d, device_peak, trace)
-    st[_COUNT] += 1
+@numba.njit(**_STEP)
+def _score(g, order, placement, device_peak, count, trace, out):
+    """Simulate (order, placement) into trace, count the evaluation (count: int64[()]), write
+    (peak, sum of device peaks, steps at peak) to out."""
+    peak = simulate_peak(g, order, placement, device_peak.shape[0], device_peak, trace)
+    count[()] += 1
     out[0] = peak
     out[1] = device_peak.sum()
     out[2] = steps_at_peak(trace, order, g.resident, peak)
@@ -54,13 +54,13 @@ def _argmin_but(row, skip):
     return best
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _window(g, pos, v):
     """(lo, hi): the positions v may take, after its predecessors and before its successors."""
     return feasible_window(g.pred_ptr, g.pred_idx, g.succ_ptr, g.succ_idx, pos, v, g.num_nodes)
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _order_move(g, order, pos, v, shift, rng, mv):
     """Order move: v to another position in its feasible window (half the time within `shift`);
     mv = (1, from, to) and True, or False if v has no room."""
@@ -78,12 +78,13 @@ def _order_move(g, order, pos, v, shift, rng, mv):
     return True
 
 
-@numba.njit(inline="always", **_JIT)
-def _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, mv):
+@numba.njit(**_STEP)
+def _directed(g, order, pos, placement, scratch, rng, trace, peak, mv):
     """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
     a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
     delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
-    if there is no such tensor or it cannot move."""
+    if there is no such tensor or it cannot move. scratch: `_scratch(state)`."""
+    hits, cand, last = scratch[0], scratch[1], scratch[2]
     m = peak_hits(trace, peak, hits)
     if m == 0:
         return False
@@ -105,7 +106,7 @@ def _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, m
             break
     u, lastpos = cand[i], last[i]
     r = rng.random()
-    if d > 1 and r < 1 / 3:
+    if trace.shape[1] > 1 and r < 1 / 3:
         placement[u] = _argmin_but(trace[t], k)
         mv[0], mv[1], mv[2] = 0, u, k
         return True
@@ -146,17 +147,19 @@ def _focus_pool(order, placement, a, b, k, on_k, pool):
     return m
 
 
-@numba.njit(inline="always", **_JIT)
-def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last, pool, rng, focused, informed,
-             directed, focus_width, shift, mv):
-    """Apply one random move (near the peak if `focused`: a window of `focus_width` positions
-    around a random step at the peak; `informed`: aimed at the peak device; `directed`: that
-    share of focused moves is `_directed`'s), written to mv (kind 0 device / 1 order, a, b);
-    False if no node could move."""
-    if focused and directed > 0.0 and rng.random() < directed:
-        if _directed(g, order, pos, placement, trace, peak, hits, d, cand, last, rng, mv):
+@numba.njit(**_STEP)
+def _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv):
+    """Apply one random move to (order, pos, placement), written to mv; False if no node could
+    move. aim = (focused, informed, directed share): near the peak if focused (a window of
+    `p.focus_width` positions around a random step at the peak), informed: aimed at the peak
+    device, that share of the focused moves `_directed`'s. trace: the current schedule's step
+    trace; peak: its peak; scratch: `_scratch(state)`."""
+    focused, informed, directed_share = aim
+    if focused and directed_share > 0.0 and rng.random() < directed_share:
+        if _directed(g, order, pos, placement, scratch, rng, trace, peak, mv):
             return True
-    n = g.num_nodes
+    n, d = g.num_nodes, trace.shape[1]
+    hits, pool, movable = scratch[0], scratch[3], scratch[4]
     a, b, k_peak, t_peak = 0, 0, 0, 0
     if focused:  # the window of order positions [a, b) around a random step at the peak
         m = peak_hits(trace, peak, hits)
@@ -165,7 +168,7 @@ def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last
             t_peak, k_peak = hits[h, 0], hits[h, 1]
         else:
             t_peak = rng.integers(0, n)
-        a, b = max(0, t_peak - focus_width), min(n, t_peak + focus_width + 1)
+        a, b = max(0, t_peak - p.focus_width), min(n, t_peak + p.focus_width + 1)
     informed = informed and focused
     if d > 1 and rng.random() < 0.5:  # device move
         if focused:
@@ -205,12 +208,12 @@ def _propose(g, order, pos, placement, trace, peak, d, movable, hits, cand, last
             v = movable[rng.integers(0, movable.shape[0])]
         else:
             return False
-        if _order_move(g, order, pos, v, shift, rng, mv):
+        if _order_move(g, order, pos, v, p.shift, rng, mv):
             return True
     return False
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _device_move_bound(g, pos, placement, trace, v):
     """A lower bound on the bytes device b = placement[v] holds while v's step runs, v (not
     resident) just moved there from another device, the order unchanged; trace: the step trace
@@ -257,7 +260,7 @@ def _undo(order, pos, placement, mv, grp):
         shift_node(order, pos, mv[2], mv[1])
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _take_along(nodes, resident, placement, old, new, grp, m, cap):
     """Move each of `nodes` still on `old` and not resident to `new`, appending it to grp[:m],
     while fewer than `cap`; returns the new m."""
@@ -288,37 +291,63 @@ def _grow_group(g, placement, mv, grp, cap):
         mv[0], mv[1], mv[2] = 2, m, old
 
 
-@numba.njit(**_JIT)
-def _keep_if_best(st, placement, order, best_placement, best_order, hist):
-    if _less(st[_PEAK], st[_SUM], st[_ATP], st[_BPEAK], st[_BSUM], st[_BATP]):
-        st[_BPEAK], st[_BSUM], st[_BATP] = st[_PEAK], st[_SUM], st[_ATP]
+@numba.njit(**_STEP)
+def _keep_if_best(score, placement, order, best, since, record):
+    """Make the current schedule (score, placement, order) the best, best = (best_score,
+    best_placement, best_order), if it scores better; note a lower peak in the history, record =
+    (hist, num_hist, count): `_record(state)`."""
+    best_score, best_placement, best_order = best
+    hist, num_hist, count = record
+    if _less(score[0], score[1], score[2], best_score[0], best_score[1], best_score[2]):
+        best_score[:] = score
         best_placement[:] = placement
         best_order[:] = order
-        st[_SINCE] = 0
-        if st[_PEAK] < hist[st[_NHIST] - 1, 1] and st[_NHIST] < hist.shape[0]:
-            hist[st[_NHIST], 0] = st[_COUNT]
-            hist[st[_NHIST], 1] = st[_PEAK]
-            st[_NHIST] += 1
+        since[()] = 0
+        h = num_hist[()]
+        if score[0] < hist[h - 1, 1] and h < hist.shape[0]:
+            hist[h, 0] = count[()]
+            hist[h, 1] = score[0]
+            num_hist[()] = h + 1
 
 
 @numba.njit(**_JIT)
-def _kick(g, order, pos, placement, best_placement, best_order, trace, st, d, movable, hits, cand, last, pool,
-          device_peak, rng, kick_moves, focus_width, shift, mv, new):
-    """Back to the best schedule, `kick_moves` blind moves, one evaluation (into trace, which
-    becomes the current score's); returns how many moves were made."""
-    placement[:] = best_placement
-    order[:] = best_order
+def _kick(g, s, p, rng, mv, new):
+    """Back to the best schedule, `p.kick_moves` blind moves, one evaluation (into the current
+    trace, which becomes the current score's), then kept if best; returns how many moves were
+    made."""
+    s.placement[:] = s.best_placement
+    s.order[:] = s.best_order
     for i in range(g.num_nodes):
-        pos[order[i]] = i
+        s.pos[s.order[i]] = i
+    trace = s.traces[s.cur[()]]
+    scratch = _scratch(s)
     moved = 0
-    for _ in range(kick_moves):
-        moved += _propose(g, order, pos, placement, trace, st[_PEAK], d, movable, hits, cand, last, pool, rng,
-                          False, False, 0.0, focus_width, shift, mv)
-    _score(g, order, placement, d, device_peak, trace, st, new)
-    st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
-    st[_KICKS] += 1
-    st[_SINCE] = 0
+    for _ in range(p.kick_moves):
+        moved += _propose(g, s.order, s.pos, s.placement, scratch, p, rng, trace, s.score[0], (False, False, 0.0), mv)
+    _score(g, s.order, s.placement, s.device_peak, s.count, trace, new)
+    s.score[:] = new
+    s.kicks[()] += 1
+    s.since[()] = 0
+    _keep_if_best(s.score, s.placement, s.order, _best(s), s.since, _record(s))
     return moved
+
+
+@numba.njit(**_STEP)
+def _scratch(s):
+    """The scratch arrays the moves share: (hits, cand, last, pool, movable)."""
+    return s.hits, s.cand, s.last, s.pool, s.movable
+
+
+@numba.njit(**_STEP)
+def _best(s):
+    """(best_score, best_placement, best_order)."""
+    return s.best_score, s.best_placement, s.best_order
+
+
+@numba.njit(**_STEP)
+def _record(s):
+    """(hist, num_hist, count): the history of best peaks and the evaluation counter."""
+    return s.hist, s.num_hist, s.count
 
 
 @numba.njit(**_JIT)
@@ -339,7 +368,7 @@ def _pick_kind(quality, floor, rng):
     return nk - 1
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _learn(q, k, rate, success):
     """A success estimate's step (adaptive move kinds, group moves): q[k] moves by `rate` toward
     1 if the move improved the score, else toward 0."""
@@ -347,126 +376,154 @@ def _learn(q, k, rate, success):
 
 
 @numba.njit(**_JIT)
-def _accepts(new, st, p_equal, temperature, horizon, rng, draw=-1.0):
-    """(accept, better, equal) for the score `new` against the current one: better; equal with
-    p_equal; worse with the annealing probability exp(-relative rise / temperature now), against
-    `draw` when one was made already (>= 0), else a new one."""
-    better = _less(new[0], new[1], new[2], st[_PEAK], st[_SUM], st[_ATP])
-    equal = new[0] == st[_PEAK] and new[1] == st[_SUM] and new[2] == st[_ATP]
+def _accepts(new, score, count, p, rng, draw):
+    """(accept, better, equal) for the score `new` against the current `score` after `count`
+    evaluations: better; equal with p.p_equal; worse with the annealing probability
+    exp(-relative rise / temperature now), against `draw` when one was made already (>= 0),
+    else a new one."""
+    better = _less(new[0], new[1], new[2], score[0], score[1], score[2])
+    equal = new[0] == score[0] and new[1] == score[1] and new[2] == score[2]
     accept = better
     if not accept and equal:
-        accept = rng.random() < p_equal
-    if not accept and temperature > 0.0 and new[0] > st[_PEAK]:  # annealing
-        hot = _temperature_now(temperature, st[_COUNT], horizon)
+        accept = rng.random() < p.p_equal
+    if not accept and p.temperature > 0.0 and new[0] > score[0]:  # annealing
+        hot = _temperature_now(p.temperature, count, p.horizon)
         if hot > 0.0:
-            accept = (draw if draw >= 0.0 else rng.random()) < _uphill_odds(new[0], st[_PEAK], hot)
+            accept = (draw if draw >= 0.0 else rng.random()) < _uphill_odds(new[0], score[0], hot)
     return accept, better, equal
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _temperature_now(temperature, count, horizon):
     """The annealing temperature after `count` evaluations: falling linearly to 0 at `horizon`."""
     return temperature * max(0.0, 1.0 - count / max(horizon, 1))
 
 
-@numba.njit(inline="always", **_JIT)
+@numba.njit(**_STEP)
 def _uphill_odds(peak, current, hot):
     """The probability of accepting a move from peak `current` to a higher `peak` at temperature `hot`."""
     return np.exp(-((peak - current) / max(current, 1)) / hot)
 
 
+@numba.njit(**_STEP)
+def _pick_move(quality, p, rng):
+    """(kind, (focused, informed, directed share)) of the next move: an adaptive climb's kind
+    (`_pick_kind` on the kinds' success estimates `quality`), else -1 with `focus_fraction` of
+    the moves focused."""
+    if p.adaptive_moves:
+        kind = _pick_kind(quality, p.adaptive_floor, rng)
+        return kind, (_KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind])
+    return -1, (rng.random() < p.focus_fraction, p.informed, p.directed_share)
+
+
+@numba.njit(**_STEP)
+def _maybe_group(g, placement, group_quality, grouped, p, rng, mv, grp):
+    """Make a device move of a non-resident node a group move with the group share (fixed, or
+    adaptive: gq[1] / (gq[0] + gq[1]) within 0.1..0.9, gq = group_quality); returns the sort of
+    device move to learn from (0 single, 1 grouped), or -1 (no group moves, or not such a move:
+    no draw made). grouped: int64[()], the group moves made."""
+    if not (p.group_moves > 0.0 and mv[0] == 0 and not g.resident[mv[1]]):
+        return -1
+    share = p.group_moves
+    if p.group_adaptive:
+        share = min(0.9, max(0.1, group_quality[1] / (group_quality[0] + group_quality[1])))
+    if rng.random() < share:
+        _grow_group(g, placement, mv, grp, p.group_cap)
+        grouped[()] += mv[0] == 2   # never screened: each one simulated
+        return 1
+    return 0
+
+
+@numba.njit(**_STEP)
+def _screen(g, pos, placement, screened, count, p, rng, mv, trace, peak):
+    """A device move of one non-resident node whose bound (`_device_move_bound`) is above the
+    current peak: -2.0 when it is rejected unsimulated (screen_moves 1: unless the annealing draw,
+    made here, would accept the bound's rise; then that draw), else -1.0 (no draw made; audit
+    mode 2 counts the move in screened). count: the evaluations so far."""
+    draw = -1.0
+    lb = _device_move_bound(g, pos, placement, trace, mv[1])
+    if lb > peak:
+        if p.screen_moves == 2:
+            screened[()] += 1
+            return draw
+        hot = _temperature_now(p.temperature, count + 1, p.horizon)   # what _accepts would use
+        if p.temperature > 0.0 and hot > 0.0:
+            draw = rng.random()
+        if draw < 0.0 or draw >= _uphill_odds(lb, peak, hot):
+            return -2.0
+    return draw
+
+
+@numba.njit(**_STEP)
+def _learn_both(quality, group_quality, p, kind, gkind, better):
+    """A move's outcome into the grouped / single estimates (gkind >= 0) and the move kinds' (adaptive)."""
+    if gkind >= 0:
+        _learn(group_quality, gkind, p.adaptive_rate, better)
+    if p.adaptive_moves:
+        _learn(quality, kind, p.adaptive_rate, better)
+
+
 @numba.njit(**_JIT)
-def climb(g, order, pos, placement, best_placement, best_order, traces, st, quality, hist, stop, d,
-          movable, hits, cand, last, pool, device_peak, rng, p_equal, patience, kick_moves, focus_fraction,
-          focus_width, shift, informed, directed, temperature, horizon, adaptive, floor, rate, screen=0,
-          group=0.0, group_cap=8, group_adaptive=False, gq=None):
-    """Climb until st[_COUNT] reaches stop: propose, evaluate, accept (better; equal with
-    p_equal; worse with the annealing probability) or undo; kick after `patience` moves
-    without a new best (regal.local_search's docstring). g: the `KernelGraph`. Returns 0 at
-    stop, 1 when nothing can move.
+def climb(g, s, p, rng, stop):
+    """Climb until s.count reaches stop: propose, evaluate, accept (better; equal with
+    p.p_equal; worse with the annealing probability) or undo; kick after `p.patience` moves
+    without a new best (regal.local_search's docstring). g: the `KernelGraph`; s: the
+    `ClimbState`; p: the `ClimbParams`. Returns 0 at stop, 1 when nothing can move.
 
-    screen (1): a device move whose peak is provably higher (`_device_move_bound` above the
-    current peak) is not simulated: rejected as its simulation would be, the annealing draw made
-    first and the move simulated only when that draw would accept the bound's rise (so it is
-    accepted with the same probability). It costs no evaluation; st[_SCREENED] counts them.
-    2: audit, every move simulated; st[_SCREENED] counts the moves 1 would screen, st[_MISSED]
-    those whose bound exceeded the simulated peak (a wrong bound: never, tested).
+    screen_moves (1): a device move whose peak is provably higher (`_device_move_bound` above
+    the current peak) is not simulated: rejected as its simulation would be, the annealing draw
+    made first and the move simulated only when that draw would accept the bound's rise (so it
+    is accepted with the same probability). It costs no evaluation; s.screened counts them.
+    2: audit, every move simulated; s.screened counts the moves 1 would screen, s.missed those
+    whose bound exceeded the simulated peak (a wrong bound: never, tested).
 
-    group (> 0): that share of the device moves of a non-resident node takes the node's
+    group_moves (> 0): that share of the device moves of a non-resident node takes the node's
     neighbours along (`_grow_group`, at most group_cap nodes); no draw is made when 0. With
-    group_adaptive the share is gq[1] / (gq[0] + gq[1]) within 0.1..0.9 instead, gq: float64[2]
-    the success estimates of single and grouped device moves, updated like `quality`."""
-    mv = np.zeros(3, dtype=np.int64)
-    new = np.zeros(3, dtype=np.int64)
-    grp = np.empty(group_cap if group > 0.0 else 0, dtype=np.int64)
-    while st[_COUNT] < stop:
-        cur = st[_CUR]
-        peak = st[_PEAK]
-        if st[_SINCE] >= patience:
-            moved = _kick(g, order, pos, placement, best_placement, best_order, traces[cur], st, d, movable, hits,
-                          cand, last, pool, device_peak, rng, kick_moves, focus_width, shift, mv, new)
-            if moved == 0:
-                return 1
-            _keep_if_best(st, placement, order, best_placement, best_order, hist)
-            continue
-        kind = -1
-        if adaptive:
-            kind = _pick_kind(quality, floor, rng)
-            focused, aimed, share = _KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind]
-        else:
-            focused, aimed, share = rng.random() < focus_fraction, informed, directed
-        ok = _propose(g, order, pos, placement, traces[cur], peak, d, movable, hits, cand, last, pool, rng,
-                      focused, aimed, share, focus_width, shift, mv)
-        if not ok:
-            st[_SINCE] += 1
-            if movable.shape[0] == 0 and d == 1:
+    group_adaptive the share is gq[1] / (gq[0] + gq[1]) within 0.1..0.9 instead, gq =
+    s.group_quality the success estimates of single and grouped device moves, updated like
+    `s.quality`.
+    """
+    mv, new = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    grp = np.empty(p.group_cap if p.group_moves > 0.0 else 0, dtype=np.int64)
+    order, pos, placement, traces, score = s.order, s.pos, s.placement, s.traces, s.score
+    count, since, cur, screened = s.count, s.since, s.cur, s.screened
+    quality, group_quality, device_peak, scratch = s.quality, s.group_quality, s.device_peak, _scratch(s)
+    best, record, accepted, sideways = _best(s), _record(s), s.accepted, s.sideways
+    while count[()] < stop:
+        if since[()] >= p.patience:
+            if _kick(g, s, p, rng, mv, new) == 0:
                 return 1
             continue
-        gkind = -1
-        if group > 0.0 and mv[0] == 0 and not g.resident[mv[1]]:
-            p_group = group
-            if group_adaptive:
-                p_group = min(0.9, max(0.1, gq[1] / (gq[0] + gq[1])))
-            gkind = 0
-            if rng.random() < p_group:
-                gkind = 1
-                _grow_group(g, placement, mv, grp, group_cap)
-                st[_GROUPED] += mv[0] == 2   # never screened: each one simulated
+        trace, peak = traces[cur[()]], score[0]
+        kind, aim = _pick_move(quality, p, rng)
+        if not _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv):
+            since[()] += 1
+            if scratch[4].shape[0] == 0 and device_peak.shape[0] == 1:
+                return 1
+            continue
+        gkind = _maybe_group(g, placement, group_quality, s.grouped, p, rng, mv, grp)
         single = mv[0] == 0 and not g.resident[mv[1]]   # a device move of one non-resident node
         draw = -1.0
-        if screen > 0 and single:
-            lb = _device_move_bound(g, pos, placement, traces[cur], mv[1])
-            if lb > peak:
-                if screen == 2:
-                    st[_SCREENED] += 1
-                else:  # the temperature _accepts would use, after this move's evaluation
-                    hot = _temperature_now(temperature, st[_COUNT] + 1, horizon)
-                    if temperature > 0.0 and hot > 0.0:
-                        draw = rng.random()
-                    if draw < 0.0 or draw >= _uphill_odds(lb, peak, hot):
-                        _undo(order, pos, placement, mv, grp)   # rejected unsimulated
-                        st[_SCREENED] += 1
-                        st[_SINCE] += 1
-                        if adaptive:
-                            _learn(quality, kind, rate, False)
-                        if gkind >= 0:
-                            _learn(gq, gkind, rate, False)
-                        continue
-        _score(g, order, placement, d, device_peak, traces[1 - cur], st, new)
-        if screen == 2 and single:
-            st[_MISSED] += _device_move_bound(g, pos, placement, traces[cur], mv[1]) > new[0]
-        st[_SINCE] += 1
-        accept, better, equal = _accepts(new, st, p_equal, temperature, horizon, rng, draw)
+        if p.screen_moves > 0 and single:
+            draw = _screen(g, pos, placement, screened, count[()], p, rng, mv, trace, peak)
+            if draw == -2.0:   # rejected unsimulated
+                _undo(order, pos, placement, mv, grp)
+                screened[()] += 1
+                since[()] += 1
+                _learn_both(quality, group_quality, p, kind, gkind, False)
+                continue
+        _score(g, order, placement, device_peak, count, traces[1 - cur[()]], new)
+        if p.screen_moves == 2 and single:
+            s.missed[()] += _device_move_bound(g, pos, placement, trace, mv[1]) > new[0]
+        since[()] += 1
+        accept, better, equal = _accepts(new, score, count[()], p, rng, draw)
         if accept:
-            st[_ACC] += 1
-            st[_SIDE] += equal
-            st[_PEAK], st[_SUM], st[_ATP] = new[0], new[1], new[2]
-            st[_CUR] = 1 - cur
-            _keep_if_best(st, placement, order, best_placement, best_order, hist)
+            accepted[()] += 1
+            sideways[()] += equal
+            score[:] = new
+            cur[()] = 1 - cur[()]
+            _keep_if_best(score, placement, order, best, since, record)
         else:
             _undo(order, pos, placement, mv, grp)
-        if gkind >= 0:
-            _learn(gq, gkind, rate, better)
-        if adaptive:
-            _learn(quality, kind, rate, better)
+        _learn_both(quality, group_quality, p, kind, gkind, better)
     return 0

@@ -14,7 +14,6 @@ so that it can be undone) and its explicit stack of frames (`_Frames`); the sear
 scalars live in one int64 array (`_TOP`, ...) so that its named steps can update them.
 """
 
-import time
 from typing import NamedTuple
 
 import numba
@@ -22,10 +21,11 @@ import numpy as np
 
 from regal._jit import JIT as _JIT
 
-#: The search polls the clock through Numba's object mode, which holds the GIL. Its steps are
-#: compiled into it (`forceinline`), the one of every node without reference counting (it
-#: allocates nothing): a call, or the counting, of the structs' arrays at every node costs ~5 %.
-_JIT_SEARCH = dict(cache=True)
+#: The search's steps are compiled into it (`forceinline`), the one of every node without
+#: reference counting (it allocates nothing): a call, or the counting, of the structs' arrays at
+#: every node costs ~5 %. It releases the GIL: a caller's thread watches the clock and signals
+#: and sets the `stop` flag the search reads every 1,024 placements.
+_JIT_SEARCH = dict(cache=True, nogil=True)
 _DFS_STEP = dict(_nrt=False, forceinline=True, **_JIT_SEARCH)
 _SPLIT_STEP = dict(forceinline=True, **_JIT)
 
@@ -97,13 +97,6 @@ def _new(m, S):
                     z(F, np.int64), z(F, np.int64), z(S + 1, np.int64), z(S + 1, np.int64)))
 
 
-@numba.njit(**_JIT_SEARCH)
-def _now():
-    with numba.objmode(t="float64"):
-        t = time.perf_counter()
-    return t
-
-
 @numba.njit(**_JIT)
 def _grow(a, need):
     if need <= a.shape[0]:
@@ -123,14 +116,15 @@ def _grow_log(log, top_log, need):
 
 
 @numba.njit(**_JIT_SEARCH)
-def search(b, heuristic, capacity, node_limit, deadline, out):
+def search(b, heuristic, capacity, node_limit, out, stop):
     """MiniMalloc's decision search: offsets for every buffer with offset + size <= capacity.
 
     b: the part (`Buffers`). heuristic: the static preorder of each partition, MiniMalloc's
     0 "WAT" (width, area, total), 1 "TAW", 2 "TWA", largest first, where "total" is the most
     unplaced bytes in one of the buffer's sections when the partition starts. node_limit:
-    placements tried before giving up; deadline: a perf_counter() time (<= 0: none). Writes
-    `out` (int64[m]) when found. Returns (status, nodes): FOUND, INFEASIBLE (the search space is
+    placements tried before giving up. Writes `out` (int64[m]) when found; stop: int64[1], read
+    every 1,024 placements (non-zero: give up, TIMEOUT). capacity <= MAX_VALUE (2**62: offsets
+    plus sizes stay exact). Returns (status, nodes): FOUND, INFEASIBLE (the search space is
     exhausted: no packing fits the capacity), NODE_LIMIT or TIMEOUT.
 
     A depth-first search on an explicit stack of frames. A _DFS frame places the buffers of one
@@ -172,7 +166,7 @@ def search(b, heuristic, capacity, node_limit, deadline, out):
         else:
             log = _grow_log(log, c[_LOG_TOP], c[_LOG_TOP] + max_deg + 2 * S + 4)
             ordst = _grow(ordst, c[_O_TOP] + fr.olen[top])
-            status = _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, deadline)
+            status = _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, stop)
         if status != _GOING:
             return status, c[_NODES]
 
@@ -222,7 +216,7 @@ def _split_step(c, fr, st, b, log, ordst, heuristic):
 
 
 @numba.njit(**_DFS_STEP)
-def _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, deadline):
+def _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, stop):
     """One visit of the top _DFS frame: pop it when its child succeeded, else (its child failed:
     undo that placement) place its next buffer, in canonical order, that passes spatial
     inference and push the frame that goes on from there; pop it, failed, when none is left.
@@ -254,7 +248,7 @@ def _dfs_step(c, fr, st, b, log, ordst, mark, affected, capacity, node_limit, de
         c[_NODES] += 1
         if c[_NODES] > node_limit:
             return NODE_LIMIT
-        if deadline > 0 and (c[_NODES] & 1023) == 0 and _now() > deadline:
+        if (c[_NODES] & 1023) == 0 and stop[0] != 0:
             return TIMEOUT
         fr.log[top] = c[_LOG_TOP]
         c[_LOG_TOP], c[_STAMP], split, hatless = _place(i, o, c[_LOG_TOP], log, st, b, mark, affected, c[_STAMP])
@@ -355,11 +349,15 @@ def _fresh_order(lo_s, hi_s, ordst, start, st, b):
             u += 1
             if st.min_off[i] + b.size[i] < mh:
                 mh = st.min_off[i] + b.size[i]
-    keys = np.empty(u, dtype=np.int64)
-    for a in range(u):
-        keys[a] = st.min_off[ordst[start + a]] * m + st.rank[ordst[start + a]]
-    srt = np.argsort(keys)
     tmp = ordst[start:start + u].copy()
+    ranks = np.empty(u, dtype=np.int64)
+    offs = np.empty(u, dtype=np.int64)
+    for a in range(u):
+        ranks[a] = st.rank[tmp[a]]
+    by_rank = np.argsort(ranks, kind="mergesort")  # (offset, rank) as two stable sorts: no product
+    for a in range(u):
+        offs[a] = st.min_off[tmp[by_rank[a]]]
+    srt = by_rank[np.argsort(offs, kind="mergesort")]
     for a in range(u):
         ordst[start + a] = tmp[srt[a]]
     return u, mh
@@ -376,11 +374,10 @@ def _child_order(ordst, base, u, placed, start, st, size, m):
         i = ordst[base + a]
         if i == placed:
             continue
-        key = min_off[i] * m + rank[i]
         j = start + c
         while j > start:
             q = ordst[j - 1]
-            if min_off[q] * m + rank[q] <= key:
+            if min_off[q] < min_off[i] or (min_off[q] == min_off[i] and rank[q] <= rank[i]):
                 break
             ordst[j] = q
             j -= 1
@@ -478,7 +475,7 @@ def _feasible(o, lo_s, hi_s, floor, total, capacity):
     (and above o: later placements never go lower) within the capacity."""
     for s in range(lo_s, hi_s):
         f = floor[s] if floor[s] > o else o
-        if floor[s] > capacity or (total[s] > 0 and f + total[s] > capacity):
+        if floor[s] > capacity or (total[s] > 0 and f > capacity - total[s]):  # no sum: exact to 2**63
             return False
     return True
 

@@ -2,8 +2,13 @@
 buffer's busiest section. The exact search is `regal._minimalloc`.
 
 Arrays and scalars in, arrays out; `regal.packing` validates first. A buffer i has a half-open
-life [lower[i], upper[i]) (int64) and a size (int64 > 0). Two buffers *overlap* when their lives
-intersect; a packing gives each an offset so that no two overlapping buffers share a byte.
+life [lower[i], upper[i]) (int64) and a size (int64 > 0), every value at most `MAX_VALUE`. Two
+buffers *overlap* when their lives intersect; a packing gives each an offset so that no two
+overlapping buffers share a byte.
+
+`stop` (int64[1]) is how a caller cuts a kernel short: the kernels read `stop[0]` every
+`POLL` steps and return what they have once it is non-zero (`regal.packing` sets it from
+another thread when its deadline passes: a time limit or a signal).
 """
 
 import numba
@@ -11,15 +16,25 @@ import numpy as np
 
 from regal._jit import JIT as _JIT
 
+#: Sizes, offsets and lives are exact up to this (2**62): the sum of two of them fits in int64.
+MAX_VALUE = 1 << 62
+#: Steps between two reads of the `stop` flag (a power of two, less one: a mask).
+POLL = 1023
+
 
 @numba.njit(**_JIT)
-def overlaps(lower, upper):
-    """The overlap graph as CSR (ptr: int64[m+1], idx: int64[*]), each pair listed both ways.
-    O(m log m + pairs): buffers by start, each against the later-starting ones it reaches."""
+def overlaps(lower, upper, stop):
+    """The overlap graph as CSR (ptr: int64[m+1], idx: int64[*]), each pair listed both ways;
+    ptr[m] = -1 when `stop` cut it short. O(m log m + pairs): buffers by start, each against the
+    later-starting ones it reaches."""
     m = lower.shape[0]
     order = np.argsort(lower, kind="mergesort")
     deg = np.zeros(m, dtype=np.int64)
     for a in range(m):
+        if (a & POLL) == 0 and stop[0] != 0:
+            ptr = np.zeros(m + 1, dtype=np.int64)
+            ptr[m] = -1
+            return ptr, np.empty(0, dtype=np.int64)
         i = order[a]
         for b in range(a + 1, m):
             j = order[b]
@@ -46,15 +61,19 @@ def overlaps(lower, upper):
 
 
 @numba.njit(**_JIT)
-def greedy(size, ptr, idx, order, best_fit):
+def greedy(size, ptr, idx, order, best_fit, stop):
     """Place the buffers in `order`, each at the lowest offset (best_fit: in the smallest gap)
-    where it overlaps no placed neighbour, else just above them. Returns (offsets, arena)."""
+    where it overlaps no placed neighbour, else just above them. Returns (offsets, arena,
+    placed): the first `placed` buffers of `order` are placed (all of them unless `stop` cut it
+    short; the others' offsets are -1); arena -1 when a buffer would end above MAX_VALUE."""
     m = size.shape[0]
     off = np.full(m, -1, dtype=np.int64)
     lo = np.empty(m, dtype=np.int64)
     hi = np.empty(m, dtype=np.int64)
     arena = 0
     for t in range(m):
+        if (t & POLL) == 0 and stop[0] != 0:
+            return off, arena, t
         i = order[t]
         c = 0
         for e in range(ptr[i], ptr[i + 1]):
@@ -81,10 +100,12 @@ def greedy(size, ptr, idx, order, best_fit):
                 cur = hi[srt[q]]
         if best < 0:
             best = cur
+        if best > MAX_VALUE - size[i]:
+            return off, -1, t
         off[i] = best
         if best + size[i] > arena:
             arena = best + size[i]
-    return off, arena
+    return off, arena, m
 
 
 @numba.njit(**_JIT)

@@ -10,6 +10,7 @@ absolute `time.perf_counter()` value (`expired` reads all three).
 Work that cannot poll (one long call into C) runs through `interruptible`: in a helper thread
 while the caller's thread watches the deadline, so the caller gets control back within a poll
 interval even though the call itself goes on until it returns (its result is then dropped).
+A Numba kernel that reads a stop flag runs through `KernelWatch` instead: cut short, it returns.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import threading
 import time
 from typing import Callable, Iterator, TypeVar
 
-__all__ = ["Deadline", "Stopped", "expired", "as_deadline", "stop_on_signals", "interruptible", "STOP_SIGNALS"]
+__all__ = ["Deadline", "Stopped", "expired", "as_deadline", "stop_on_signals", "interruptible", "KernelWatch",
+           "STOP_SIGNALS"]
 
 T = TypeVar("T")
 
@@ -174,3 +176,50 @@ def interruptible(fn: Callable[..., T], deadline: Deadline | None, *args, poll_s
     if ok:
         return value
     raise value
+
+
+class KernelWatch:
+    """Runs Numba kernels that take a `stop` flag (int64[1], their last argument, read every
+    so many steps: `regal.packing`'s), each cut short at `until` (a perf_counter() time) or
+    once `deadline` (a signal's stop request, a command's time limit) expires: the kernel runs
+    in a helper thread (it releases the GIL) while this one polls and sets the flag, so that a
+    signal's handler runs here at once and the kernel returns what it has within its poll
+    interval (no signal ever lands inside a kernel). Without a deadline or an `until`, the
+    kernel runs here. `cut`: whether some kernel was cut short."""
+
+    POLL_S = 0.01
+
+    def __init__(self, deadline=None, until: float = float("inf")):
+        self.deadline, self.until = deadline, until
+        self.cut = False  # whether some kernel was cut short
+
+    def expired(self) -> bool:
+        return time.perf_counter() >= self.until or (self.deadline is not None and self.deadline.expired())
+
+    def run(self, kernel, *args, until: float | None = None):
+        until = self.until if until is None else min(until, self.until)
+        import numpy as np
+        stop = np.zeros(1, dtype=np.int64)
+        if self.deadline is None and until == float("inf"):
+            return kernel(*args, stop)
+        box: list = []
+
+        def work():
+            try:
+                box.append((True, kernel(*args, stop)))
+            except BaseException as e:  # noqa: BLE001  (raised in the caller's thread)
+                box.append((False, e))
+
+        if time.perf_counter() >= until or (self.deadline is not None and self.deadline.expired()):
+            stop[0] = 1
+        thread = threading.Thread(target=work, name="regal-pack", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(self.POLL_S)
+            if not stop[0] and (time.perf_counter() >= until or (self.deadline is not None and self.deadline.expired())):
+                stop[0] = 1
+        self.cut = self.cut or bool(stop[0])
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value

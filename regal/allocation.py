@@ -55,6 +55,7 @@ from typing import NamedTuple
 import numpy as np
 
 from regal._alloc_kernels import _assign, _best_fit
+from regal._takeover import takers
 from regal.graph import Graph, _csr, check_devices
 from regal.simulate import check_schedule
 
@@ -167,7 +168,7 @@ def allocation(graph: Graph, placement, order, devices: int | None = None, *,
     pos[order] = np.arange(n)
     out = graph.kept & ~graph.resident
     home_end, copies = _lifetimes(graph, placement, pos, out)
-    taken_by = _taken_by(graph, placement, order, pos, home_end, out)
+    taken_by = takers(graph, placement, order)   # section 3 step 2: the heap shares their buffers
     rank = post_order(graph)
     nbytes = graph.bytes.astype(np.int64)
     res = {key: np.zeros(d, dtype=np.int64) for key in ("arg", "out", "heap", "packed")}
@@ -202,24 +203,6 @@ def _lifetimes(graph: Graph, placement, pos, out) -> tuple[np.ndarray, dict]:
         home_end[u] = last
     home_end[out] = n
     return home_end, copies
-
-
-def _taken_by(graph: Graph, placement, order, pos, home_end, out) -> np.ndarray:
-    """Section 3 step 2 on this schedule: the node that takes each input over, -1 none (the
-    heap shares their buffer)."""
-    resident = graph.resident
-    nbytes = graph.bytes.astype(np.int64)
-    taken_by = np.full(graph.num_nodes, -1, dtype=np.int64)
-    for v in order.tolist():
-        if resident[v]:
-            continue
-        taken = 0
-        for u in graph.reuse(v).tolist():
-            if (not resident[u] and not out[u] and placement[u] == placement[v] and taken_by[u] < 0
-                    and home_end[u] == pos[v] and taken + nbytes[u] <= nbytes[v]):
-                taken += nbytes[u]
-                taken_by[u] = v
-    return taken_by
 
 
 def _device(graph: Graph, k: int, placement, pos, out, home_end, copies, taken_by, rank,

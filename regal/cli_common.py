@@ -1,8 +1,8 @@
-"""What every `regal` command shares: reading a graph (any format, `--dim`), starting Numba
-for a command line, printing bytes; the one-line errors, the shared options (--time-limit,
---dim, the runtime options) and the stop set-up a command polls (`command_deadline`, exit
-status 3). `regal.cli` and the commands in their own modules (`regal.commands.*`,
-`regal.cli_pack`, `regal.commands.torch`) import it; it imports none of them."""
+"""What every `regal` command shares: reading a graph (any format, `--dim`), printing bytes; the
+one-line errors, the shared options (--time-limit, --dim, the runtime options), the stop set-up
+a command polls (`command_deadline`, exit status 3) and the kernels' warm-up before its clock
+(`warm_up`). The commands (`regal.commands.*`) import it; it imports none of them. The program's
+lean start (Numba's private patches) is `regal._lean_start`."""
 
 from __future__ import annotations
 
@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.threads import use_fast_threads  # the command line's threading layer
+from regal._lean_start import skip_flax_interop, start_numba  # noqa: F401  (the commands import them here)
 
 if TYPE_CHECKING:
     from regal.graph import Graph
 
-__all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "NUMBA_IMPORT_SKIPS", "NUMBA_OPTIONAL_IMPORTS",
-           "RUNTIME_OPTIONS", "TIME_LIMIT", "command_deadline", "dim_option_advice", "human_bytes", "import_numba_lean",
-           "load_graph", "load_kernels_lean", "parse_dims", "skip_flax_interop", "start_numba", "use_jax_cache",
-           "use_fast_threads"]
+__all__ = ["DIM_OPTION", "EXIT_INTERRUPTED", "GRAPH_HELP", "RUNTIME_OPTIONS", "TIME_LIMIT", "command_deadline",
+           "dim_option_advice", "human_bytes", "load_graph", "parse_dims", "skip_flax_interop", "start_numba",
+           "use_jax_cache", "warm_up"]
 
 
 GRAPH_HELP = ("a regal-graph/1 file (.json or .json.gz), an XLA HLO text module (.hlo, .txt) or an "
@@ -65,170 +64,6 @@ def dim_option_advice():
             raise
         name = re.search(r"symbolic dimension '([^']*)'", head)
         raise GraphError(f"{head}: pass --dim {name.group(1) if name else 'NAME'}=VALUE") from None
-
-
-#: Optional modules Numba imports while its CPU target starts, which regal's kernels do not use:
-#: scipy.linalg (to learn whether np.dot and np.convolve can call BLAS; about a third of the
-#: start) and cffi (to type cffi functions).
-NUMBA_OPTIONAL_IMPORTS = ("scipy.linalg.cython_blas", "cffi")
-
-
-@contextlib.contextmanager
-def _without(names):
-    """`import name` fails at once for each of `names` not yet imported, inside the block only."""
-    blocked = [name for name in names if name not in sys.modules]
-    for name in blocked:
-        sys.modules[name] = None
-    try:
-        yield
-    finally:
-        for name in blocked:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
-
-
-#: Modules `import numba` imports that regal does not use: SciPy (for a version check only) and
-#: PyYAML (to read a .numba_config.yaml, which is then left importable when one is there).
-NUMBA_IMPORT_SKIPS = ("scipy", "yaml")
-
-
-def import_numba_lean() -> None:
-    """`import numba` without `NUMBA_IMPORT_SKIPS` (30 ms, a fifth of Numba's import), for the
-    command line only: `regal.cli` runs it before its first import of a kernel module. Numba
-    then skips its SciPy version check; both modules stay importable afterwards."""
-    if "numba" in sys.modules:
-        return
-    skips = [name for name in NUMBA_IMPORT_SKIPS if not (name == "yaml" and os.path.exists(".numba_config.yaml"))]
-    with _without(skips):
-        try:
-            import numba  # noqa: F401
-        except ImportError:  # reported where a kernel module imports it
-            pass
-
-
-def start_numba() -> None:
-    """Start Numba's CPU target (what loading the first cached kernel does) without importing
-    `NUMBA_OPTIONAL_IMPORTS`, for the command line only: 0.1 to 0.2 s of every command. With
-    those imports failing, Numba falls back to its own loops for np.dot and np.convolve and does
-    not type cffi functions, in this process; the modules themselves stay importable. Once
-    `load_kernels_lean` ran (the `regal` program), nothing is started here: each kernel's load
-    from the cache starts what it needs.
-    """
-    use_fast_threads()
-    try:
-        from numba.core import caching
-        from numba.core.registry import cpu_target
-    except ImportError:  # another Numba layout: it starts the usual way on the first kernel
-        return
-    if getattr(caching.Cache.load_overload, "lean", False):
-        return
-    with _without(NUMBA_OPTIONAL_IMPORTS):
-        cpu_target.target_context.refresh()
-
-
-def load_kernels_lean() -> None:
-    """Load cached kernels without first starting Numba's compiler, for the `regal` program only
-    (issue 36): Numba's `Cache.load_overload` refreshes the CPU target before every load (it
-    imports and registers the typing and lowering of all of Numba's own functions, about 0.1 s
-    once per process), which machine code read from the cache does not use; a load here only
-    initializes Numba's runtime (NRT, which the kernels' arrays need), and the modules the cached
-    code names are imported as it is unpickled (`NUMBA_OPTIONAL_IMPORTS` failing, as in
-    `start_numba`). A kernel missing from the cache compiles as before: Numba's compiler
-    refreshes the target itself. Nothing changes for another Numba version's layout. Also
-    `_drop_lock_events`."""
-    try:
-        from numba.core import caching
-        from numba.core.runtime import rtsys
-    except ImportError:
-        return
-    _drop_lock_events()
-    cache = caching.Cache
-    if getattr(cache.load_overload, "lean", False) or not all(
-            hasattr(cache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")):
-        return
-
-    def load_overload(self, sig, target_context):
-        rtsys.initialize(target_context)
-        with _without(NUMBA_OPTIONAL_IMPORTS), self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-        return None  # the guard swallowed an error (Windows): compiled instead, as Numba does
-
-    load_overload.lean = True
-    cache.load_overload = load_overload
-    _defer_linking_modules()
-
-
-def _defer_linking_modules() -> None:
-    """Leave each cached kernel's linking module unparsed until something links against it
-    (issue 36): Numba's cache stores a kernel as machine code plus the LLVM bitcode of its
-    functions for inlining into later compilations, and parses that bitcode on every load (40 to
-    50 ms of the `regal` program's 13 loads, with the walk that lists its symbols), although a
-    command that only runs cached kernels never links. Here a loaded library keeps the bytes;
-    its entry points are looked up in the machine code itself, and a compilation that links the
-    library (a kernel missing from the cache calling a cached one) parses them first, as Numba
-    would have. Nothing changes for another Numba version's layout."""
-    try:
-        from llvmlite import binding as ll
-        from numba.core import codegen
-    except ImportError:
-        return
-    lib = getattr(codegen, "JITCodeLibrary", None)
-    needed = ("_unserialize", "_get_module_for_linking", "get_pointer_to_function", "enable_object_caching",
-              "_set_compiled_object", "_finalize_final_module", "_ensure_finalized")
-    if lib is None or getattr(lib.get_pointer_to_function, "lean", False) or not all(
-            hasattr(lib, name) for name in needed):
-        return
-    unserialize = lib._unserialize.__func__
-    linking_module = lib._get_module_for_linking
-    pointer_to_function = lib.get_pointer_to_function
-
-    def _unserialize(cls, codegen_, state):
-        name, kind, data = state
-        if kind != "object":
-            return unserialize(cls, codegen_, state)
-        object_code, shared_bitcode = data
-        self = codegen_.create_library(name)
-        self.enable_object_caching()
-        self._set_compiled_object(object_code)
-        self._regal_linking_bitcode = shared_bitcode
-        self._finalize_final_module()
-        return self
-
-    def _get_module_for_linking(self):
-        bitcode = self.__dict__.pop("_regal_linking_bitcode", None)
-        if bitcode is not None:  # what Numba's own load does
-            self._shared_module = ll.parse_bitcode(bitcode)
-            self._codegen._engine._load_defined_symbols(self._shared_module)
-        return linking_module(self)
-
-    def get_pointer_to_function(self, name):
-        if "_regal_linking_bitcode" not in self.__dict__:
-            return pointer_to_function(self, name)
-        self._ensure_finalized()
-        return self._codegen._engine.get_function_address(name)  # 0 when not defined, as Numba's
-
-    get_pointer_to_function.lean = True
-    lib._unserialize = classmethod(_unserialize)
-    lib._get_module_for_linking = _get_module_for_linking
-    lib.get_pointer_to_function = get_pointer_to_function
-
-
-def _drop_lock_events() -> None:
-    """Remove Numba's callbacks on llvmlite's lock, which turn each of the ~5,000 LLVM calls of
-    the kernels' loads into two Numba events (10 to 20 ms): they feed only the "llvm_lock" timer
-    of a compilation's metadata, which a compilation in this process then lacks."""
-    from llvmlite.binding import ffi
-    for acquire, release in list(getattr(getattr(ffi.lib, "_lock", None), "_cblist", ())):
-        if getattr(acquire, "__module__", None) == "numba.core.base":
-            ffi.unregister_lock_callback(acquire, release)
-
-
-def skip_flax_interop() -> None:
-    """Import Haiku without its optional Flax interop (haiku.experimental.flax imports all of
-    Flax when it is installed, 0.1 to 0.2 s, and regal's networks do not use it), for the command
-    line only."""
-    if "haiku" not in sys.modules:
-        sys.modules.setdefault("haiku.experimental.flax", None)  # Haiku then installs its no-Flax shim
 
 
 def human_bytes(n: float) -> str:
@@ -313,6 +148,13 @@ def command_deadline(time_limit_s: float | None = None):
     return deadline.limit(time_limit_s, start)
 
 
+def command_start() -> float:
+    """perf_counter() when the command's clock started: the program's start (`regal.cli`), or
+    `main`'s call, or now when the command runs without `main`."""
+    import time
+    return _COMMAND_DEADLINE[-1][1] if _COMMAND_DEADLINE else time.perf_counter()
+
+
 def _exit_stopped() -> None:
     """Exit with status 3 (EXIT_INTERRUPTED). Run as the program, at once (`os._exit`, the output
     flushed): what the stop left behind (a training step in a helper thread, a Dask cluster whose
@@ -323,6 +165,39 @@ def _exit_stopped() -> None:
                 stream.flush()
         os._exit(EXIT_INTERRUPTED)
     sys.exit(EXIT_INTERRUPTED)
+
+
+def warm_up(deadline, fn, *args, what: str = "the kernels", nothing: str = "nothing to write", **kwargs) -> bool:
+    """`fn(*args, **kwargs)`, a warm-up (Numba kernels loaded from the cache, or compiled), run
+    while this thread watches `deadline`: a stop request ends the command with status 3 within
+    a poll interval, saying that there is nothing to write; the time limit lets it finish (every
+    result needs the kernels). When it compiled a kernel (Numba's cache was empty or stale: tens
+    of seconds, `regal.warmup()` does it once), the time limit moves later by the warm-up's time
+    and a line on stderr says so: compilation is not counted in --time-limit. Returns whether it
+    compiled."""
+    import time
+
+    from regal._stop import Stopped, interruptible
+    from regal._warmup import cache_misses
+    t, before = time.perf_counter(), cache_misses()
+    try:
+        interruptible(fn, deadline, *args, requests_only=True, **kwargs)
+    except Stopped:
+        click.echo(f"stopped ({deadline.reason}) while loading {what}: {nothing}", err=True)
+        _exit_stopped()
+    if cache_misses() == before:
+        return False
+    spent = time.perf_counter() - t
+    if _COMMAND_DEADLINE and _COMMAND_DEADLINE[-1][0] is deadline:  # the report's clock moves too
+        _, start, program = _COMMAND_DEADLINE[-1]
+        _COMMAND_DEADLINE[-1] = (deadline, start + spent, program)
+    if deadline.at is not None:
+        deadline.at += spent
+        if deadline.reason == "time_limit":
+            deadline.reason = None
+    click.echo(f"compiled {what} in {spent:.1f} s (Numba's cache lacked them; `regal.warmup()` compiles every "
+               "kernel once): not counted in --time-limit", err=True)
+    return True
 
 
 def use_jax_cache() -> None:

@@ -1,11 +1,15 @@
 """`FlagshipConfig`: the flagship's settings, typed and immutable, passed in (evosax / optax style).
 
     config = regal.FlagshipConfig()                              # the adopted settings
-    regal.optimize(graph, 2, config=config._replace(anneal_temperature=0.0))
+    regal.optimize(graph, 2, config=config._replace(climb=config.climb._replace(anneal_temperature=0.0)))
+    regal.optimize(graph, 2, config=config.replace(anneal_temperature=0.0))   # the same, by name
 
 Every field is a setting the flagship (`regal.memetic`, `regal.runtime`) reads; none is a module
-global. How each was chosen (values tried, results, commits) is in
-experiments/results/INDEX.md, one line per experiment, not here.
+global. Two parts are configs of their own, nested as fields: `brkga` (`regal.BrkgaConfig`, the
+population) and `climb` (`regal.climb.LocalSearchConfig`, the local-search climb; each knob
+has one name, the same in the climb's kernel, `regal._kernel_graph.ClimbParams`). How each was
+chosen (values tried, results, commits) is in experiments/results/INDEX.md, one line per
+experiment, not here.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import numpy as np
 
 from regal.brkga import BrkgaConfig
 from regal.graph import Graph
+from regal.climb import FLAGSHIP_CLIMB, LocalSearchConfig
 
-__all__ = ["FlagshipConfig", "as_flagship_config", "anneal_temperature", "polish_share", "check_arguments"]
+__all__ = ["FlagshipConfig", "as_flagship_config", "polish_share", "check_arguments"]
 
 
 class FlagshipConfig(NamedTuple):
@@ -26,13 +31,10 @@ class FlagshipConfig(NamedTuple):
 
     brkga: the population's hyper-parameters; its prior_share None means `prior_share` below
         with seeding or polish on, all mutants from the priors otherwise.
+    climb: the local-search climb's settings (`regal.climb.FLAGSHIP_CLIMB`: informed,
+        directed and adaptive moves, annealing, screened and grouped device moves; the fields of
+        `LocalSearchConfig` say what each does).
     prior_share: share of the mutants drawn from the priors when there are any (the rest uniform).
-    directed_share: share of the climb's peak-focused moves that are directed.
-    anneal_temperature: the climb's start temperature (a relative peak rise; 0: no annealing).
-    anneal_evals_per_node: below this many evaluations per node the start temperature is scaled
-        by (budget / (this * nodes)) ** anneal_scale_power; 0: never scaled.
-    adaptive_moves: the climb picks its move kinds by their recent success (else fixed shares).
-    adaptive_rate: step of a move kind's success estimate (adaptive moves).
     pack_residents: re-home the resident tensors: 0 never, 1 the final best, 2 also every new best.
     packed_seeds: the most devices a "computes on fewer devices" seed computes on (0: none).
     packed_seeds_nodes_per_eval: packed seeds only on graphs of at most this many nodes per
@@ -44,22 +46,10 @@ class FlagshipConfig(NamedTuple):
         that computes on fewer devices): from the population's best when that is better than
         the climb's, else from the best start of the other kind (packed / plain) it has not
         climbed from (0: never).
-    screen_moves: the climb rejects a device move whose peak is provably higher without
-        simulating it (no evaluation spent; `regal._climb.climb`'s `screen`).
-    group_moves: share of the climb's device moves of a non-resident node that take its
-        neighbours along (`regal.local_search`'s group moves; 0: none).
-    group_cap: the most nodes a group move moves (the node itself included).
-    group_adaptive: the share of grouped device moves follows the recent success of grouped and
-        single ones (within 0.1..0.9, starting at even odds) instead of `group_moves`.
     """
     brkga: BrkgaConfig = BrkgaConfig()
+    climb: LocalSearchConfig = FLAGSHIP_CLIMB
     prior_share: float = 0.5
-    directed_share: float = 1.0
-    anneal_temperature: float = 0.02
-    anneal_evals_per_node: float = 1.0
-    anneal_scale_power: float = 3.0
-    adaptive_moves: bool = True
-    adaptive_rate: float = 0.02
     pack_residents: int = 2
     packed_seeds: int = 1
     packed_seeds_nodes_per_eval: float = 1.0
@@ -67,10 +57,15 @@ class FlagshipConfig(NamedTuple):
     restart_stall: float = 0.1
     evaluations_per_member: float = 40.0
     min_population: int = 10
-    screen_moves: bool = True
-    group_moves: float = 0.5
-    group_cap: int = 8
-    group_adaptive: bool = True
+
+    def replace(self, **changes) -> FlagshipConfig:
+        """`_replace` that also takes the climb's fields by name (`replace(group_moves=0.0)` sets
+        `climb.group_moves`); TypeError on a name of neither."""
+        climb = {k: changes.pop(k) for k in list(changes) if k in LocalSearchConfig._fields}
+        unknown = sorted(set(changes) - set(self._fields))
+        if unknown:
+            raise TypeError(f"FlagshipConfig has no field {unknown[0]!r}")
+        return self._replace(**changes, **({"climb": self.climb._replace(**climb)} if climb else {}))
 
     def resolved_brkga(self, parts_on: bool) -> BrkgaConfig:
         """The BRKGA config with its prior share filled in (`prior_share` when seeding or polish
@@ -101,16 +96,6 @@ def as_flagship_config(config) -> FlagshipConfig:
     if isinstance(config, BrkgaConfig):
         return FlagshipConfig(brkga=config)
     raise TypeError(f"config must be a regal.FlagshipConfig or regal.BrkgaConfig, got {type(config).__name__}")
-
-
-def anneal_temperature(num_nodes: int, budget: int, config: FlagshipConfig = FlagshipConfig()) -> float:
-    """The climb's start temperature: config.anneal_temperature, scaled by min(1, budget /
-    (anneal_evals_per_node * num_nodes)) ** anneal_scale_power (no scaling when
-    anneal_evals_per_node is 0)."""
-    if config.anneal_evals_per_node <= 0:
-        return float(config.anneal_temperature)
-    scale = min(1.0, budget / (config.anneal_evals_per_node * max(num_nodes, 1)))
-    return float(config.anneal_temperature) * scale ** config.anneal_scale_power
 
 
 def polish_share(num_nodes: int, devices: int = 1) -> float:

@@ -10,12 +10,14 @@
 
 The search is the flagship on peak memory (stopped as soon as its best peak is within the
 limit), then the packer; if the packed arena is over the limit although the peak is not, the
-packing-aware search (`regal.arena_search`) tries to close the gap.
+packing-aware search (`regal.arena_search`) tries to close the gap. It goes on in rounds, a new
+seed each, until one of the three answers is certain or the time limit ends: "will it fit"
+uses the time it is given.
 """
 
 from __future__ import annotations
 
-import time
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -74,37 +76,66 @@ def _over(graph: Graph, devices: int, limit: int) -> FitResult | None:
 
 
 def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s: float | None = 120.0,
-        budget: int = 5000, seed: int = 0, pack_time_s: float = 5.0) -> FitResult:
+        budget: int = 5000, seed: int = 0, pack_time_s: float = 5.0, deadline=None) -> FitResult:
     """Whether `graph` runs on `devices` devices of `memory_limit_bytes` each (module docstring).
-    time_limit_s bounds the searches (the packing of a plan takes up to pack_time_s more per
-    device); budget and seed are the flagship's."""
-    from regal.flagship import optimize
-    from regal.memory_plan import plan
+
+    The search goes on in rounds until a plan fits, a bound proves that none does, or the time
+    is up: each round runs the flagship (`budget` evaluations, seed `seed + round`, stopped once
+    its peak is within the limit), packs its schedule (up to pack_time_s per device) and, when
+    the peak fits but the arena does not, climbs on the packed arena (`regal.arena_search`).
+    time_limit_s: seconds for all of it (None: one round); deadline: a `regal._stop.Deadline`
+    (a signal's stop request, a command's time limit) that every step polls: once it has
+    expired the best plan so far is returned, undecided unless it fits."""
+    from regal._stop import as_deadline
     limit = int(memory_limit_bytes)
     if limit < 0:
         raise ValueError(f"memory limit must be non-negative, got {memory_limit_bytes!r}")
-    t0 = time.perf_counter()
     refused = _over(graph, devices, limit)
     if refused is not None:
         return refused
     lb = graph.lower_bound(devices)
-    sol = optimize(graph, devices, budget, seed, time_limit_s=time_limit_s,
-                   callback=lambda p: p.best_peak_bytes <= limit)
-    best = (sol, plan(graph, sol.placement, sol.order, devices, time_limit_s=pack_time_s))
-    if sol.peak_bytes <= limit and best[1].arena_bytes.max() > limit:
-        from regal.arena_search import optimize_arena
-        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - t0))
-        if left is None or left > 0:
-            alt = optimize_arena(graph, devices, budget, seed, time_limit_s=left, start=sol)
-            alt_plan = plan(graph, alt.placement, alt.order, devices, time_limit_s=pack_time_s)
-            if alt_plan.arena_bytes.max() < best[1].arena_bytes.max():
-                best = (alt, alt_plan)
+    one_round = time_limit_s is None and (deadline is None or deadline.at is None)
+    if deadline is None:
+        deadline = as_deadline(None, time_limit_s)
+    elif time_limit_s is not None:
+        deadline = deadline.limit(time_limit_s)
+    best = None  # (solution, plan) with the smallest largest arena, among schedules within the limit
+    closest = None  # the schedule of lowest peak, while none is within the limit
+    for r in itertools.count():
+        sol, mp = _round(graph, devices, limit, budget, seed + r, pack_time_s, deadline)
+        if closest is None or sol.peak_bytes < closest.peak_bytes:
+            closest = sol
+        if mp is not None and (best is None or mp.arena_bytes.max() < best[1].arena_bytes.max()):
+            best = (sol, mp)
+        if (best is not None and best[1].arena_bytes.max() <= limit) or one_round or deadline.expired():
+            break
+    if best is None:
+        return FitResult(None, [], lb, f"undecided: the best schedule found peaks at {closest.peak_bytes:,} B, over "
+                                       f"the limit of {limit:,} B; the lower bound (SPEC section 7) is {lb:,} B, "
+                                       "within it", closest, None)
     sol, mp = best
     arenas = [int(x) for x in mp.arena_bytes]
     if max(arenas) <= limit:
         return FitResult(True, arenas, lb, f"fits: a checked plan of {max(arenas):,} B on the fullest device "
                                            f"(peak {sol.peak_bytes:,} B) within the limit of {limit:,} B", sol, mp)
-    what = (f"the best schedule found peaks at {sol.peak_bytes:,} B" if sol.peak_bytes > limit else
-            f"the best plan found needs {max(arenas):,} B (peak {sol.peak_bytes:,} B)")
-    return FitResult(None, arenas, lb, f"undecided: {what}, over the limit of {limit:,} B; the lower bound "
+    return FitResult(None, arenas, lb, f"undecided: the best plan found needs {max(arenas):,} B (peak "
+                                       f"{sol.peak_bytes:,} B), over the limit of {limit:,} B; the lower bound "
                                        f"(SPEC section 7) is {lb:,} B, within it", sol, mp)
+
+
+def _round(graph: Graph, devices: int, limit: int, budget: int, seed: int, pack_time_s: float, deadline):
+    """One round of `fit`: (the flagship's schedule, its checked plan or None when its peak is
+    over the limit); when the peak fits and the arena does not, the packing-aware climb's, if its
+    arena is smaller."""
+    from regal.flagship import optimize
+    from regal.memory_plan import plan
+    sol = optimize(graph, devices, budget, seed, deadline=deadline, callback=lambda p: p.best_peak_bytes <= limit)
+    if sol.peak_bytes > limit:
+        return sol, None
+    mp = plan(graph, sol.placement, sol.order, devices, time_limit_s=pack_time_s, deadline=deadline)
+    if mp.arena_bytes.max() <= limit or deadline.expired():
+        return sol, mp
+    from regal.arena_search import optimize_arena
+    alt = optimize_arena(graph, devices, budget, seed, start=sol, deadline=deadline)
+    alt_plan = plan(graph, alt.placement, alt.order, devices, time_limit_s=pack_time_s, deadline=deadline)
+    return (alt, alt_plan) if alt_plan.arena_bytes.max() < mp.arena_bytes.max() else (sol, mp)

@@ -64,8 +64,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3). Its info
     (objective "memory") says how the budget went: "seeding" (the starts), "generations",
     "polish_evaluations", "climbs" (each climb's kind of start, start and best peak,
-    evaluations, the moves it rejected unsimulated, `FlagshipConfig.screen_moves`, and its
-    group moves, `FlagshipConfig.group_moves`: a climb that stalls restarts,
+    evaluations, the moves it rejected unsimulated, `FlagshipConfig.climb.screen_moves`, and its
+    group moves, `FlagshipConfig.climb.group_moves`: a climb that stalls restarts,
     `FlagshipConfig.restart_stall`), "history"
     ([evaluations, best peak, seconds] at each new best: the anytime curve) and "stopped".
     """

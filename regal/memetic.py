@@ -21,7 +21,8 @@ off is plain BRKGA, bit for bit):
   more start.
 - **Polish.** One peak-focused local-search climb (`regal.local_search`: order and device
   moves near the peak, plateau walks, kicks; with `informed` moves, which aim at the peak
-  device, and `directed` ones, which take a tensor held across a peak step off it) runs between
+  device, and directed ones, which take a tensor held across a peak step off it; its settings are
+  `FlagshipConfig.climb`, `regal.climb.FLAGSHIP_CLIMB` by default) runs between
   the generations. It starts from the best heuristic seed (by the local search's own score, as
   the local-search baseline picks its start) and keeps walking across generations; whenever it
   finds a better schedule, the schedule is encoded back into the population (Lamarckian
@@ -29,7 +30,7 @@ off is plain BRKGA, bit for bit):
   member of the population: a random placement can beat every heuristic at first and trap a
   climb far above where a heuristic's basin leads. A share of the evaluations
   (`regal.config.polish_share`) goes to the climb. The climb anneals (Kirkpatrick et al. 1983):
-  early on it sometimes accepts a move that raises the peak a little (`anneal_temperature`),
+  early on it sometimes accepts a move that raises the peak a little (`climb.anneal_temperature`),
   which lets it leave the basin its start lies in; less on a graph of more nodes than the
   budget has evaluations (`anneal_evals_per_node`, `anneal_scale_power`): an uphill move pays
   only if the climb has the evaluations to come back down past it. It picks each move's kind
@@ -76,11 +77,11 @@ import numpy as np
 
 from regal._stop import Deadline, as_deadline, expired
 from regal.brkga import BrkgaConfig, BrkgaState
-from regal.config import FlagshipConfig, anneal_temperature, as_flagship_config, check_arguments, polish_share
+from regal.config import FlagshipConfig, as_flagship_config, check_arguments, polish_share
 from regal.decode import encode
 from regal.graph import Graph, check_devices
 from regal.heuristics import heuristic_solutions, packed_solutions
-from regal.local_search import Climb, LocalSearchConfig
+from regal.climb import Climb
 from regal.loop import Progress, fit_population, numba_threads, run_loop, write_back
 from regal.policy.names import DEFAULT_POLICY_NAME
 from regal.policy.resolve import resolve_policy
@@ -278,13 +279,8 @@ class Polish:
 
     def _new_climb(self, starts: list, left: int, choose=None) -> None:
         graph, budget = self.problem.graph, self.budget + self.reserve
-        cfg = LocalSearchConfig.resolve(
-            graph.num_nodes, budget, informed=True, directed=self.config.directed_share,
-            temperature=anneal_temperature(graph.num_nodes, budget, self.config),
-            adaptive=bool(self.config.adaptive_moves), rate=self.config.adaptive_rate,
-            screen=int(bool(self.config.screen_moves)), group=self.config.group_moves,
-            group_cap=self.config.group_cap, group_adaptive=bool(self.config.group_adaptive))
-        self.climber = Climb(graph, self.problem.devices, self.rng, cfg)
+        params = self.config.climb.params(graph.num_nodes, budget)
+        self.climber = Climb(graph, self.problem.devices, self.rng, params)
         self.climber.start(starts, left, self.deadline, choose)
 
     def _climb_record(self) -> dict:

@@ -34,7 +34,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from regal.graph import Graph
-from regal.packing import Instance, PackingError, check, pack
+from regal.packing import MAX_VALUE, Instance, PackingError, check, pack
 from regal.simulate import check_schedule
 
 __all__ = ["Buffers", "MemoryPlan", "buffers", "plan", "arena_bytes", "plan_json", "check_plan_json",
@@ -154,9 +154,10 @@ class MemoryPlan(NamedTuple):
 
 
 def plan(graph: Graph, placement, order, devices: int, time_limit_s: float | None = 2.0,
-         quick: bool = False) -> MemoryPlan:
+         quick: bool = False, deadline=None) -> MemoryPlan:
     """Pack every device's buffers (`regal.packing.pack`, `time_limit_s` per device; 0: the fast
-    heuristic alone; quick: two greedy placements alone), each packing checked."""
+    heuristic alone; quick: two greedy placements alone), each packing checked. deadline: a
+    `regal._stop.Deadline` that cuts every device's packing short (`pack`: still valid)."""
     import time
     t0 = time.perf_counter()
     bufs = buffers(graph, placement, order, devices)
@@ -165,7 +166,7 @@ def plan(graph: Graph, placement, order, devices: int, time_limit_s: float | Non
     optimal, methods = np.zeros(devices, dtype=bool), []
     for k in range(devices):
         inst, sel = bufs.instance(graph, k)
-        res = pack(inst, time_limit_s=time_limit_s, quick=quick)
+        res = pack(inst, time_limit_s=time_limit_s, quick=quick, deadline=deadline)
         offsets[sel] = res.offsets
         arena[k], bound[k], optimal[k] = res.packed_bytes, res.bound_bytes, res.optimal
         methods.append(res.method)
@@ -209,10 +210,16 @@ def check_plan_json(graph: Graph, placement, order, devices: int, doc) -> np.nda
     for key, val in given.items():
         if not isinstance(val, Mapping):
             fail(f"'{key}' must be an object")
+    _names_only_buffers(graph, b, devices, given, fail)
+    claimed = doc.get("arena_bytes")
+    if claimed is not None and (not isinstance(claimed, list) or len(claimed) != devices):
+        fail(f"claims arena_bytes {claimed!r}: expected a list of {devices} (one per device)")
 
     def number(x, what):
         if isinstance(x, bool) or not isinstance(x, int) or x < 0:
             fail(f"{what} must be a non-negative integer, got {x!r}")
+        if x > MAX_VALUE:
+            fail(f"{what} is {x}, over 2**62, the largest offset a plan holds exactly")
         return x
 
     for v in np.flatnonzero(b.block_of >= 0).tolist():
@@ -235,9 +242,38 @@ def check_plan_json(graph: Graph, placement, order, devices: int, doc) -> np.nda
     arenas = np.zeros(devices, dtype=np.int64)
     for k in range(devices):
         inst, sel = b.instance(graph, k)
-        arenas[k] = check(inst, offsets[sel])
-    claimed = doc.get("arena_bytes")
-    if claimed is not None and (not isinstance(claimed, list) or [int(x) if isinstance(x, int) else x
-                                                                   for x in claimed] != arenas.tolist()):
+        try:
+            arenas[k] = check(inst, offsets[sel])
+        except PackingError as e:
+            fail(f"device {k}: {e}")
+    if claimed is not None and [x if isinstance(x, int) and not isinstance(x, bool) else None
+                                for x in claimed] != arenas.tolist():
         fail(f"claims arena_bytes {claimed!r} but the offsets give {arenas.tolist()}")
     return arenas
+
+
+def _names_only_buffers(graph: Graph, b: Buffers, devices: int, given: dict, fail) -> None:
+    """Every node, device and offset the plan names exists: an offset for a node of the graph
+    with a home buffer (bytes > 0), a copy offset for a device that holds a copy of that node, a
+    temp offset for a node with temp bytes (else `fail` naming it)."""
+    index = {v: i for i, v in enumerate(graph.ids)}
+    has_copy = {(int(b.node[i]), int(b.device[i])) for i in np.flatnonzero(b.kind == 1).tolist()}
+    has_temp = {int(b.node[i]) for i in np.flatnonzero(b.kind == 2).tolist()}
+    for key, entries in given.items():
+        for v, entry in entries.items():
+            if v not in index:
+                fail(f"'{key}' names node {v!r}, which the graph lacks")
+            i = index[v]
+            if key == "offsets" and b.block_of[i] < 0:
+                fail(f"'offsets' gives node {v!r} an offset, but it has no buffer (0 bytes)")
+            if key == "temp_offsets" and i not in has_temp:
+                fail(f"'temp_offsets' gives node {v!r} a temp offset, but it holds no temp bytes")
+            if key != "copy_offsets":
+                continue
+            if not isinstance(entry, Mapping):
+                fail(f"the copy offsets of node {v!r} must be an object of device -> offset")
+            for k in entry:
+                if not (isinstance(k, str) and k.isascii() and k.isdigit() and str(int(k)) == k and int(k) < devices):
+                    fail(f"'copy_offsets' of node {v!r} names device {k!r}: the plan has devices 0 to {devices - 1}")
+                if (i, int(k)) not in has_copy:
+                    fail(f"'copy_offsets' gives node {v!r} a copy on device {k}, which the schedule does not make")

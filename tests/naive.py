@@ -32,8 +32,9 @@ def decode(graph, keys, num_devices):
     return placement, order
 
 
-def simulate(graph, placement, order, num_devices):
-    """SPEC.md section 3, step by step. Returns (peak_bytes, device_peak_bytes list)."""
+def simulate(graph, placement, order, num_devices, taken=None):
+    """SPEC.md section 3, step by step. Returns (peak_bytes, device_peak_bytes list). taken: a
+    dict that, when given, receives {v: [inputs v takes over, in its `reuse` order]} (step 2)."""
     n, d = graph.num_nodes, num_devices
     nbytes = [int(b) for b in graph.bytes]
     temp = [int(t) for t in graph.temp_bytes]
@@ -43,6 +44,7 @@ def simulate(graph, placement, order, num_devices):
     inputs = {v: [int(u) for u in graph.inputs(v)] for v in range(n)}
 
     reuse = {v: [int(u) for u in graph.reuse(v)] for v in range(n)}
+    taken_out = taken
 
     resident = [0] * d
     present = {u: set() for u in range(n)}  # devices holding a copy (home included)
@@ -69,6 +71,8 @@ def simulate(graph, placement, order, num_devices):
                     and _home_copy_freed(u, ran, placement, consumers) and taken + nbytes[u] <= nbytes[v]):
                 taken += nbytes[u]
                 taken_over.add(u)
+        if taken_over and taken_out is not None:
+            taken_out[v] = [u for u in reuse[v] if u in taken_over]
         resident[k] += nbytes[v] - taken + temp[v]
         peak[k] = max(peak[k], resident[k])
         resident[k] -= temp[v]

@@ -250,7 +250,7 @@ def test_a_tune_config_runs_its_grid_as_runner_cells_equal_to_the_flagship_with_
     field (peaks equal `regal.optimize(..., config=...)`), local search is the baseline, and a
     second config sharing the cache runs nothing it already has."""
     import regal
-    from experiments.tune_flagship import run_config
+    from experiments.tune import run_config
     gdir = tmp_path / "graphs"
     gdir.mkdir()
     graphs = {}
@@ -271,7 +271,7 @@ def test_a_tune_config_runs_its_grid_as_runner_cells_equal_to_the_flagship_with_
     assert out["counts"]["computed"] == 2 * 3
     for p in (str(gdir / f"{n}.json.gz") for n in graphs):
         g = regal.load(p)
-        want = regal.optimize(g, 2, budget=150, seed=0, config=regal.FlagshipConfig()._replace(anneal_temperature=0.0))
+        want = regal.optimize(g, 2, budget=150, seed=0, config=regal.FlagshipConfig().replace(anneal_temperature=0.0))
         assert out["peaks"][(p, 2, 0, "anneal_temperature", 0.0)] == want.peak_bytes
         ls = regal.methods.solve("local-search", g, 2, seed=0, budget=150)
         assert out["peaks"][(p, 2, 0, "anneal_temperature", None)] == ls.peak_bytes

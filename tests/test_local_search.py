@@ -159,7 +159,7 @@ def test_directed_climb_is_valid_scored_like_the_naive_twin_and_deterministic():
     for seed in range(10):
         d = 1 + seed % 3
         g, placement, order = _start(seed + 400, 20 + 4 * seed, d)
-        cfg = LocalSearchConfig.resolve(g.num_nodes, 150, informed=True, directed=1.0)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 150, informed=True, directed_share=1.0)
         res, start = _valid_twin_scored_deterministic(g, d, placement, order, 150, seed, cfg)
         gains.append(start - res.peak_bytes)
     assert max(gains) > 0
@@ -188,7 +188,8 @@ def test_annealing_climb_takes_worse_moves_yet_returns_its_best_valid_and_determ
         g, placement, order = _start(seed + 500, 24 + 4 * seed, d)
         start = naive.simulate(g, placement.tolist(), order.tolist(), d)[0]
         for temperature in uphill:
-            cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=temperature)
+            cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed_share=1.0,
+                                            anneal_temperature=temperature)
             climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
             climb.start([(placement, order)], 1)
             for _ in range(199):  # one evaluation at a time; a kick's blind moves do not count
@@ -205,15 +206,15 @@ def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_determin
     for seed in range(6):
         d = 1 + seed % 3
         g, placement, order = _start(seed + 600, 24 + 4 * seed, d)
-        cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=0.02,
-                                        adaptive=True)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed_share=1.0, anneal_temperature=0.02,
+                                        adaptive_moves=True)
         _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, cfg)
     g, placement, order = _start(700, 60, 2)
-    cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, adaptive=True)
+    cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed_share=1.0, adaptive_moves=True)
     climb = local_search.Climb(g, 2, np.random.default_rng(0), cfg)
     climb.start([(placement, order)], 1)
     climb.run(399)
-    quality = climb.state.quality  # each kind's success estimate: moved off its start, a rate
+    quality = climb.state.arrays.quality  # each kind's success estimate: moved off its start, a rate
     assert np.all((quality > 0.0) & (quality < 1.0)) and not np.allclose(quality, 0.1)
 
 
@@ -257,7 +258,7 @@ def test_climb_pack_rehomes_the_best_counts_its_evaluations_and_never_loses_it(l
         d = 2 + seed % 2
         g, placement, order = _start(seed + 700, 30 + 3 * seed, d)
         climb = local_search.Climb(g, d, np.random.default_rng(seed),
-                                   LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0))
+                                   LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed_share=1.0))
         climb.start([(placement, order)], 1)
         climb.run(20 * (seed % 3))   # the current schedule is the best, or is not
         local_search_simulations.clear()
@@ -281,21 +282,21 @@ def _screen_start(seed: int, num_nodes: int, d: int):
 
 
 def test_screened_moves_bound_is_never_above_the_simulated_peak():
-    """Audit (`screen` 2: every move simulated): a device move's lower bound on its new device's
+    """Audit (`screen_moves` 2: every move simulated): a device move's lower bound on its new device's
     bytes never exceeds the peak its simulation finds, on graphs with resident tensors, control
     edges, temp and `reuse`, d = 2, 3, 4, with and without annealing; and it does find moves."""
-    from regal import _climb
     screened = 0
     for seed in range(12):
         d = 2 + seed % 3
         g, placement, order = _screen_start(seed + 900, 30 + 5 * seed, d)
         for temperature in (0.0, 0.05):
-            cfg = LocalSearchConfig.resolve(g.num_nodes, 300, informed=True, directed=1.0, temperature=temperature,
-                                            adaptive=True, screen=2)
+            cfg = LocalSearchConfig.resolve(g.num_nodes, 300, informed=True, directed_share=1.0,
+                                            anneal_temperature=temperature,
+                                            adaptive_moves=True, screen_moves=2)
             climb = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
             climb.start([(placement, order)], 1)
             climb.run(299)
-            assert climb.state.st[_climb._MISSED] == 0
+            assert climb.state.missed == 0
             screened += climb.state.screened
     assert screened > 100
 
@@ -305,24 +306,24 @@ def test_screening_changes_no_decision_only_saves_simulations():
     the same: given B evaluations, of which the audit finds S screenable, the screened climb
     reaches the same best schedule in B - S. With annealing it is valid, scored like the naive
     twin, deterministic, and spends at most its budget."""
-    from regal import _climb
     for seed in range(8):
         d = 2 + seed % 3
         g, placement, order = _screen_start(seed + 950, 30 + 6 * seed, d)
-        cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed=1.0, screen=2)
+        cfg = LocalSearchConfig.resolve(g.num_nodes, 400, informed=True, directed_share=1.0, screen_moves=2)
         audit = local_search.Climb(g, d, np.random.default_rng(seed), cfg)
         audit.start([(placement, order)], 1)
         audit.run(399)
-        s = int(audit.state.st[_climb._SCREENED])
-        screened = local_search.Climb(g, d, np.random.default_rng(seed), cfg._replace(screen=1))
+        s = audit.state.screened
+        screened = local_search.Climb(g, d, np.random.default_rng(seed), cfg._replace(screen_moves=1))
         screened.start([(placement, order)], 1)
         screened.run(399 - s)
         # the audit's last screenable moves may come after its last other one: not reached
         assert screened.evaluations == 400 - s and screened.state.screened <= s
         assert screened.best_peak == audit.best_peak
         assert [a.tolist() for a in screened.best] == [a.tolist() for a in audit.best]
-        annealed = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=0.05,
-                                             adaptive=True, screen=1)
+        annealed = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed_share=1.0,
+                                             anneal_temperature=0.05,
+                                             adaptive_moves=True, screen_moves=1)
         res, _ = _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, annealed)
         assert res.evaluations <= 200
 
@@ -373,14 +374,15 @@ def test_group_moves_climb_is_valid_scored_like_the_naive_twin_and_deterministic
         d = 2 + seed % 3
         g, placement, order = _screen_start(seed + 1300, 30 + 5 * seed, d)
         for temperature, screen, share, adaptive in ((0.0, 0, 1.0, False), (0.05, 1, 0.5, True)):
-            cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed=1.0, temperature=temperature,
-                                            adaptive=True, screen=screen, group=share, group_cap=6,
+            cfg = LocalSearchConfig.resolve(g.num_nodes, 200, informed=True, directed_share=1.0,
+                                            anneal_temperature=temperature,
+                                            adaptive_moves=True, screen_moves=screen, group_moves=share, group_cap=6,
                                             group_adaptive=adaptive)
             _valid_twin_scored_deterministic(g, d, placement, order, 200, seed, cfg)
 
 
 def test_group_move_settings_are_checked():
     with pytest.raises(ValueError, match="group_cap"):
-        LocalSearchConfig.resolve(10, 100, group=0.5, group_cap=1)
+        LocalSearchConfig.resolve(10, 100, group_moves=0.5, group_cap=1)
     with pytest.raises(ValueError, match="group"):
-        LocalSearchConfig.resolve(10, 100, group=1.5)
+        LocalSearchConfig.resolve(10, 100, group_moves=1.5)

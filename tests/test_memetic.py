@@ -1,10 +1,12 @@
 """The flagship (regal.optimize, regal.memetic): its switches, budget and guarantees."""
 
+import itertools
 import os
 
 import numpy as np
 import pytest
 
+import naive
 import regal
 from randgraph import random_dag
 from regal import memetic
@@ -112,16 +114,57 @@ def test_bad_arguments_are_named_errors(kwargs, error, word):
 
 
 def test_anneal_temperature_falls_only_past_the_budget():
-    """Graphs the budget can visit node by node keep config.anneal_temperature; larger ones get
-    (budget / nodes) ** config.anneal_scale_power of it."""
-    from regal.config import anneal_temperature
-    cfg = regal.FlagshipConfig()
-    assert anneal_temperature(5000, 5000, cfg) == anneal_temperature(10, 5000, cfg) == cfg.anneal_temperature
+    """Graphs the budget can visit node by node keep the climb's anneal_temperature; larger ones
+    get (budget / nodes) ** anneal_scale_power of it; the kernel's params carry the scaled one."""
+    climb = regal.FlagshipConfig().climb
+    assert climb.start_temperature(5000, 5000) == climb.start_temperature(10, 5000) == climb.anneal_temperature
     for n in (6000, 20000, 80131):
-        want = cfg.anneal_temperature * (5000 / n) ** cfg.anneal_scale_power
-        assert abs(anneal_temperature(n, 5000, cfg) - want) <= 1e-15
-    assert anneal_temperature(80131, 5000, cfg) < anneal_temperature(20000, 5000, cfg)
-    assert anneal_temperature(80131, 5000, cfg._replace(anneal_evals_per_node=0.0)) == cfg.anneal_temperature
+        want = climb.anneal_temperature * (5000 / n) ** climb.anneal_scale_power
+        assert abs(climb.start_temperature(n, 5000) - want) <= 1e-15
+        assert climb.params(n, 5000).temperature == climb.start_temperature(n, 5000)
+    assert climb.start_temperature(80131, 5000) < climb.start_temperature(20000, 5000)
+    assert climb._replace(anneal_evals_per_node=0.0).start_temperature(80131, 5000) == climb.anneal_temperature
+
+
+def test_flagship_config_replace_sets_the_climbs_fields_by_name():
+    """`FlagshipConfig.replace` takes the climb's fields by their one name (nested in `climb`)
+    beside its own, and refuses a name of neither."""
+    cfg = regal.FlagshipConfig()
+    new = cfg.replace(group_moves=0.0, restart_stall=0.2)
+    assert new.climb == cfg.climb._replace(group_moves=0.0) and new.restart_stall == 0.2
+    assert new.brkga == cfg.brkga and cfg.climb.group_moves == 0.5
+    with pytest.raises(TypeError, match="directed"):
+        cfg.replace(directed=1.0)
+
+
+#: The flagship's on/off switches: the two parts `regal.optimize` takes (seeding, polish) and
+#: the switches of its `FlagshipConfig` (and of the climb in it), each with the value that turns
+#: it off. The climb's `informed` and `group_adaptive` refine `directed_share` and `group_moves`
+#: and stay on (2^10 runs, not 2^12: the suite's time).
+SWITCHES = {"seeding": False, "polish": False, "packed_seeds": 0, "pack_residents": 0, "restart_stall": 0.0,
+            "directed_share": 0.0, "anneal_temperature": 0.0, "adaptive_moves": False, "screen_moves": False,
+            "group_moves": 0.0}
+_SWITCH_GRAPH = random_dag(77, num_nodes=24, resident_fraction=0.2, control_fraction=0.2, reuse_fraction=0.3)
+
+
+@pytest.mark.parametrize("off", list(itertools.product((False, True), repeat=len(SWITCHES))),
+                         ids=lambda off: "".join("-" if o else "+" for o in off))
+def test_every_combination_of_the_switches_is_valid_rescored_and_deterministic(off):
+    """Each of the 2^10 products of the flagship's on/off switches (d = 2, a small graph with
+    residents, control edges and `reuse`): a valid schedule whose peak the naive twin finds, the
+    budget spent exactly, and the same answer twice."""
+    settings = {k: v for (k, v), o in zip(SWITCHES.items(), off) if o}
+    parts = {k: settings.pop(k, True) for k in ("seeding", "polish")}
+    config = regal.FlagshipConfig().replace(**settings)
+    g = _SWITCH_GRAPH
+    runs = [regal.optimize(g, 2, budget=120, seed=3, policy="none", config=config, num_threads=1, **parts)
+            for _ in range(2)]
+    sol = runs[0]
+    simulate(g, sol.placement, sol.order, 2)   # a valid schedule (ScheduleError otherwise)
+    assert sol.peak_bytes == naive.simulate(g, sol.placement.tolist(), sol.order.tolist(), 2)[0]
+    assert sol.evaluations == 120
+    assert runs[1].peak_bytes == sol.peak_bytes and runs[1].order.tolist() == sol.order.tolist()
+    assert runs[1].placement.tolist() == sol.placement.tolist()
 
 
 def test_config_fields_reach_the_search():
@@ -178,7 +221,7 @@ def test_each_climb_reports_its_group_moves_and_the_baseline_makes_none():
     with group moves off, or on one device; the evaluations are spent exactly either way."""
     g = regal.load(VIT)
     sol = regal.optimize(g, 2, budget=1000, seed=0)
-    off = regal.optimize(g, 2, budget=1000, seed=0, config=regal.FlagshipConfig(group_moves=0.0))
+    off = regal.optimize(g, 2, budget=1000, seed=0, config=regal.FlagshipConfig().replace(group_moves=0.0))
     one = regal.optimize(g, 1, budget=300, seed=0)
     grouped = [c["grouped"] for c in sol.info["climbs"]]
     assert sum(grouped) > 0 and all(0 <= x <= c["evaluations"] for x, c in zip(grouped, sol.info["climbs"]))

@@ -42,8 +42,9 @@ def test_greedy_kernel_matches_its_naive_twin():
     for _ in range(50):
         lo, up, sz = _random_instance(rng, 20)
         order = rng.permutation(20).astype(np.int64)
-        ptr, idx = K.overlaps(lo.astype(np.int64), up.astype(np.int64))
-        off, arena = K.greedy(sz.astype(np.int64), ptr, idx, order, False)
+        ptr, idx = K.overlaps(lo.astype(np.int64), up.astype(np.int64), np.zeros(1, dtype=np.int64))
+        off, arena, placed = K.greedy(sz.astype(np.int64), ptr, idx, order, False, np.zeros(1, dtype=np.int64))
+        assert placed == 20
         ref, ref_arena = naive_pack.first_fit(lo, up, sz, order.tolist())
         assert off.tolist() == ref and arena == ref_arena
 
@@ -60,7 +61,8 @@ def test_search_decides_like_brute_force():
             continue
         for cap, want in ((opt, K.FOUND), (opt - 1, K.INFEASIBLE)):
             out = np.empty(part.size.shape[0], dtype=np.int64)
-            status, _ = K.search(packing._buffers(part), trial % 3, cap - part.base, 10**7, 0.0, out)
+            status, _ = K.search(packing._buffers(part), trial % 3, cap - part.base, 10**7, out,
+                                 np.zeros(1, dtype=np.int64))
             assert status == want
             if status == K.FOUND:
                 assert naive_pack.collide(part.lower, part.upper, part.size, out + part.base) is None
@@ -202,7 +204,8 @@ def test_fit_undecided_exits_5():
     import glob
     graph = sorted(glob.glob("data/graphs/synthetic/*.json.gz"))[0]
     g = regal.load(graph)
-    r = CliRunner().invoke(main, ["fit", graph, "--memory", str(g.lower_bound(1)), "--json", "--budget", "100"])
+    r = CliRunner().invoke(main, ["fit", graph, "--memory", str(g.lower_bound(1)), "--json", "--budget", "100",
+                                  "--time-limit", "3"])
     doc = json.loads(r.output)
     assert (r.exit_code, doc["fits"]) in ((5, None), (0, True))
 

@@ -110,7 +110,7 @@ def test_policy_inputs_are_checked():
 @pytest.mark.slow  # training: about 11 s
 def test_reinforce_trains_checkpoints_and_resumes(tmp_path):
     """A short training run writes curves and checkpoints, and a resumed run continues from them."""
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.training.reinforce import TrainConfig, train
     paths = []
     for s in range(4):
         p = str(tmp_path / f"g{s}.json.gz")

@@ -102,7 +102,7 @@ def test_cli_refuses_a_memory_policy_for_the_runtime_objective(tmp_path):
 def test_reinforce_on_makespan_trains_and_keeps_its_references_apart(tmp_path):
     """objective="runtime": rewards from timed BRKGA runs, references keyed by objective, resume
     works, and a memory-setting policy config is refused."""
-    from regal.policy.reinforce import TrainConfig, train
+    from regal.training.reinforce import TrainConfig, train
     paths = []
     for s in range(3):
         p = str(tmp_path / f"g{s}.json.gz")
@@ -126,7 +126,7 @@ def test_reinforce_on_makespan_trains_and_keeps_its_references_apart(tmp_path):
 def test_a_checkpoint_from_before_the_objective_field_still_resumes():
     """Fields added to the training or policy config since a checkpoint, at their defaults, are
     the checkpoint's run: resuming is allowed; another value is refused naming the field."""
-    from regal.policy.reinforce import ResumeError, TrainConfig, _check_setup, run_setup
+    from regal.training.reinforce import ResumeError, TrainConfig, _check_setup, run_setup
     now = run_setup(TrainConfig(), PolicyConfig(), ["a.json"], [])
     old = json.loads(json.dumps(now))
     del old["train_config"]["objective"], old["policy_config"]["transfer_priority"]

@@ -17,7 +17,7 @@ REGAL = [sys.executable, "-m", "regal.cli"]
 
 _CHECK = r"""
 import sys, numba
-import regal, regal.cli
+import regal, regal.cli_common
 from regal.flagship import warmup
 
 def signatures():
@@ -25,7 +25,7 @@ def signatures():
             if getattr(m, "__name__", "").startswith("regal") for n, o in vars(m).items()
             if isinstance(o, numba.core.dispatcher.Dispatcher)}
 
-g = regal.cli.load_graph(sys.argv[1])
+g = regal.cli_common.load_graph(sys.argv[1])
 d, seeding, polish = int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 warmup(d, seeding=seeding, polish=polish)
 before = signatures()
@@ -77,14 +77,14 @@ _LEAN = r"""
 import json, sys
 import numba, numpy as np
 from numba.core.base import BaseContext
-import regal, regal.cli
+import regal, regal.cli_common, regal._lean_start
 
 refreshes = []
 _refresh = BaseContext.refresh
 BaseContext.refresh = lambda self: (refreshes.append(1), _refresh(self))[1]
 if sys.argv[2] == "lean":
-    regal.cli.load_kernels_lean()
-g = regal.cli.load_graph(sys.argv[1])
+    regal._lean_start.load_kernels_lean()
+g = regal.cli_common.load_graph(sys.argv[1])
 regal.warmup(2)
 sol = regal.optimize(g, 2, budget=600)
 loaded_refreshes = len(refreshes)
@@ -134,7 +134,7 @@ import regal
 heavy = sorted(m for m in ("numpy", "numba", "jax") if m in sys.modules)
 import regal.cli
 skipped = [m for m in ("scipy", "yaml", "numpy", "numba") if m in sys.modules]
-regal.cli.import_numba_lean()
+regal._lean_start.import_numba_lean()
 lean = [m for m in ("scipy", "yaml") if m in sys.modules]
 import scipy, yaml
 import regal.load, regal.simulate
@@ -171,3 +171,94 @@ def test_help_imports_neither_numpy_nor_numba(tmp_path):
     out = subprocess.run([sys.executable, "-c", _HELP], capture_output=True, text=True, cwd=tmp_path)
     assert "Usage: regal" in out.stdout, out.stderr[-2000:]
     assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+
+
+def test_the_lean_start_knows_this_numba():
+    """Every private name of Numba and llvmlite the lean start patches is where it expects it.
+    A failure here means a Numba or llvmlite release moved one: the program still works (the
+    patches step aside, `test_an_unknown_numba_layout_only_costs_time`), but `regal._lean_start`
+    must be brought up to date for the start-up's 0.1-0.2 s."""
+    import numba
+    from regal._lean_start import numba_layout_missing
+    missing = numba_layout_missing()
+    assert missing == [], (f"regal._lean_start does not know numba {numba.__version__}'s layout: "
+                           f"{', '.join(missing)} missing")
+
+
+_SWITCH = r"""
+import json, os, sys
+import regal._lean_start as L
+if sys.argv[2] == "unknown":  # a layout the patches do not know: one more name they would need
+    L.PATCHED_NAMES = L.PATCHED_NAMES + (("numba.core.caching", "Cache._not_in_any_numba"),)
+L.lean_start()
+from numba.core import caching, codegen
+patched = [getattr(caching.Cache.load_overload, "lean", False),
+           getattr(codegen.JITCodeLibrary.get_pointer_to_function, "lean", False)]
+import regal, regal.cli_common
+g = regal.cli_common.load_graph(sys.argv[1])
+sol = regal.optimize(g, 2, budget=400)
+print(json.dumps({"patched": patched, "peak": sol.peak_bytes, "order": sol.order.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("mode, env, patched", [("known", "1", [True, True]), ("known", "0", [False, False]),
+                                                ("unknown", "1", [False, False])])
+def test_an_unknown_numba_layout_only_costs_time(graph_path, mode, env, patched):
+    """The lean start patches Numba only with REGAL_LEAN_START on and on a layout it knows; off,
+    or on an unknown layout, it leaves Numba alone and the answer is the same."""
+    out = subprocess.run([sys.executable, "-c", _SWITCH, graph_path, mode], capture_output=True, text=True,
+                         env={**os.environ, "REGAL_LEAN_START": env})
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["patched"] == patched
+    ref = subprocess.run([sys.executable, "-c", _SWITCH, graph_path, "known"], capture_output=True, text=True)
+    assert {k: doc[k] for k in ("peak", "order")} == {k: json.loads(ref.stdout.strip().splitlines()[-1])[k]
+                                                      for k in ("peak", "order")}
+
+
+_EVERY = r"""
+import sys, numba
+import numpy as np
+import regal, regal.methods
+from regal import packing
+from regal._warmup import cache_misses
+
+def signatures():
+    return {f"{m.__name__}.{n}": len(o.signatures) for m in list(sys.modules.values())
+            if getattr(m, "__name__", "").startswith("regal") for n, o in vars(m).items()
+            if isinstance(o, numba.core.dispatcher.Dispatcher)}
+
+regal.warmup()
+before, misses = signatures(), cache_misses()
+g = regal.load(sys.argv[1])
+for d in (1, 2):
+    regal.optimize(g, d, budget=300)
+    regal.optimize(g, d, budget=300, seeding=False, polish=False)
+    regal.optimize(g, d, budget=300, objective="arena")
+    regal.optimize(g, d, budget=300, objective="runtime", memory_limit_bytes=g.lower_bound(d) * 2)
+    for name in regal.methods.names():
+        spec = regal.methods.get(name)
+        if spec.origin == "regal":
+            regal.methods.solve(name, g, d, budget=200 if spec.takes_budget else None)
+from regal.fit import fit
+from regal.allocation import allocation
+from regal.memory_plan import plan
+sol = regal.optimize(g, 2, budget=300)
+allocation(g, sol.placement, sol.order, 2)
+plan(g, sol.placement, sol.order, 2, time_limit_s=0.5)
+fit(g, g.lower_bound(1) * 3, 1, time_limit_s=2, budget=200)
+rng = np.random.default_rng(0)
+lo = rng.integers(0, 50, 300)
+packing.pack(packing.instance(lo, lo + rng.integers(1, 20, 300), rng.integers(1, 100, 300)), time_limit_s=0.5)
+after = signatures()
+print({k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}, cache_misses() - misses)
+"""
+
+
+def test_warmup_compiles_every_kernel_a_command_can_call(graph_path):
+    """After `regal.warmup()`, the searches of every objective, every method of the library's
+    registry, the reports' allocation and memory plan, `fit` and the packer's search load or
+    compile no further kernel (issue 48: the packer compiled inside the first `regal pack`)."""
+    out = subprocess.run([sys.executable, "-c", _EVERY, graph_path], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "{} 0", out.stdout

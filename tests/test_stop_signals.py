@@ -41,10 +41,12 @@ def _check(r, stop_s=STOP_S):
 
 
 def test_the_old_stop_helper_is_gone():
-    """regal.cli keeps one way to stop (regal._stop); its older `_stop_signals` helper is removed."""
+    """The program keeps one way to stop (regal._stop); its older `_stop_signals` helper is
+    removed, and every command that searches stops on a signal."""
     import regal.cli
-    assert not hasattr(regal.cli, "_stop_signals")
-    assert regal.cli.STOPPABLE_COMMANDS == ("optimize", "solve", "train")
+    import regal.commands.program
+    assert not hasattr(regal.cli, "_stop_signals") and not hasattr(regal.commands.program, "_stop_signals")
+    assert regal.commands.program.STOPPABLE_COMMANDS == ("optimize", "solve", "train", "pack", "fit")
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])

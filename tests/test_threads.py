@@ -15,10 +15,10 @@ from regal.graph import save
 
 _LAYER = r"""
 import sys, numba
-import regal.cli
-regal.cli.start_numba()
+import regal.cli_common
+regal.cli_common.start_numba()
 import regal
-g = regal.cli.load_graph(sys.argv[1])
+g = regal.cli_common.load_graph(sys.argv[1])
 regal.optimize(g, 2, budget=300, seeding=False, polish=False)
 print(numba.threading_layer())
 """

@@ -14,7 +14,7 @@ from regal.graph import save
 pytest.importorskip("jax")
 
 from regal.policy import load_policy  # noqa: E402
-from regal.policy.reinforce import (CheckpointError, ResumeError, TrainConfig,  # noqa: E402
+from regal.training.reinforce import (CheckpointError, ResumeError, TrainConfig,  # noqa: E402
                                     train)
 
 TINY = TrainConfig(devices=(1, 2), steps=4, samples=2, budget=60, checkpoint_every=2, validate_every=2,
@@ -59,7 +59,7 @@ def checkpointed(graphs, tmp_path_factory):
     so that the tests of refusals need no compiled network)."""
     import jax
     from regal.policy import init_policy
-    from regal.policy.reinforce import _Learner, _save_checkpoint, _TrainState, run_setup
+    from regal.training.reinforce import _Learner, _save_checkpoint, _TrainState, run_setup
     out = str(tmp_path_factory.mktemp("checkpointed"))
     policy = init_policy(None, seed=TINY.seed)
     learner = _Learner(policy, TINY)

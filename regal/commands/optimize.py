@@ -51,7 +51,8 @@ if TYPE_CHECKING:
               help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
                    "seeding or polish, else 1]")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
-              help="seconds from the start until the plan is written (the report after it is not limited)")
+              help="seconds from the start to the end of the report: the search stops 5 % before it, "
+                   "the report ends within 5 % after it (what it leaves out, it says)")
 @click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="write the regal-solution/1 file here")
@@ -83,13 +84,13 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     deadline = command_deadline(time_limit_s)  # from the program's start: imports, loading and seeds included
     with stop_on_signals(deadline):  # a signal stops whatever runs within a second (exit 3)
         _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
-                  threads, runtime, output, deadline)
+                  threads, runtime, output, deadline, time_limit_s)
     if deadline.stop_requested:
         sys.exit(EXIT_INTERRUPTED)
 
 
 def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
-              threads, runtime, output, deadline):
+              threads, runtime, output, deadline, time_limit_s=None):
     import regal.methods
     g = _load_or_exit(graph_path, dims, deadline)
     priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
@@ -115,7 +116,7 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
             bar.close()
     if priors is not None:  # the solution names the policy that gave the priors, and its time
         sol = dataclasses.replace(sol, info={**sol.info, "policy": policy, "policy_seconds": round(policy_seconds, 6)})
-    _write_and_report(g, sol, output, as_json, deadline)
+    _write_and_report(g, sol, output, as_json, deadline, time_limit_s)
 
 
 def _policy_priors(policy: str, g: Graph, devices: int, objective: str = "memory"):
@@ -244,13 +245,16 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
 
 
 def _warm_up(deadline, devices: int, seeding: bool, polish: bool) -> None:
-    """`regal.warmup` (the kernels, compiled or loaded from Numba's cache: seconds when the cache
-    is cold) while this thread watches `deadline`: a stop request ends the command with status 3
-    within a poll interval; the time limit lets it finish (every result needs the kernels)."""
-    from regal._stop import Stopped, interruptible
+    """The search's and the report's kernels (compiled or loaded from Numba's cache: minutes
+    when the cache is cold) while this thread watches `deadline` (`regal.cli_common.warm_up`):
+    a stop request ends the command with status 3 within a poll interval; a compilation is not
+    counted in --time-limit, and said so."""
+    from regal._warmup import warmup_report
+    from regal.cli_common import warm_up
     from regal.flagship import warmup
-    try:
-        interruptible(warmup, deadline, devices, seeding=seeding, polish=polish, requests_only=True)
-    except Stopped:
-        click.echo(f"stopped ({deadline.reason}) while loading the search's kernels: no solution to write", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+
+    def kernels():
+        warmup(devices, seeding=seeding, polish=polish)
+        warmup_report()
+
+    warm_up(deadline, kernels, what="the search's kernels", nothing="no solution to write")

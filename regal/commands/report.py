@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from regal.cli_common import EXIT_INTERRUPTED, human_bytes, load_graph
-from regal.cli_pack import exit_for_limit, packed_line, packed_summary
+from regal.commands.pack import exit_for_limit, packed_line, packed_summary
 
 if TYPE_CHECKING:
     from regal.graph import Graph
@@ -71,24 +71,37 @@ REPORT_PACK_WALL_S = 5.0
 
 def _packed(g: Graph, sol, deadline=None) -> dict | None:
     """`packed_summary` (the packed arena beside the peak), or None when a stop request
-    (`deadline`) comes first or it takes more than REPORT_PACK_WALL_S (then left behind)."""
+    (`deadline`) or its time limit comes first, or it takes more than REPORT_PACK_WALL_S (then
+    left behind)."""
     from regal._stop import Stopped, interruptible
     if deadline is None:
         return packed_summary(g, sol)
+    limit = deadline.at
     deadline.at = time.perf_counter() + REPORT_PACK_WALL_S  # the same object: a signal still reaches it
+    if limit is not None:
+        deadline.at = min(deadline.at, limit)
     try:
         return interruptible(packed_summary, deadline, g, sol)
     except Stopped:
         return None
     finally:
-        deadline.at = None
-        if deadline.reason == "time_limit":
+        deadline.at = limit
+        if deadline.reason == "time_limit" and (limit is None or time.perf_counter() < limit):
             deadline.reason = None
 
 
+def _not_computed(deadline) -> str:
+    """Why a part of the report is missing: a stop request, or the command's time limit."""
+    if deadline is not None and deadline.stop_requested:
+        return "not computed: stopped"
+    if deadline is not None and deadline.at is not None and deadline.expired():
+        return "not computed within --time-limit"
+    return f"not computed within {REPORT_PACK_WALL_S:g} s"
+
+
 def _not_packed(deadline) -> str:
-    return ("packed    (not computed: stopped)" if deadline is not None and deadline.stop_requested else
-            f"packed    (not computed within {REPORT_PACK_WALL_S:g} s; regal fit -o computes it)")
+    why = _not_computed(deadline)
+    return f"packed    ({why}{'' if why.endswith('stopped') else '; regal fit -o computes it'})"
 
 
 def _print_solution(g: Graph, sol, output: str | None, deadline=None):
@@ -99,11 +112,14 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
     click.echo(f"peak      {human_bytes(sol.peak_bytes)} ({sol.peak_bytes:,} B)")
     if d > 1:
         for k in range(d):
-            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} "
-                       f"({int((sol.placement == k).sum()):,} nodes)")
+            on = sol.placement == k
+            only_weights = on.any() and bool(g.resident[on].all())
+            click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(on.sum()):,} nodes"
+                       + ("; weights only, it runs no op: a parameter-server layout, docs/library.md)"
+                          if only_weights else ")"))
     alloc = _allocation(g, sol, deadline)
     if alloc is None:
-        click.echo("allocated (not computed: stopped)")
+        click.echo(f"allocated ({_not_computed(deadline)})")
     else:
         click.echo(f"allocated {human_bytes(alloc.allocation_bytes)} ({alloc.allocation_bytes:,} B) by XLA-style "
                    "buffer assignment (SPEC section 3a)")
@@ -127,12 +143,18 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
 #: is written within the limit: 2.5 ms at 1K nodes, 0.75 s at 300K, 2.5 s at 1M.
 PLAN_SECONDS_PER_NODE = 2.5e-6
 
+#: Share of --time-limit kept for the report: the search stops this share before the limit, the
+#: report (allocation, packed arena, bound) ends at most this share after it, whatever it then
+#: leaves out said so: the command as a whole ends within 10 % of the limit, exiting included.
+REPORT_SHARE = 0.05
+
 
 def _load_or_exit(graph_path, dims, deadline):
     """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
     loaded ends the command with status 3 and a line saying nothing was written. Once it is
     loaded, the deadline's time limit moves earlier by the time writing its plan will take
-    (`PLAN_SECONDS_PER_NODE`; `_write_and_report` lifts the limit once the plan is written)."""
+    (`PLAN_SECONDS_PER_NODE`) and by REPORT_SHARE of the limit, the report's (`_write_and_report`
+    gives the report its own limit once the plan is written)."""
     from regal._stop import Stopped, interruptible
     try:
         g = interruptible(load_graph, deadline, graph_path, dims)
@@ -142,18 +164,24 @@ def _load_or_exit(graph_path, dims, deadline):
             sys.exit(EXIT_INTERRUPTED)
         return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
     if deadline.at is not None:
-        deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes
+        from regal.cli_common import command_start
+        deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes + REPORT_SHARE * max(0.0, deadline.at - command_start())
     return g
 
 
-def _write_and_report(g: Graph, sol, output, as_json: bool, deadline) -> None:
+def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit_s: float | None = None) -> None:
     """Write the solution (a further signal is only counted: the file is always complete), then
-    report it; a stop request during the report cuts its slow part (the allocation)."""
+    report it; a stop request during the report, or the end of the command's time limit (the
+    limit plus REPORT_SHARE of it, from the program's start), cuts its slow parts (the
+    allocation, the packed arena), each then said to be not computed."""
     if deadline.stop_requested:
         sol = dataclasses.replace(sol, info={**sol.info, "stopped": deadline.reason})
     if output:
         sol.save(output)
-    deadline.at = None  # the time limit was the search's; only a stop request cuts the report
+    deadline.at = None  # the time limit was the search's; the report has its own
+    if time_limit_s is not None:
+        from regal.cli_common import command_start
+        deadline.at = command_start() + time_limit_s * (1 + REPORT_SHARE)
     if deadline.reason == "time_limit":
         deadline.reason = None
     if "timed" in sol.info:

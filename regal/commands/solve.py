@@ -17,9 +17,11 @@ from regal.commands.report import _load_or_exit, _runtime_options, _write_and_re
 @click.argument("graph_path", metavar="GRAPH", required=False)
 @click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--budget", "-n", type=click.IntRange(1), default=None,
-              help="evaluations, for the methods that take a budget (default: the method's)")
+              help="evaluations, for the methods that take a budget (default: the method's); the others "
+                   "refuse it (their effort: --time-limit)")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
-              help="seconds from the start until the plan is written (the report after it is not limited)")
+              help="seconds from the start to the end of the report: the search stops 5 % before it, "
+                   "the report ends within 5 % after it (what it leaves out, it says)")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
@@ -37,6 +39,10 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     if not method or not graph_path:
         raise click.UsageError("give METHOD and GRAPH (or --list)")
     spec = regal.methods.get(method)  # an unknown name fails before the graph is read
+    if budget is not None and not spec.takes_budget:
+        takers = ", ".join(n for n in regal.methods.names() if regal.methods.get(n).takes_budget)
+        raise click.BadParameter(f"{method} takes no evaluation budget: its effort is bounded by --time-limit "
+                                 f"(the methods with a budget: {takers})", param_hint="--budget")
     runtime = spec.objective == "runtime"
     options = _runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
                                method=method)
@@ -66,7 +72,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
                 sol = make_solution(g, placement, order, devices, method=method, info={
                     "stopped": deadline.reason, "note": f"{method} was stopped before it returned: "
                                                         f"this is the fallback schedule ({name})"})
-        _write_and_report(g, sol, output, as_json, deadline)
+        _write_and_report(g, sol, output, as_json, deadline, time_limit_s)
     if deadline.stop_requested:
         sys.exit(EXIT_INTERRUPTED)
 

@@ -70,15 +70,23 @@ class Graph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_records(cls, nodes: Sequence[Mapping[str, Any]], name: str = "graph",
-                     meta: Mapping[str, Any] | None = None, source: str = "graph") -> "Graph":
+                     meta: Mapping[str, Any] | None = None, source: str = "graph",
+                     unknown_keys: str = "error") -> "Graph":
         """Validate node records (the `nodes` list of a `regal-graph/1` file) and build a Graph.
 
         `source` names where the records came from (a file path) in error messages.
+        unknown_keys: "error" (a record key that is not a field of SPEC section 1, such as a
+        misspelled "inptus", is a GraphError naming the node and the key) or "ignore" (what a
+        graph file's reader does: SPEC section 1 lets files carry other keys).
         """
         if not isinstance(nodes, (list, tuple)):
             raise GraphError(f"{source}: 'nodes' must be a list")
         if len(nodes) == 0:
             raise GraphError(f"{source}: the graph is empty (no nodes)")
+        if unknown_keys not in ("error", "ignore"):
+            raise ValueError(f"unknown_keys must be 'error' or 'ignore', got {unknown_keys!r}")
+        if unknown_keys == "error":
+            _refuse_unknown_keys(nodes, source)
         if not _utf8(str(name)):
             raise GraphError(f"{source}: the graph's name {name!r} is not a valid Unicode string "
                              "(a lone surrogate cannot be written to a file)")
@@ -323,3 +331,27 @@ class Graph:
             "depth": self.depth(),
             "lower_bound_bytes_1_device": self.lower_bound(1),
         }
+
+
+#: The keys of a node record (SPEC section 1).
+RECORD_KEYS = frozenset(("id", "op", "bytes", "temp_bytes", "cost", "resident", "output", "inputs",
+                         "control_inputs", "reuse"))
+
+
+def _refuse_unknown_keys(nodes: Sequence, source: str) -> None:
+    """GraphError naming the first record with a key that is not in RECORD_KEYS, and the key."""
+    keys = set()
+    for rec in nodes:
+        if isinstance(rec, Mapping):
+            keys.update(rec.keys())
+    if keys <= RECORD_KEYS:
+        return
+    import difflib
+    for rec in nodes:
+        if not isinstance(rec, Mapping):
+            continue
+        for key in rec:
+            if key not in RECORD_KEYS:
+                close = difflib.get_close_matches(str(key), sorted(RECORD_KEYS), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(RECORD_KEYS))})"
+                raise GraphError(f"{source}: node {rec.get('id')!r} has an unknown key {key!r}{hint}")

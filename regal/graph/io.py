@@ -27,7 +27,7 @@ def from_json(doc: Any, source: str = "graph") -> Graph:
     if not isinstance(meta, Mapping):
         raise GraphError(f"{source}: 'meta' must be an object")
     name = doc.get("name") or os.path.basename(source).split(".")[0]
-    return Graph.from_records(doc["nodes"], name=str(name), meta=meta, source=source)
+    return Graph.from_records(doc["nodes"], name=str(name), meta=meta, source=source, unknown_keys="ignore")
 
 
 @contextmanager

@@ -30,7 +30,7 @@ MAX_STARTS = 32
 
 def start_features(names, scores) -> np.ndarray:
     """float32[K, NUM_START_FEATURES] for starts `names` with climb scores `scores`
-    (`regal.local_search.Score`: peak, device-peak sum, steps at peak), K <= MAX_STARTS."""
+    (`regal.climb.Score`: peak, device-peak sum, steps at peak), K <= MAX_STARTS."""
     k = len(names)
     if not 0 < k <= MAX_STARTS or len(scores) != k:
         raise ValueError(f"a start choice reads 1..{MAX_STARTS} starts with a score each, got {k} and {len(scores)}")

@@ -1,5 +1,5 @@
 """BRKGA runs of a training run on Dask: the plain references (cached in `reference.json`)
-and the validation of a policy on held-out graphs; see `regal.policy.reinforce`."""
+and the validation of a policy on held-out graphs; see `regal.training.reinforce`."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class _References:
 def _run_many(client, jobs, objective: str = "memory"):
     """jobs: list of (path, d, seed, budget, priors_arrays|None) -> peaks (objective "memory") or
     makespans ("runtime"), on Dask or in-process."""
-    from regal.policy.rewards import brkga_peak as run_brkga
+    from regal.training.rewards import brkga_peak as run_brkga
     jobs = [tuple(j) + (objective,) for j in jobs]
     if client is None:
         return [run_brkga(*j) for j in jobs]

@@ -1,5 +1,5 @@
 """The policy's loss and optimizer (REINFORCE with a leave-one-out baseline, entropy bonus,
-Adam with clipping) and the imitation warm start; see `regal.policy.reinforce`."""
+Adam with clipping) and the imitation warm start; see `regal.training.reinforce`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from regal.graph import load
 from regal.policy import Policy
 from regal.policy.actions import Actions
-from regal.policy.training.config import TrainConfig
+from regal.training.config import TrainConfig
 
 
 def _log_probs(net, params, batch, acts, num_devices, cfg):

@@ -1,6 +1,6 @@
 """The reward of a policy's priors during training: the peak (or makespan) of one BRKGA run.
 
-A Dask task of `regal.policy.reinforce`; it sits above the searches (it runs them), so the
+A Dask task of `regal.training.reinforce`; it sits above the searches (it runs them), so the
 searches never import it.
 """
 

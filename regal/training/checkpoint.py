@@ -1,5 +1,5 @@
 """Checkpoints of a training run (`checkpoint.npz`: arrays, and JSON for the rest; no pickle)
-and the check that a resumed run has the setting it was saved with; see `regal.policy.reinforce`."""
+and the check that a resumed run has the setting it was saved with; see `regal.training.reinforce`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import os
 import numpy as np
 
 from regal._io import atomic_binary
-from regal.policy.training.config import RESUMABLE_FIELDS, TrainConfig, _TrainState
-from regal.policy.training.learner import _Learner
+from regal.training.config import RESUMABLE_FIELDS, TrainConfig, _TrainState
+from regal.training.learner import _Learner
 
 
 CHECKPOINT = "checkpoint.npz"

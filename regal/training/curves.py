@@ -1,5 +1,5 @@
 """The training curves: `train.csv`, `valid.csv` (appended, cut back on resume) and
-`curves.png`; see `regal.policy.reinforce`."""
+`curves.png`; see `regal.training.reinforce`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`TrainConfig`, the settings of a training run, and the state a step passes on; see
-`regal.policy.reinforce`."""
+`regal.training.reinforce`."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ packed arena beside the peak and to end a run over its memory limit with the fit
 
 Exit statuses of `regal fit` (and of a runtime search over its --memory-limit): 0 fits (a
 checked plan), 4 does not fit (a lower bound of SPEC section 7 above the limit, named), 5
-undecided; 1 is a bad input, 2 a usage error, as everywhere in `regal`.
+undecided; 1 is a bad input, 2 a usage error, 3 stopped by a signal, as everywhere in `regal`.
+Both commands stop as `regal optimize` does: a signal in any phase ends them within a second,
+status 3, the best result so far written.
 """
 
 from __future__ import annotations
@@ -52,31 +54,48 @@ def _seconds(ctx, param, value):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="OUT.csv: the same rows with an `offset` column")
 @click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True, callback=_seconds,
-              help="seconds for the exact search (0: the greedy heuristic alone)")
+              help="seconds from the start until the offsets are written: reading, the greedy placements, "
+                   "MiniMalloc's exact search, the check (0: the greedy placements alone, however long)")
 @click.option("--json", "as_json", is_flag=True, help='print {"packed_bytes", "bound_bytes", "optimal"}')
 @_friendly_errors
 def pack_cmd(csv_path, output, time_limit_s, as_json):
-    """Give every buffer of FILE.csv (MiniMalloc's `id,lower,upper,size`, lives half-open) an
-    offset so that no two live buffers overlap, in the smallest arena found: the greedy
-    heuristic, then MiniMalloc's exact search within the time limit. Every packing is checked;
-    one at the live-bytes bound (the most bytes live at once) is optimal."""
-    from regal.packing import pack, read_csv, write_csv
+    """Give every buffer of FILE.csv (MiniMalloc's `id,lower,upper,size`, lives half-open; sizes
+    and times up to 2**62) an offset so that no two live buffers overlap, in the smallest arena
+    found: the greedy heuristic, then MiniMalloc's exact search within the time limit. Every
+    packing is checked; one at the live-bytes bound (the most bytes live at once) is optimal.
+    Ctrl-C, SIGTERM or SIGHUP stops it: the best packing so far is written, exit status 3."""
+    from regal._stop import stop_on_signals
+    from regal._warmup import warmup_packing
+    from regal.cli_common import EXIT_INTERRUPTED, command_deadline, warm_up
+    from regal.packing import PackingError, pack, read_csv, write_csv
     if output:
         from regal._io import check_writable
         check_writable(output, inputs=(csv_path,))
-    inst = read_csv(csv_path)
-    res = pack(inst, time_limit_s=time_limit_s)
-    if output:
-        write_csv(output, inst, res.offsets)
+    deadline = command_deadline(time_limit_s or None)  # from the program's start
+    with stop_on_signals(deadline):
+        warm_up(deadline, warmup_packing, what="the packer's kernels")
+        inst = read_csv(csv_path)
+        if deadline.stop_requested:
+            click.echo(f"stopped ({deadline.reason}) while reading {csv_path}: nothing to write", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        try:
+            res = pack(inst, time_limit_s=0.0 if time_limit_s == 0 else None, deadline=deadline)
+        except PackingError as e:
+            raise PackingError(f"{csv_path}: {e}") from None
+        if output:
+            write_csv(output, inst, res.offsets)
     if as_json:
         click.echo(json.dumps({"packed_bytes": res.packed_bytes, "bound_bytes": res.bound_bytes,
                                "optimal": res.optimal}))
-        return
-    gap = "optimal" if res.optimal else f"+{(res.packed_bytes - res.bound_bytes) / max(res.bound_bytes, 1) * 100:.2f} % over it"
-    click.echo(f"{os.path.basename(csv_path)}: {len(inst.ids):,} buffers packed in {res.packed_bytes:,} B; "
-               f"live-bytes bound {res.bound_bytes:,} B ({gap}); {res.method}, {res.seconds:.2f} s")
-    if output:
-        click.echo(f"wrote {output}")
+    else:
+        gap = "optimal" if res.optimal else f"+{(res.packed_bytes - res.bound_bytes) / max(res.bound_bytes, 1) * 100:.2f} % over it"
+        click.echo(f"{os.path.basename(csv_path)}: {len(inst.ids):,} buffers packed in {res.packed_bytes:,} B; "
+                   f"live-bytes bound {res.bound_bytes:,} B ({gap}); {res.method}, {res.seconds:.2f} s")
+        if output:
+            click.echo(f"wrote {output}")
+    if deadline.stop_requested:
+        click.echo(f"stopped ({deadline.reason}): the best packing found so far", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @click.command("fit", short_help="will GRAPH fit in LIMIT per device? a checked plan, or a proof")
@@ -87,27 +106,41 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="PLAN.json: the regal-solution/1 file with its memory_plan, when it fits")
 @click.option("--time-limit", "time_limit_s", type=float, default=120.0, show_default=True, callback=_seconds,
-              help="seconds for the searches")
+              help="seconds from the start until the answer: the searches go on until a plan fits, a bound "
+                   "proves that none does, or this ends")
 @click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
-              help="the flagship's evaluations")
+              help="the flagship's evaluations per round (each round a new seed)")
 @click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--json", "as_json", is_flag=True, help='print {"fits", "arena_bytes", "bound_bytes", "proof"}')
 @_friendly_errors
 def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_json):
     """Whether GRAPH runs on --devices devices of LIMIT bytes each. Exit status 0: it fits, with
     a checked memory plan (an offset for every buffer; written with -o); 4: it does not fit (a
-    lower bound of SPEC section 7 above the limit, named); 5: undecided within the time limit."""
-    from regal.cli_common import load_graph
+    lower bound of SPEC section 7 above the limit, named); 5: undecided within the time limit;
+    3: stopped by Ctrl-C, SIGTERM or SIGHUP (what was decided so far is printed)."""
+    from regal._stop import stop_on_signals
+    from regal._warmup import warmup_packing
+    from regal.cli_common import EXIT_INTERRUPTED, command_deadline, warm_up
+    from regal.commands.report import _load_or_exit
     from regal.fit import fit
+    from regal.flagship import warmup
     if output:
         from regal._io import check_writable
         check_writable(output, inputs=(graph_path,))
-    g = load_graph(graph_path)
-    if devices > g.num_nodes:
-        raise click.BadParameter(f"{devices} devices for {g.num_nodes} nodes", param_hint="--devices")
-    res = fit(g, memory, devices, time_limit_s=time_limit_s, budget=budget, seed=seed)
-    if res.fits and output:
-        save_with_plan(g, res.solution, res.plan, output)
+    deadline = command_deadline(time_limit_s)  # from the program's start
+    with stop_on_signals(deadline):
+        g = _load_or_exit(graph_path, (), deadline)
+        if devices > g.num_nodes:
+            raise click.BadParameter(f"{devices} devices for {g.num_nodes} nodes", param_hint="--devices")
+
+        def kernels():
+            warmup(devices)
+            warmup_packing()
+
+        warm_up(deadline, kernels, what="the search's and the packer's kernels")
+        res = fit(g, memory, devices, time_limit_s=None, budget=budget, seed=seed, deadline=deadline)
+        if res.fits and output:
+            save_with_plan(g, res.solution, res.plan, output)
     if as_json:
         click.echo(json.dumps({"fits": res.fits, "arena_bytes": res.arena_bytes, "bound_bytes": res.bound_bytes,
                                "proof": res.proof}))
@@ -118,6 +151,9 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
                        f"lower bound {res.bound_bytes:,} B")
         if res.fits and output:
             click.echo(f"wrote {output}")
+    if deadline.stop_requested:
+        click.echo(f"stopped ({deadline.reason})", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(EXIT_FITS if res.fits else EXIT_DOES_NOT_FIT if res.fits is False else EXIT_UNDECIDED)
 
 
