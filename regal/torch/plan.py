@@ -162,26 +162,14 @@ def _call_nodes(gm: torch.fx.GraphModule) -> dict[str, torch.fx.Node]:
 
 def taken_over(graph: Graph, order: Sequence[int]) -> dict[int, list[int]]:
     """The inputs each node takes over (SPEC.md section 3, step 2) when `order` runs on one
-    device: `{node: [inputs whose buffer it writes its output into]}`."""
-    last = np.full(graph.num_nodes, -1, dtype=np.int64)
-    pos = np.empty(graph.num_nodes, dtype=np.int64)
-    pos[np.asarray(order)] = np.arange(len(order))
-    kept = graph.kept
-    for v in range(graph.num_nodes):
-        for u in graph.inputs(v):
-            last[u] = max(last[u], pos[v])
+    device: `{node: [inputs whose buffer it writes its output into]}` (`regal._takeover.takers`,
+    the rule's one vectorized twin)."""
+    from regal._takeover import takers
+    taker = takers(graph, np.zeros(graph.num_nodes, dtype=np.int64), np.asarray(order))
     out: dict[int, list[int]] = {}
-    for v in order:
-        taken, mine = 0, []
-        for u in graph.reuse(v):
-            if graph.resident[u] or kept[u] or last[u] != pos[v]:
-                continue
-            if taken + int(graph.bytes[u]) <= int(graph.bytes[v]):
-                taken += int(graph.bytes[u])
-                mine.append(int(u))
-        if mine:
-            out[int(v)] = mine
-    return out
+    for u in np.flatnonzero(taker >= 0):
+        out.setdefault(int(taker[u]), []).append(int(u))
+    return {v: [u for u in graph.reuse(v) if u in us] for v, us in out.items()}
 
 
 def _out_variant(target):
