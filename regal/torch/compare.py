@@ -21,7 +21,7 @@ from regal.graph import Graph
 from regal.solution import Solution
 from regal.torch.dist import colocate_writes, run_placed
 from regal.torch.plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
-                              trace_for, without_reuse)
+                              torch_threads_kept, trace_for, without_reuse)
 
 __all__ = ["Comparison", "compare", "deterministic", "eager_peak", "module_device", "to_device"]
 
@@ -112,8 +112,8 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     and measure both with PyTorch's allocator; `eager`: measure eager PyTorch's peak too.
 
     `device`: where to run (default: where the module is); the module is moved there first
-    (`Module.to`, in place) and traced there. Outputs are compared under PyTorch's
-    deterministic algorithms (`deterministic`). `calibrate_temps`: book each op's scratch
+    (`Module.to`, in place) and traced there. Both orders run under PyTorch's deterministic
+    algorithms (`deterministic`), so their outputs can be compared bit for bit. `calibrate_temps`: book each op's scratch
     memory as measured in the own-order run (`measure_nodes`, `calibrate`) before optimizing
     and predicting. On one device each output of a multi-output op lives to its own last reader
     (`split_outputs`) and the plan makes its take-overs real (`realize_reuse`); on several it
@@ -123,8 +123,8 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     the prediction).
     """
     module, inputs, device = to_device(module, example_inputs, device)
+    traced = trace_for(module, inputs, training, split_outputs=devices == 1)
     with deterministic():
-        traced = trace_for(module, inputs, training, split_outputs=devices == 1)
         if calibrate_temps:
             traced = calibrate(traced, measure_nodes(traced, device))
         plain = traced._replace(graph=without_reuse(traced.graph))
@@ -133,9 +133,11 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
         pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
         base = eager_peak(module, inputs, training, device, seed) if eager else None
         if devices == 1:
-            sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+            with torch_threads_kept():
+                sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
             run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
             return Comparison(1, pytorch, run, sol, traced.graph, base)
-        sol = colocate_writes(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
+        with torch_threads_kept():
+            sol = colocate_writes(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
         run, _ = run_placed(plain, sol, device_type=device.type)
         return Comparison(devices, pytorch, run, sol, plain.graph, base)

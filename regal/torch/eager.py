@@ -104,8 +104,8 @@ def _in_backward(model, optimizer):
     per = {}
     for g in opt.param_groups:
         hyper = {k: v for k, v in g.items() if k != "params"}
-        for p in g["params"]:
-            per[p] = type(optimizer)([p], **hyper)
+        for p in g["params"]:   # a param group (not keywords): it may hold keys __init__ does not take
+            per[p] = type(optimizer)([{**hyper, "params": [p]}])
 
     def hook(p):
         per[p].step()

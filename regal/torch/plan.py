@@ -315,6 +315,21 @@ def _fresh(args) -> tuple:
 
 
 @contextlib.contextmanager
+def torch_threads_kept():
+    """PyTorch's intra-op thread count as it was, after the body (a regal search): Numba's
+    OpenMP threading layer, which the library may load, sets the process's OpenMP thread count
+    and with it PyTorch's. Kernels that sum in per-thread parts (LayerNorm's weight and bias
+    gradients) then return other last bits than before the search: an order compared with
+    another would differ for that alone."""
+    n = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
+
+@contextlib.contextmanager
 def quiet_profiler():
     """PyTorch's profiler (Kineto) writes `USDT: ... profiler_start/stop` and `STAGE:` lines to
     the process's standard error from C++ at every start and stop: they go to a file while it

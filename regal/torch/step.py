@@ -402,7 +402,7 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     """
     from regal.flagship import optimize
     from regal.simulate import simulate
-    from regal.torch.plan import calibrate, measure_nodes, own_solution, plan_program, without_reuse
+    from regal.torch.plan import calibrate, measure_nodes, own_solution, plan_program, torch_threads_kept, without_reuse
     if devices != 1:
         raise UnsupportedError(f"planned_step: devices={devices}: a planned step runs on one device "
                                "(several: regal.torch.dist.run_placed runs a placed plan once)")
@@ -420,7 +420,8 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     traced = traced._replace(args=traced.args + tuple(0.5 for _ in layout.scalars))
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
     traced = calibrate(traced, measure_nodes(traced, device))
-    solution = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+    with torch_threads_kept():
+        solution = optimize(traced.graph, devices=1, budget=budget, seed=seed)
     program = plan_program(traced, solution, realize_reuse=True)
     predicted = int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
     own = own_solution(traced)
