@@ -14,6 +14,11 @@ today, measured the same way: eager steps, optimizer-in-backward, torch.compile)
 
 from __future__ import annotations
 
+try:
+    import torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised only where torch is absent
+    raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
+
 from regal.torch.importer import (ELEMENTWISE_ATEN, UNDECLARED_WRITES, Traced, from_exported,  # noqa: F401
                                   from_fx, from_module, trace)
 
