@@ -334,7 +334,8 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
     found: list = []
     for n in _flat_nodes(node.args):
         t = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
-        if not isinstance(t, torch.Tensor) or t.shape != val.shape or t.dtype != val.dtype:
+        if not isinstance(t, torch.Tensor) or t.shape != val.shape or t.dtype != val.dtype \
+                or t.stride() != val.stride():   # written in place, the output keeps its layout
             continue
         leaves = b.leaves(n)
         if len(leaves) == 1:

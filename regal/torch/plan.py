@@ -261,7 +261,7 @@ def _emit_taken(new: torch.fx.Graph, n: torch.fx.Node, taken: list, env, emit, n
     for a in n.all_input_nodes:
         t = a.meta.get("val")
         if _root(a, names) in taken and isinstance(t, torch.Tensor) and isinstance(val, torch.Tensor) \
-                and t.shape == val.shape and t.dtype == val.dtype:
+                and t.shape == val.shape and t.dtype == val.dtype and t.stride() == val.stride():
             target = a
             break
     if variant is None or target is None:
