@@ -392,7 +392,7 @@ def test_a_time_limit_keeps_time_for_the_plan(graph_file):
     node (the solution's re-simulation and its file must fit in the limit) and by REPORT_SHARE
     of the limit (the report's, issue 48); no limit, no change."""
     from regal._stop import Deadline
-    from regal.commands.report import PLAN_SECONDS_PER_NODE, REPORT_SHARE, _load_or_exit
+    from regal.cli_common import PLAN_SECONDS_PER_NODE, REPORT_SHARE, _load_or_exit
     g, p = graph_file
     deadline = Deadline(10.0)
     at = deadline.at
