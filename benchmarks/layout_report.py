@@ -47,7 +47,7 @@ LAYERS = [
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
                   "regal.runtime", "regal.arena_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.training",
-               "regal.policy.reinforce", "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
+               "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
                "regal.torch.step", "regal.torch.eager"]),
     ("front", ["regal.__init__", "regal.cli_common", "regal.cli", "regal.commands"]),
