@@ -6,7 +6,10 @@
 Every `import regal.X` / `from regal.X import ...` counts, at module level or inside a function
 (an import inside a function still makes a circle, it only hides it). A module's *layer* is its
 room in docs/architecture.md (`LAYERS`, lowest first); an *upward* import is one from a module to
-a module of a higher layer. A module `regal.a.b` takes the layer of the longest prefix listed.
+a module of a higher layer. A module `regal.a.b` takes the layer of the longest prefix listed, so a
+package that spans layers (`regal.torch`: its importer in importers, its plans and planned step in
+tools) names its modules one by one, and an import between two of its modules on different
+floors counts like any other (up only if it goes up).
 Circles are also looked for among the scripts (experiments/, benchmarks/, baselines/ as
 `regal_baselines`) with the library; and the report counts the scripts' `sys.path` edits and the
 process pools run beside the one runner (`experiments/runner.py`).
@@ -26,24 +29,28 @@ RUNNER = "experiments.runner"
 
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
-    ("primitives", ["regal._jit", "regal._heap", "regal._takeover", "regal._io", "regal._ops", "regal._stop"]),
+    ("primitives", ["regal._jit", "regal.threads", "regal._lean_start", "regal._heap", "regal._takeover", "regal._io",
+                    "regal._ops", "regal._stop"]),
     ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
                  "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
                  "regal._heft"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
-    ("importers", ["regal.hlo", "regal.onnx", "regal.torch._ops", "regal.torch", "regal.importers", "regal.load"]),
+    # regal.torch spans two rooms, so its modules are placed one by one: the importer and its op
+    # table here, the package itself and the rest of it (plans, processes, the planned step and
+    # `eager`, its measured baselines) in tools
+    ("importers", ["regal.hlo", "regal.onnx", "regal.torch.importer", "regal.torch._ops", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
                 "regal.packing", "regal.memory_plan"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
     ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
                 "regal.policy", "regal.policy.resolve"]),
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
-                  "regal.runtime", "regal.timed_climb", "regal.arena_search", "regal.flagship"]),
+                  "regal.runtime", "regal.arena_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.training",
-               "regal.policy.reinforce", "regal.fit", "regal.torch.plan",
-               "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare"]),
-    ("front", ["regal.__init__", "regal.cli_common", "regal.cli_pack", "regal.commands.torch", "regal.cli",
-               "regal.commands"]),
+               "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
+               "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
+               "regal.torch.step", "regal.torch.eager"]),
+    ("front", ["regal.__init__", "regal.cli_common", "regal.cli", "regal.commands"]),
 ]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from regal._io import atomic_savefig, atomic_text
 
 __all__ = ["per_graph", "summary_table", "markdown", "write_csv", "plot_sample_efficiency",
-           "plot_scaling", "evaluations_to_match"]
+           "reference_evaluations", "plot_scaling", "evaluations_to_match"]
 
 
 def _index(rows):
@@ -135,14 +135,25 @@ def _curve(history, grid, column: int = 0):
     return np.where(idx >= 0, pk[np.maximum(idx, 0)], np.nan)
 
 
+def reference_evaluations(rows, reference: str) -> int | None:
+    """The evaluations the reference's final peak was found within: the median of its rows'
+    `evaluations` (a run's own count, not the config's budget: a run may be given another budget
+    or end early); None when no reference row records one."""
+    spent = [r["evaluations"] for r in rows if r["method"] == reference and r.get("evaluations")]
+    return int(round(float(np.median(spent)))) if spent else None
+
+
 def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str = "brkga",
-                           budget: int = 5000, title: str = "", axis: str = "evaluations") -> str:
+                           title: str = "", axis: str = "evaluations") -> str:
     """Best peak against evaluations spent (or seconds, `axis="seconds"`: anytime), relative to
-    the reference's final peak on the same seed. Seconds come from histories that record them."""
+    the reference's final peak on the same seed. Seconds come from histories that record them.
+    The axis label and the dotted line name the evaluations the reference actually ran
+    (`reference_evaluations`)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     column = 2 if axis == "seconds" else 0
+    spent = reference_evaluations(rows, reference)
     ref_final = {(r["dataset"], r["graph"], r["devices"], r["seed"]): r["peak_bytes"]
                  for r in rows if r["method"] == reference and r.get("peak_bytes")}
 
@@ -158,7 +169,7 @@ def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str =
                                                                          if r["method"] in methods and r.get("seconds")]
         grid = np.geomspace(1e-3, max(ends + [1e-2]), 80)
     else:
-        longest = max([r.get("evaluations", 0) or 0 for r in rows if r["method"] in methods] + [budget, 100])
+        longest = max([r.get("evaluations", 0) or 0 for r in rows if r["method"] in methods] + [spent or 0, 100])
         grid = np.unique(np.geomspace(100, longest, 80).astype(int))
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, m in enumerate(methods):
@@ -173,11 +184,12 @@ def plot_sample_efficiency(rows, path: str, methods: list[str], reference: str =
         upto = grid <= last
         ax.plot(grid[upto], (mean[upto] - 1) * 100, color=f"C{i}", label=f"{m} ({len(curves)} runs)")
     ax.axhline(0, color="k", lw=0.5)
-    if axis != "seconds":
-        ax.axvline(budget, color="0.6", ls=":", lw=0.8)
+    if axis != "seconds" and spent:
+        ax.axvline(spent, color="0.6", ls=":", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("seconds (one run, one core)" if axis == "seconds" else "evaluations")
-    ax.set_ylabel(f"best peak vs {reference} at {budget:,} (%)")
+    ax.set_ylabel(f"best peak vs {reference} at {spent:,} evaluations (%)" if spent
+                  else f"best peak vs {reference}'s final (%)")
     ax.set_title(title or ("anytime" if axis == "seconds" else "sample efficiency"))
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -199,6 +211,26 @@ def evaluations_to_match(rows, method: str, long_reference: str) -> list[dict]:
         out.append({"dataset": key[0], "graph": key[1], "devices": key[2], "seed": key[3],
                     "evaluations": reached[0] if reached else None, "budget": r["evaluations"]})
     return out
+
+
+def _log_ticks(axis, most: int = 8) -> None:
+    """A log axis labelled at no more than `most` major ticks and never at the minor ones
+    (matplotlib's default labels minor ticks on an axis spanning about a decade, and they
+    overlap): decades, or 1-2-5 (then 1-2-3-5-7, then every digit) when fewer than two decades
+    fall inside the view."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+    lo, hi = sorted(axis.get_view_interval())
+    lo = max(lo, 1e-300)
+    for subs in ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0), tuple(float(k) for k in range(1, 10))):
+        ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+                 for m in subs if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 2:
+            break
+    axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=most))
+    # every major tick labelled (the default formatter drops some of them on a short axis)
+    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(np.inf, np.inf)))
+    axis.set_minor_locator(LogLocator(base=10, subs=np.arange(2, 10), numticks=12))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def plot_scaling(rows, path: str, methods: list[str], title: str = "") -> str:
@@ -226,6 +258,8 @@ def plot_scaling(rows, path: str, methods: list[str], title: str = "") -> str:
                 label=m)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _log_ticks(ax.xaxis)
+    _log_ticks(ax.yaxis)
     ax.set_xlabel("nodes")
     ax.set_ylabel("seconds per graph (one run)")
     ax.set_title(title or "scaling")

@@ -133,13 +133,12 @@ def _plots(cfg: dict, rows: list, results_dir: str, method_names: list, referenc
                     continue
                 fname = f"sample_efficiency_{ds}_d{d}.png"
                 report.plot_sample_efficiency(sub, os.path.join(results_dir, fname), curve_methods, reference,
-                                              budget=cfg.get("budget", 5000), title=f"{name}: {ds}, d={d}")
+                                              title=f"{name}: {ds}, d={d}")
                 extra.append(f"![sample efficiency {ds} d={d}]({fname})")
                 if "anytime" in plots:
                     fname = f"anytime_{ds}_d{d}.png"
                     report.plot_sample_efficiency(sub, os.path.join(results_dir, fname), curve_methods, reference,
-                                                  budget=cfg.get("budget", 5000), axis="seconds",
-                                                  title=f"{name}: {ds}, d={d}, against seconds")
+                                                  axis="seconds", title=f"{name}: {ds}, d={d}, against seconds")
                     extra.append(f"![anytime {ds} d={d}]({fname})")
     if "scaling" in plots:
         out = os.path.join(results_dir, "scaling.png")

@@ -65,9 +65,12 @@ def _tiny_graph():
 
 def warmup_packing() -> None:
     """The packer's kernels: the overlap graph, the greedy placements and the exact search."""
+    import numpy as np
     from regal import packing
     inst = packing.instance([0, 0, 1, 2, 2, 3], [2, 3, 4, 5, 4, 6], [4, 2, 3, 5, 1, 2])
-    packing.pack(inst, time_limit_s=None)
+    packing.pack(inst, time_limit_s=None)  # the greedy placements reach the bound here: no search
+    part = packing._part(inst, np.arange(inst.size.shape[0]))
+    packing._search(part, part.bound, float("inf"))  # the exact search, called as `pack` calls it
 
 
 def warmup_report() -> None:

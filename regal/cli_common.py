@@ -1,7 +1,8 @@
 """What every `regal` command shares: reading a graph (any format, `--dim`), printing bytes; the
 one-line errors, the shared options (--time-limit, --dim, the runtime options), the stop set-up
 a command polls (`command_deadline`, exit status 3) and the kernels' warm-up before its clock
-(`warm_up`). The commands (`regal.commands.*`) import it; it imports none of them. The program's
+(`warm_up`), loading the graph under that deadline (`_load_or_exit`, keeping time for the plan
+and the report). The commands (`regal.commands.*`) import it; it imports none of them. The program's
 lean start (Numba's private patches) is `regal._lean_start`."""
 
 from __future__ import annotations
@@ -153,6 +154,37 @@ def command_start() -> float:
     `main`'s call, or now when the command runs without `main`."""
     import time
     return _COMMAND_DEADLINE[-1][1] if _COMMAND_DEADLINE else time.perf_counter()
+
+
+#: Seconds per node that a command keeps from its time limit for what follows the search: the
+#: solution re-simulated and its file written (issue 36: 1.7 us per node after the deadline at
+#: 300K and 1M nodes on the 2-core machine, benchmarks/results/big_graph.md), so that the plan
+#: is written within the limit: 2.5 ms at 1K nodes, 0.75 s at 300K, 2.5 s at 1M.
+PLAN_SECONDS_PER_NODE = 2.5e-6
+
+#: Share of --time-limit kept for the report: the search stops this share before the limit, the
+#: report (allocation, packed arena, bound) ends at most this share after it, whatever it then
+#: leaves out said so: the command as a whole ends within 10 % of the limit, exiting included.
+REPORT_SHARE = 0.05
+
+
+def _load_or_exit(graph_path, dims, deadline):
+    """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
+    loaded ends the command with status 3 and a line saying nothing was written. Once it is
+    loaded, the deadline's time limit moves earlier by the time writing its plan will take
+    (`PLAN_SECONDS_PER_NODE`) and by REPORT_SHARE of the limit, the report's (`_write_and_report`
+    gives the report its own limit once the plan is written)."""
+    from regal._stop import Stopped, interruptible
+    try:
+        g = interruptible(load_graph, deadline, graph_path, dims)
+    except Stopped:
+        if deadline.stop_requested:
+            click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
+    if deadline.at is not None:
+        deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes + REPORT_SHARE * max(0.0, deadline.at - command_start())
+    return g
 
 
 def _exit_stopped() -> None:

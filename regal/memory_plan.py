@@ -33,6 +33,7 @@ from typing import Mapping, NamedTuple
 
 import numpy as np
 
+from regal._takeover import takeovers
 from regal.graph import Graph
 from regal.packing import MAX_VALUE, Instance, PackingError, check, pack
 from regal.simulate import check_schedule
@@ -101,11 +102,11 @@ def buffers(graph: Graph, placement, order, devices: int) -> Buffers:
     upper = np.where(kept, n, end + 1)
     lower = np.where(resident, 0, pos)
 
-    # take-overs that keep one buffer: v's first qualifying reuse input has v's size
+    # take-overs that keep one buffer: v's first input taken over (section 3, step 2: the one
+    # rule, `regal._takeover.takeovers`) that has bytes, when it has v's size
     owner = np.repeat(np.arange(n), np.diff(graph.reuse_ptr))
     cand = graph.reuse_idx.astype(np.int64)
-    ok = (~kept[cand] & (p[cand] == p[owner]) & (end[cand] == pos[owner]) & (nbytes[cand] > 0)
-          & (nbytes[cand] <= nbytes[owner]) & ~resident[owner])
+    ok = takeovers(graph, placement, order) & (nbytes[cand] > 0)
     first_entry = np.full(n, big, dtype=np.int64)
     np.minimum.at(first_entry, owner[ok], np.flatnonzero(ok))
     takers = np.flatnonzero(first_entry < big)

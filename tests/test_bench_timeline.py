@@ -23,5 +23,6 @@ def test_timeline_reports_the_deadline_and_the_plan_written(tmp_path):
                   proc.stderr)
     assert m, proc.stderr[-2000:]
     at, written = float(m.group(1)), float(m.group(2))
-    assert 1.5 < at <= written and float(m.group(4)) > 0   # printed to 0.01 s: equal when within 5 ms
+    # the search stops 5 % before the limit, so that the report too ends within 10 % of it (issue 48)
+    assert 1.5 < at and 0.9 * at <= written <= 1.1 * at and float(m.group(4)) > 0
     assert "run_loop" in proc.stderr and "| step after the deadline |" in proc.stderr

@@ -389,14 +389,15 @@ def test_a_time_limit_does_not_cut_the_report(graph_file):
 
 def test_a_time_limit_keeps_time_for_the_plan(graph_file):
     """Once the graph is loaded the search's deadline moves earlier by PLAN_SECONDS_PER_NODE per
-    node (the solution's re-simulation and its file must fit in the limit); no limit, no change."""
+    node (the solution's re-simulation and its file must fit in the limit) and by REPORT_SHARE
+    of the limit (the report's, issue 48); no limit, no change."""
     from regal._stop import Deadline
-    from regal.commands.report import PLAN_SECONDS_PER_NODE, _load_or_exit
+    from regal.cli_common import PLAN_SECONDS_PER_NODE, REPORT_SHARE, _load_or_exit
     g, p = graph_file
     deadline = Deadline(10.0)
     at = deadline.at
     assert _load_or_exit(str(p), (), deadline).num_nodes == g.num_nodes
-    assert deadline.at == pytest.approx(at - PLAN_SECONDS_PER_NODE * g.num_nodes)
+    assert deadline.at == pytest.approx(at - PLAN_SECONDS_PER_NODE * g.num_nodes - REPORT_SHARE * 10.0, abs=0.05)
     unlimited = Deadline()
     _load_or_exit(str(p), (), unlimited)
     assert unlimited.at is None

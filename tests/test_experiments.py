@@ -367,3 +367,73 @@ def test_never_trapped_room_and_shortfall_tables():
     short = short_of_top(records).splitlines()[2].split("|")
     # seed 1: the 5K best from a packed start, the 1K best from a plain one; seed 0: the same kind
     assert [c.strip() for c in short[4:8]] == ["1", "10.0", "1", "1.0"]
+
+
+def _figure(monkeypatch, draw):
+    """(figure, renderer): the figure `draw()` saves through experiments.report, drawn."""
+    import experiments.report as report
+    box = []
+    real = report.atomic_savefig
+
+    def keep(fig, path, **kwargs):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        real(fig, path, **kwargs)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        box.append((fig, canvas.get_renderer()))
+
+    monkeypatch.setattr(report, "atomic_savefig", keep)
+    draw()
+    return box[0]
+
+
+def test_the_sample_efficiency_plot_names_the_evaluations_the_reference_ran(monkeypatch, tmp_path):
+    """A 2,000-evaluation reference is labelled "at 2,000" and its dotted line sits at 2,000
+    (the plot said "at 5,000", the config's budget); the median of its runs' counts."""
+    from experiments import report
+    rows = []
+    for seed, spent in enumerate([2000, 1900, 2000]):
+        for m in ("brkga", "regal"):
+            hist = [[e, 1000 - e / 10, e / 1000] for e in range(100, spent + 1, 100)]
+            rows.append({"method": m, "dataset": "x", "graph": "g", "devices": 1, "seed": seed,
+                         "peak_bytes": hist[-1][1], "evaluations": spent, "seconds": spent / 1000,
+                         "info": {"history": hist}})
+    assert report.reference_evaluations(rows, "brkga") == 2000
+    fig, _ = _figure(monkeypatch, lambda: report.plot_sample_efficiency(
+        rows, str(tmp_path / "se.png"), ["brkga", "regal"], "brkga"))
+    ax = fig.axes[0]
+    assert "at 2,000 evaluations" in ax.get_ylabel() and "5,000" not in ax.get_ylabel()
+    vertical = [ln for ln in ax.get_lines() if len(set(ln.get_xdata())) == 1 and ln.get_linestyle() == ":"]
+    assert [ln.get_xdata()[0] for ln in vertical] == [2000]
+    # no reference counts: no line, a label that claims none
+    fig, _ = _figure(monkeypatch, lambda: report.plot_sample_efficiency(
+        [dict(r, evaluations=0) if r["method"] == "brkga" else r for r in rows], str(tmp_path / "se0.png"),
+        ["brkga", "regal"], "brkga"))
+    assert "final" in fig.axes[0].get_ylabel()
+
+
+@pytest.mark.parametrize("lo,hi", [(30, 90), (60, 500), (40, 43), (50, 300_000)])
+def test_the_scaling_plots_tick_labels_never_overlap(monkeypatch, tmp_path, lo, hi):
+    """Log axes spanning under a decade to four: the minor ticks carry no label, at most eight
+    labels per axis, at least two on the node axis when it spans a ratio of two, and no two
+    labels overlap (matplotlib's defaults labelled minor ticks, overlapping)."""
+    from matplotlib.ticker import NullFormatter
+    from experiments import report
+    rng = np.random.default_rng(lo)
+    rows = []
+    for m in ("a", "b", "c"):
+        for nodes in np.exp(rng.uniform(np.log(lo), np.log(hi), 60)).astype(int):
+            rows.append({"method": m, "nodes": int(nodes), "seconds": nodes * 1e-4 * rng.uniform(0.5, 2)})
+    fig, renderer = _figure(monkeypatch, lambda: report.plot_scaling(rows, str(tmp_path / "s.png"), ["a", "b", "c"]))
+    ax = fig.axes[0]
+    for axis in (ax.xaxis, ax.yaxis):
+        assert isinstance(axis.get_minor_formatter(), NullFormatter)
+        lo_v, hi_v = sorted(axis.get_view_interval())
+        shown = [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
+                 if t.get_text() and lo_v <= loc <= hi_v]
+        assert 1 <= len(shown) <= 8
+        if axis is ax.xaxis and hi / lo >= 2:
+            assert len(shown) >= 2
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for a, b in zip(boxes, boxes[1:]):
+            assert not a.overlaps(b), [t.get_text() for t in shown]

@@ -76,13 +76,13 @@ def fit_graph(tmp_path_factory):
 
 
 @pytest.mark.parametrize("phase, delay, nth, signame", [("main", 0.05, 1, "SIGHUP"), ("search", 0.5, 1, "SIGINT"),
-                                                        ("round", 0.2, 2, "SIGTERM")])
+                                                        ("round", 0.02, 2, "SIGTERM")])
 def test_fit_stops_in_each_phase(fit_graph, phase, delay, nth, signame):
     """`regal fit` at a limit no search reaches (the lower bound itself): a signal at the start,
     in the first round's search or in a later round ends it within two seconds, status 3, not 5
     many seconds later."""
     path, limit = fit_graph
-    budget = "1000000" if phase == "search" else "2000"  # a first round that lasts; short rounds
+    budget = "1000000" if phase == "search" else "5000"  # a first round that lasts; short rounds
     r = Probe(["fit", path, "-d", "2", "--memory", str(limit), "--time-limit", "60", "-n", budget], phase, delay,
               signame, nth=nth).run()
     _check(r, written=False)

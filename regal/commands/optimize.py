@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors,
-                              command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
-from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report
+                              _load_or_exit, command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
+from regal.commands.report import _runtime_options, _write_and_report
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 
 if TYPE_CHECKING:

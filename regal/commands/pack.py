@@ -120,8 +120,7 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
     3: stopped by Ctrl-C, SIGTERM or SIGHUP (what was decided so far is printed)."""
     from regal._stop import stop_on_signals
     from regal._warmup import warmup_packing
-    from regal.cli_common import EXIT_INTERRUPTED, command_deadline, warm_up
-    from regal.commands.report import _load_or_exit
+    from regal.cli_common import EXIT_INTERRUPTED, _load_or_exit, command_deadline, warm_up
     from regal.fit import fit
     from regal.flagship import warmup
     if output:

@@ -1,18 +1,18 @@
-"""The solution reports `regal optimize` and `regal solve` share: loading the graph under the
-command's deadline, the runtime options, writing the solution and reporting it (peak, allocation,
-packed arena, bound; or a runtime solution's makespan)."""
+"""The solution reports `regal optimize` and `regal solve` share: the runtime options, writing
+the solution and reporting it (peak, allocation, packed arena, bound; or a runtime solution's
+makespan). Loading the graph under the command's deadline is `regal.cli_common._load_or_exit`
+(`regal fit` uses it too)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from typing import TYPE_CHECKING
 
 import click
 
-from regal.cli_common import EXIT_INTERRUPTED, human_bytes, load_graph
+from regal.cli_common import REPORT_SHARE, human_bytes
 from regal.commands.pack import exit_for_limit, packed_line, packed_summary
 
 if TYPE_CHECKING:
@@ -135,38 +135,6 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
         click.echo(f"stopped   {sol.info['stopped']}")
     if output:
         click.echo(f"wrote     {output}")
-
-
-#: Seconds per node that a command keeps from its time limit for what follows the search: the
-#: solution re-simulated and its file written (issue 36: 1.7 us per node after the deadline at
-#: 300K and 1M nodes on the 2-core machine, benchmarks/results/big_graph.md), so that the plan
-#: is written within the limit: 2.5 ms at 1K nodes, 0.75 s at 300K, 2.5 s at 1M.
-PLAN_SECONDS_PER_NODE = 2.5e-6
-
-#: Share of --time-limit kept for the report: the search stops this share before the limit, the
-#: report (allocation, packed arena, bound) ends at most this share after it, whatever it then
-#: leaves out said so: the command as a whole ends within 10 % of the limit, exiting included.
-REPORT_SHARE = 0.05
-
-
-def _load_or_exit(graph_path, dims, deadline):
-    """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
-    loaded ends the command with status 3 and a line saying nothing was written. Once it is
-    loaded, the deadline's time limit moves earlier by the time writing its plan will take
-    (`PLAN_SECONDS_PER_NODE`) and by REPORT_SHARE of the limit, the report's (`_write_and_report`
-    gives the report its own limit once the plan is written)."""
-    from regal._stop import Stopped, interruptible
-    try:
-        g = interruptible(load_graph, deadline, graph_path, dims)
-    except Stopped:
-        if deadline.stop_requested:
-            click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
-    if deadline.at is not None:
-        from regal.cli_common import command_start
-        deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes + REPORT_SHARE * max(0.0, deadline.at - command_start())
-    return g
 
 
 def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit_s: float | None = None) -> None:

@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from regal.cli_common import DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors, command_deadline
-from regal.commands.report import _load_or_exit, _runtime_options, _write_and_report
+from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors, _load_or_exit,
+                               command_deadline)
+from regal.commands.report import _runtime_options, _write_and_report
 
 
 @click.command("solve", short_help="run any method of the registry (baselines included) on a graph", help=(

@@ -69,7 +69,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig
-    from regal.policy.reinforce import CheckpointError, TrainConfig, check_resume, run_setup, train
+    from regal.training.reinforce import CheckpointError, TrainConfig, check_resume, run_setup, train
     active = {h.strip() for h in heads.split(",") if h.strip()}
     unknown = active - {"placement", "scheduling", "elite"}
     if unknown or not active:
