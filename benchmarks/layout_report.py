@@ -107,10 +107,15 @@ def _calls(path: str) -> list[str]:
     return names
 
 
+#: The one module that may put a folder on sys.path, and why: not to reach the project's own code,
+#: but to load a user's program as `python FILE.py` would (its folder first, while it loads).
+USER_PROGRAM_PATH = {"regal.commands.torch": "regal torch loads FILE.py with its folder on the import path"}
+
+
 def path_edits(mods: dict) -> list[str]:
-    """Modules that edit sys.path (insert, append, extend)."""
-    return sorted(m for m, p in mods.items()
-                  if any(c in ("sys.path.insert", "sys.path.append", "sys.path.extend") for c in _calls(p)))
+    """Modules that edit sys.path (insert, append, extend), but `USER_PROGRAM_PATH`."""
+    return sorted(m for m, p in mods.items() if m not in USER_PROGRAM_PATH
+                  and any(c in ("sys.path.insert", "sys.path.append", "sys.path.extend") for c in _calls(p)))
 
 
 def runners(mods: dict) -> list[str]:
@@ -213,7 +218,8 @@ def main(argv=None) -> int:
     for c in comps:
         print("  " + " <-> ".join(c))
     edits = path_edits(mods | scripts)
-    print(f"sys.path edits: {len(edits)}" + (": " + ", ".join(edits) if edits else ""))
+    print(f"sys.path edits: {len(edits)}" + (": " + ", ".join(edits) if edits else "")
+          + "".join(f" (and {m}: {why})" for m, why in USER_PROGRAM_PATH.items()))
     others = runners(scripts)
     print(f"runners: {1 + len(others)} ({RUNNER}" + "".join(", " + m for m in others) + ")")
     nested = [(a, b, line) for a, e in edges.items() for b, (n, line) in e.items() if n]

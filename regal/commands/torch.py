@@ -34,32 +34,43 @@ def load_program(spec: str):
     if not os.path.isfile(path):
         raise click.ClickException(f"{path}: no such file")
     name = "regal_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
-    folder = os.path.dirname(os.path.abspath(path))
-    if folder not in sys.path:   # a program may import a module beside it
-        sys.path.insert(0, folder)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):   # the program's prints stay out of --json
+    # the program's prints stay out of --json; it may import a module beside it
+    with contextlib.redirect_stdout(sys.stderr), _beside(path):
+        try:
             mod_spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(mod_spec)
             mod_spec.loader.exec_module(module)
-    except BaseException as e:  # noqa: BLE001 - user code raises anything (SystemExit too); one line
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise click.ClickException(f"{path}: importing it failed ({type(e).__name__}: {_line(e)})") from None
-    make = getattr(module, fn, None)
-    if not callable(make):
-        raise click.ClickException(f"{path}: no function '{fn}'")
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
+        except BaseException as e:  # noqa: BLE001 - user code raises anything (SystemExit too); one line
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise click.ClickException(f"{path}: importing it failed ({type(e).__name__}: {_line(e)})") from None
+        make = getattr(module, fn, None)
+        if not callable(make):
+            raise click.ClickException(f"{path}: no function '{fn}'")
+        try:
             got = make()
-    except BaseException as e:  # noqa: BLE001
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise click.ClickException(f"{path}:{fn}() failed ({type(e).__name__}: {_line(e)})") from None
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise click.ClickException(f"{path}:{fn}() failed ({type(e).__name__}: {_line(e)})") from None
     import torch
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
         raise click.ClickException(f"{path}:{fn}() must return (module, example_inputs), got {type(got).__name__}")
     return got
+
+
+@contextlib.contextmanager
+def _beside(path: str):
+    """The program's folder first on the import path while it loads, as `python FILE.py` has it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
 
 
 def _line(e: BaseException) -> str:

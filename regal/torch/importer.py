@@ -213,13 +213,59 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     if not _tensors(val):
         b.struct[node] = ()  # SymInt arithmetic, None results: no tensor, no node
         return
+    idx = len(b.records)
+    per_out, new_bytes, in_place, written, written_nodes = _outputs(b, node, outs, idx, what)
+    own_bytes, allocs = _split(b, node, outs, per_out, idx, what) if b.split_outputs and not in_place else (0, [])
+    moved = new_bytes
+    if allocs:
+        idx = len(b.records)   # the op's own record comes after its alloc nodes'
+        b.alloc_owner.update((a, idx) for a in allocs)   # their readers run after the op fills them
+        per_out = [(idx,) if p == ("own",) else p for p in per_out]
+        new_bytes = own_bytes
+    written_args = _written_args(node)
+    if not in_place and not written_args and all(idx not in p for p in per_out):
+        b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+        b.folded += 1
+        return
+    inputs = list(b.leaves((node.args, node.kwargs)))
+    inputs.extend(allocs)
+    for v in written_args:  # later readers of a written argument read it after this node
+        written.extend(b.leaves(v))
+        if not b.split_outputs:
+            b.struct[v] = b.leaves(v) + (idx,)
+    control = _control(b, node, inputs, written, idx)
+    if b.split_outputs and written_args and not in_place:
+        # BatchNorm writing its running statistics: later readers of them follow it by a control
+        # edge; a data edge would keep its (large) output alive until they run.
+        b.side_writes.update((key, idx) for n in written_args for t in _tensors(n.meta.get("val"))
+                             if (key := _storage(t)) is not None)
+        b.wrote(written_nodes, idx)
+    else:
+        b.wrote(written_nodes + written_args, idx)
+    for u in inputs:
+        b.readers.setdefault(u, []).append(idx)
+    moved += sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
+                            for t in _tensors(n.meta.get("val")))
+    rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
+           "control_inputs": control, "cost": roofline(_flops(node), moved)}
+    reuse = _reuse(b, node, val, new_bytes) if b.reuse and not in_place and not written_args else []
+    if reuse:
+        rec["reuse"] = reuse
+    b.records.append(rec)
+    b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+
+
+def _outputs(b: _Builder, node: torch.fx.Node, outs: list, idx: int, what: str):
+    """Where each output of a call comes from: `per_out[k]`, the regal nodes of output k (an
+    input's for a view or alias, `idx` for a new tensor, both for an in-place write); the bytes
+    of its new tensors; whether it writes in place, and what (regal nodes, FX nodes)."""
+    val = node.meta.get("val")
     schema_rets = node.target._schema.returns if isinstance(node.target, torch._ops.OpOverload) else []
     if len(schema_rets) == 1 and isinstance(val, (tuple, list)):
         schema_rets = list(schema_rets) * len(outs)  # Tensor[] returns: one schema entry for all
     input_storages = {_storage(t): n for n in _flat_nodes((node.args, node.kwargs))
                       for t in _tensors(n.meta.get("val"))}
     input_storages.pop(None, None)
-    idx = len(b.records)
     per_out: list[tuple] = []
     new_bytes, in_place, written, written_nodes = 0, False, [], []
     for k, t in enumerate(outs):
@@ -245,25 +291,14 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
             continue
         new_bytes += _nbytes(t, f"{what}: output {k}")
         per_out.append((idx,))
-    own_bytes, allocs = _split(b, node, outs, per_out, idx, what) if b.split_outputs and not in_place else (0, [])
-    moved = new_bytes
-    if allocs:
-        idx = len(b.records)   # the op's own record comes after its alloc nodes'
-        b.alloc_owner.update((a, idx) for a in allocs)   # their readers run after the op fills them
-        per_out = [(idx,) if p == ("own",) else p for p in per_out]
-        new_bytes = own_bytes
-    written_args = _written_args(node)
-    if not in_place and not written_args and all(idx not in p for p in per_out):
-        b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
-        b.folded += 1
-        return
-    inputs = list(b.leaves((node.args, node.kwargs)))
-    inputs.extend(allocs)
-    after = b.written_by((node.args, node.kwargs))   # run after the ops that wrote an argument beside their output
-    for v in written_args:  # later readers of a written argument read it after this node
-        written.extend(b.leaves(v))
-        if not b.split_outputs:
-            b.struct[v] = b.leaves(v) + (idx,)
+    return per_out, new_bytes, in_place, written, written_nodes
+
+
+def _control(b: _Builder, node: torch.fx.Node, inputs: list, written: list, idx: int) -> list:
+    """A call's control inputs: earlier readers of what it writes (a write may not overtake a
+    read), the ops that wrote an argument beside their output, the op that fills an alloc node
+    it reads (`_split`), and with `random_order` the previous seeded-random op."""
+    after = b.written_by((node.args, node.kwargs))
     control = sorted({r for w in written for r in b.readers.get(w, ()) if r not in inputs}
                      | {w for w in after if w not in inputs}
                      | {b.alloc_owner[u] for u in inputs if u in b.alloc_owner and b.alloc_owner[u] != idx})
@@ -272,27 +307,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
         if b.last_random is not None and b.last_random not in inputs and b.last_random not in control:
             control.append(b.last_random)
         b.last_random = idx
-    if b.split_outputs and written_args and not in_place:
-        # BatchNorm writing its running statistics: later readers of them follow it by a control
-        # edge; a data edge would keep its (large) output alive until they run.
-        for n in written_args:
-            for t in _tensors(n.meta.get("val")):
-                if (key := _storage(t)) is not None:
-                    b.side_writes[key] = idx
-        b.wrote(written_nodes, idx)
-    else:
-        b.wrote(written_nodes + written_args, idx)
-    for u in inputs:
-        b.readers.setdefault(u, []).append(idx)
-    moved += sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
-                            for t in _tensors(n.meta.get("val")))
-    rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
-           "control_inputs": control, "cost": roofline(_flops(node), moved)}
-    reuse = _reuse(b, node, val, new_bytes) if b.reuse and not in_place and not written_args else []
-    if reuse:
-        rec["reuse"] = reuse
-    b.records.append(rec)
-    b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
+    return control
 
 
 def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what: str) -> tuple[int, list]:
