@@ -22,7 +22,9 @@ the update, the best case for eager). The anchors:
   min-cut partitioner, `reorder_for_peak_memory` on), eager `optimizer.step()`; a string saying
   why where it does not compile.
 - `traced`: the traced step in PyTorch's own order; `planned`: regal's planned step (and
-  `predicted`: its SPEC.md section 3 peak).
+  `predicted`: its SPEC.md section 3 peak); `planned_recompute`: the planned step with
+  `recompute=True` (BatchNorm's outputs and activations recomputed in the backward:
+  `regal.torch.recompute`), and `predicted_recompute`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from regal.torch.step import _forward_arity, planned_step
 __all__ = ["ANCHORS", "copy_setup", "measure_anchors", "measure_step", "resident_bytes"]
 
 #: The anchors `measure_anchors` measures, in the order it reports them.
-ANCHORS = ("eager", "eager_foreach_false", "optimizer_in_backward", "compile", "traced", "planned")
+ANCHORS = ("eager", "eager_foreach_false", "optimizer_in_backward", "compile", "traced", "planned",
+           "planned_recompute")
 
 
 def _optimizer_tensors(optimizer) -> list:
@@ -160,11 +163,13 @@ def _anchor(name, model, optimizer, inputs, loss_fn, arity, budget, seed, device
         inductor_config.reorder_for_peak_memory = True
         compiled = torch.compile(m)
         return {name: measure_step(_loss_step(compiled, o, loss_fn, arity), m, [o], inputs, device, warmup=2)}
-    if name in ("traced", "planned"):
+    if name in ("traced", "planned", "planned_recompute"):
         m, o = copy_setup(model, optimizer)
-        step = planned_step(m, o, inputs, loss_fn=loss_fn, budget=budget, seed=seed)
+        step = planned_step(m, o, inputs, loss_fn=loss_fn, budget=budget, seed=seed,
+                            recompute=name == "planned_recompute")
         if name == "traced":
             step = step.in_order(None)
         got = measure_step(step, m, [o], inputs, device)
-        return {name: got, ("predicted" if name == "planned" else "traced_predicted"): step.predicted_peak_bytes}
+        said = {"traced": "traced_predicted", "planned": "predicted", "planned_recompute": "predicted_recompute"}
+        return {name: got, said[name]: step.predicted_peak_bytes}
     raise ValueError(f"unknown anchor {name!r}; one of {ANCHORS}")

@@ -228,7 +228,8 @@ def _zeros_state(p, key: str):
     return torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
-def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_fn, name: str) -> Traced:
+def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_fn, name: str,
+           recompute: bool = False) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
     named = dict(model.named_parameters())
     params = [named[n] for n, _, _ in layout.params]
@@ -274,6 +275,9 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
             from None
     finally:
         model.train(was)
+    if recompute:
+        from regal.torch.recompute import recompute_batch_norm
+        recompute_batch_norm(gm)
     _lift_scalars(gm, len(layout.scalars))
     ids = [(n, "parameter") for n, _, _ in layout.params] + [(n, "buffer") for n in layout.buffers]
     ids += [(n, "parameter") for n in layout.frozen]
@@ -388,7 +392,8 @@ class PlannedStep:
 
 
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
-                 loss_fn: Callable | None = None, devices: int = 1, budget: int = 5000, seed: int = 0) -> PlannedStep:
+                 loss_fn: Callable | None = None, devices: int = 1, budget: int = 5000, seed: int = 0,
+                 recompute: bool = False) -> PlannedStep:
     """Trace one training step of `model` with `optimizer`, order it with regal's flagship for
     the lowest peak memory, and return a callable that trains with it: `loss = step(*inputs)`
     runs forward, backward and the update in that order, updating `model`'s parameters and
@@ -397,8 +402,11 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     `example_inputs`: a tuple of tensors of the shapes every later batch has (a lone tensor is
     wrapped); `model(*inputs[:k])` with k the positional arguments `forward` takes, and
     `loss_fn(outputs, *inputs)` (default: the sum of the means of the floating outputs).
-    `budget`: the flagship's evaluations; `seed`: its seed. Nothing is run on the real tensors
-    while planning: the ops' scratch is measured on copies.
+    `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: the backward reads
+    recomputed copies of BatchNorm's outputs and their activations instead of keeping them from
+    the forward (`regal.torch.recompute`: torch.compile's trade; gradients then equal eager's to
+    float tolerance, not bit for bit). Nothing is run on the real tensors while planning: the
+    ops' scratch is measured on copies.
     """
     from regal.flagship import optimize
     from regal.simulate import simulate
@@ -415,7 +423,7 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     kind = _structure(optimizer)
     layout = _layout(model, optimizer, kind, len(inputs))
     name = f"{type(model).__name__.lower()}_{type(optimizer).__name__.lower()}_step"
-    traced = _trace(model, optimizer, kind, layout, inputs, loss_fn, name)
+    traced = _trace(model, optimizer, kind, layout, inputs, loss_fn, name, recompute)
     # The ops' scratch, measured on copies with the first step's numbers (any finite ones do).
     traced = traced._replace(args=traced.args + tuple(0.5 for _ in layout.scalars))
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
