@@ -388,6 +388,9 @@ class PlannedStep:
         with torch.no_grad():
             out = self.program(*args)
         self.steps += 1
+        # the optimizer was stepped (by the program): a learning-rate scheduler reads this flag,
+        # which `optimizer.step` sets, to warn of a scheduler stepped before its optimizer
+        self.optimizer._opt_called = True
         return out[0] if isinstance(out, (list, tuple)) else out
 
 
