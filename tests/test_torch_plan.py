@@ -254,3 +254,29 @@ def test_regal_torch_checks_devices_in_one_line(tmp_path, args, message):
             return
         message = "sees no CUDA device"
     assert r.returncode in (1, 2) and message in r.stderr and "Traceback" not in r.stderr
+
+
+class _Recurrent(torch.nn.Module):
+    """nn.LSTM, nn.GRU and nn.MultiheadAttention: oneDNN's RNN kernels and the CPU's flash
+    attention, which tracing on the CPU used to fail on (issue 46)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.lstm = torch.nn.LSTM(16, 16, batch_first=True)
+        self.gru = torch.nn.GRU(16, 16, batch_first=True)
+        self.att = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.out = torch.nn.Linear(16, 50)
+
+    def forward(self, x):
+        h = self.gru(self.lstm(self.emb(x))[0])[0]
+        return self.out(self.att(h, h, h, need_weights=False)[0])
+
+
+@pytest.mark.parametrize("mode", ["adam", None])
+def test_recurrent_and_attention_programs_plan_and_run(mode):
+    torch.manual_seed(0)
+    cmp = tc.compare(_Recurrent(), (torch.randint(0, 50, (2, 6)),), 1, training=mode, budget=200)
+    assert cmp.regal.outputs_match
+    assert cmp.regal.measured_peak_bytes[0] <= cmp.pytorch.measured_peak_bytes[0]
+    assert cmp.eager > 0
