@@ -303,3 +303,36 @@ def test_recompute_lowers_the_peak_and_trains_as_eager_to_rounding():
     measured = measure_step(step, m2, [o2], data[1], "cpu")
     assert abs(measured - step.predicted_peak_bytes) <= 0.02 * measured
     assert measured < measure_step(plain, m3, [o3], data[1], "cpu")
+
+
+class NormNet(nn.Module):
+    """GroupNorm -> SiLU and LayerNorm -> GELU, the normalizations of U-Nets and transformers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 16)
+        self.proj = nn.Linear(16, 32)
+        self.ln = nn.LayerNorm(32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = F.silu(self.gn(self.conv(x))).flatten(2).transpose(1, 2)      # (batch, tokens, 16)
+        return self.head(F.gelu(self.ln(self.proj(h))).mean(1))
+
+
+def test_recompute_covers_group_and_layer_norm_and_keeps_eagers_numbers_to_rounding():
+    from regal.torch import recompute, step as planned
+    torch.manual_seed(0)
+    m1 = NormNet()
+    m2 = copy.deepcopy(m1)
+    o1, o2 = (torch.optim.SGD(m.parameters(), lr=0.05) for m in (m1, m2))
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+    kind = planned._structure(o2)
+    traced = planned._trace(m2, o2, kind, planned._layout(m2, o2, kind, 2), (x, y), ce, "normnet")
+    assert recompute.recompute_norms(traced.graph_module) == 2    # the GroupNorm and the LayerNorm
+    step = rt.planned_step(m2, o2, (x, y), loss_fn=ce, budget=BUDGET, recompute=True)
+    assert eager_losses(m1, o1, [(x, y)]) == pytest.approx(planned_losses(step, [(x, y)]), rel=1e-6)
+    for (k, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), k

@@ -28,7 +28,7 @@ import operator
 import torch
 import torch.fx
 
-__all__ = ["ACTIVATIONS", "recompute_batch_norm"]
+__all__ = ["ACTIVATIONS", "NORMS", "recompute_norms"]
 
 aten = torch.ops.aten
 
@@ -66,28 +66,69 @@ def _loss_position(gm: torch.fx.GraphModule, pos: dict) -> int:
     return pos[loss]
 
 
-def _family(bn: torch.fx.Node) -> tuple | None:
-    """(x, weight, bias, out, mean, invstd, {forward value: 'bn' | activation node}) of a training
-    BatchNorm whose three outputs are taken out by getitem, or None."""
-    x, weight, bias = bn.args[0], bn.args[1], bn.args[2]
-    if len(bn.args) < 6 or bn.args[5] is not True or not isinstance(bn.meta.get("val"), (tuple, list)):
+def _batch_norm(call, norm, mean, rstd, out):
+    """BatchNorm's output from its input and saved statistics: x * a + (b - mean * a), a = rstd * w."""
+    x, weight, bias = norm.args[0], norm.args[1], norm.args[2]
+    shape = [1, out.meta["val"].shape[1]] + [1] * (out.meta["val"].dim() - 2)
+    alpha = rstd if weight is None else call(aten.mul.Tensor, rstd, weight)
+    shift = call(aten.mul.Tensor, mean, alpha)
+    beta = call(aten.neg.default, shift) if bias is None else call(aten.sub.Tensor, bias, shift)
+    scaled = call(aten.mul.Tensor, x, call(aten.view.default, alpha, shape))
+    return call(aten.add.Tensor, scaled, call(aten.view.default, beta, shape))
+
+
+def _layer_norm(call, norm, mean, rstd, out):
+    """LayerNorm's output: (x - mean) * rstd * w + b (mean and rstd keep the normalized dims as 1)."""
+    x, weight, bias = norm.args[0], norm.args[2], norm.args[3]
+    y = call(aten.mul.Tensor, call(aten.sub.Tensor, x, mean), rstd)
+    y = y if weight is None else call(aten.mul.Tensor, y, weight)
+    return y if bias is None else call(aten.add.Tensor, y, bias)
+
+
+def _group_norm(call, norm, mean, rstd, out):
+    """GroupNorm's output: per (sample, group) (x - mean) * rstd, then per channel * w + b."""
+    x, weight, bias, n, c, _, groups = norm.args[:7]
+    full = list(out.meta["val"].shape)
+    grouped = call(aten.view.default, x, [n, groups, -1])
+    y = call(aten.mul.Tensor, call(aten.sub.Tensor, grouped, call(aten.unsqueeze.default, mean, -1)),
+             call(aten.unsqueeze.default, rstd, -1))
+    y = call(aten.view.default, y, full)
+    shape = [1, c] + [1] * (len(full) - 2)
+    y = y if weight is None else call(aten.mul.Tensor, y, call(aten.view.default, weight, shape))
+    return y if bias is None else call(aten.add.Tensor, y, call(aten.view.default, bias, shape))
+
+
+def _training_bn(norm) -> bool:
+    return len(norm.args) >= 6 and norm.args[5] is True
+
+
+#: The normalizations rewritten: op -> (when, how its output is recomputed).
+NORMS = {aten.native_batch_norm.default: (_training_bn, _batch_norm),
+         aten.native_layer_norm.default: (lambda n: True, _layer_norm),
+         aten.native_group_norm.default: (lambda n: len(n.args) >= 7, _group_norm)}
+
+
+def _family(norm: torch.fx.Node) -> tuple | None:
+    """(out, mean, rstd, {forward value: 'norm' | activation node}) of a normalization whose three
+    outputs are taken out by getitem, or None."""
+    if not NORMS[norm.target][0](norm) or not isinstance(norm.meta.get("val"), (tuple, list)):
         return None
-    parts = {u.args[1]: u for u in bn.users if u.target is operator.getitem}
-    if set(parts) != {0, 1, 2} or len(bn.users) != 3:
+    parts = {u.args[1]: u for u in norm.users if u.target is operator.getitem}
+    if set(parts) != {0, 1, 2} or len(norm.users) != 3:
         return None
     out = parts[0]
-    kinds = {out: "bn"}
+    kinds = {out: "norm"}
     for u in out.users:
         if _is(u, aten.clone.default) and u.args[0] is out:
-            kinds[u] = "bn"        # autograd's copy of an in-place activation's input
+            kinds[u] = "norm"      # autograd's copy of an in-place activation's input
         elif u.op == "call_function" and getattr(u.target, "_opname", None) in ACTIVATIONS \
                 and u.args[0] is out and not any(isinstance(a, torch.fx.Node) for a in u.args[1:]) \
                 and not any(isinstance(a, torch.fx.Node) for a in u.kwargs.values()):
             kinds[u] = u
-    return x, weight, bias, out, parts[1], parts[2], kinds
+    return out, parts[1], parts[2], kinds
 
 
-def recompute_batch_norm(gm: torch.fx.GraphModule) -> int:
+def recompute_norms(gm: torch.fx.GraphModule) -> int:
     """Rewrite `gm` (a traced training step) in place: every backward reader of a training
     BatchNorm's output, of autograd's clone of it, or of the elementwise activation applied to
     it, reads a recomputed copy instead (module docstring). Returns how many BatchNorms were
@@ -99,13 +140,13 @@ def recompute_batch_norm(gm: torch.fx.GraphModule) -> int:
     pos = {n: k for k, n in enumerate(nodes)}
     boundary = _loss_position(gm, pos)
     done = 0
-    for bn in nodes:
-        if not _is(bn, aten.native_batch_norm.default):
+    for norm in nodes:
+        if norm.op != "call_function" or norm.target not in NORMS:
             continue
-        fam = _family(bn)
+        fam = _family(norm)
         if fam is None:
             continue
-        x, weight, bias, out, mean, invstd, kinds = fam
+        out, mean, rstd, kinds = fam
         # autograd's saved tensors reach the backward through `detach` / `alias` of the value
         for v in list(kinds):
             for a in _aliases(v):
@@ -130,17 +171,11 @@ def recompute_batch_norm(gm: torch.fx.GraphModule) -> int:
 
         def value(kind):
             if kind not in made:
-                if kind == "bn":
-                    c = out.meta["val"].shape[1]
-                    shape = [1, c] + [1] * (out.meta["val"].dim() - 2)
-                    alpha = invstd if weight is None else call(aten.mul.Tensor, invstd, weight)
-                    shift = call(aten.mul.Tensor, mean, alpha)
-                    beta = call(aten.neg.default, shift) if bias is None else call(aten.sub.Tensor, bias, shift)
-                    scaled = call(aten.mul.Tensor, x, call(aten.view.default, alpha, shape))
-                    made[kind] = call(aten.add.Tensor, scaled, call(aten.view.default, beta, shape))
+                if kind == "norm":
+                    made[kind] = NORMS[norm.target][1](call, norm, mean, rstd, out)
                 else:
                     act = ACTIVATIONS[kind.target._opname]
-                    made[kind] = call(act, value("bn"), *kind.args[1:], **kind.kwargs)
+                    made[kind] = call(act, value("norm"), *kind.args[1:], **kind.kwargs)
             return made[kind]
 
         for v, kind in kinds.items():

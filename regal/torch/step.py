@@ -276,8 +276,8 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     finally:
         model.train(was)
     if recompute:
-        from regal.torch.recompute import recompute_batch_norm
-        recompute_batch_norm(gm)
+        from regal.torch.recompute import recompute_norms
+        recompute_norms(gm)
     _lift_scalars(gm, len(layout.scalars))
     ids = [(n, "parameter") for n, _, _ in layout.params] + [(n, "buffer") for n in layout.buffers]
     ids += [(n, "parameter") for n in layout.frozen]
@@ -310,6 +310,7 @@ class PlannedStep:
         self.traced, self.graph, self.solution, self.program = traced, traced.graph, solution, program
         self.predicted_peak_bytes, self.traced_peak_bytes = predicted, traced_peak
         self.steps = 0
+        self.recomputed = False   # whether the backward reads recomputed values (`recompute=True`)
 
     def __repr__(self) -> str:
         return (f"PlannedStep({type(self.model).__name__}, {type(self.optimizer).__name__}, "
@@ -405,15 +406,15 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     `example_inputs`: a tuple of tensors of the shapes every later batch has (a lone tensor is
     wrapped); `model(*inputs[:k])` with k the positional arguments `forward` takes, and
     `loss_fn(outputs, *inputs)` (default: the sum of the means of the floating outputs).
-    `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: the backward reads
-    recomputed copies of BatchNorm's outputs and their activations instead of keeping them from
-    the forward (`regal.torch.recompute`: torch.compile's trade; gradients then equal eager's to
-    float tolerance, not bit for bit). Nothing is run on the real tensors while planning: the
-    ops' scratch is measured on copies.
+    `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: also plan the step
+    whose backward reads recomputed copies of the normalizations' outputs (BatchNorm, LayerNorm,
+    GroupNorm) and their activations instead of keeping them from the forward
+    (`regal.torch.recompute`: torch.compile's trade), and keep it if its predicted peak is lower
+    (`step.recomputed` says which; gradients then equal eager's to float tolerance, not bit for
+    bit). Nothing is run on the real tensors while planning: the ops' scratch is measured on copies.
     """
-    from regal.flagship import optimize
     from regal.simulate import simulate
-    from regal.torch.plan import calibrate, measure_nodes, own_solution, plan_program, torch_threads_kept, without_reuse
+    from regal.torch.plan import own_solution, plan_program, without_reuse
     if devices != 1:
         raise UnsupportedError(f"planned_step: devices={devices}: a planned step runs on one device "
                                "(several: regal.torch.dist.run_placed runs a placed plan once)")
@@ -426,15 +427,26 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     kind = _structure(optimizer)
     layout = _layout(model, optimizer, kind, len(inputs))
     name = f"{type(model).__name__.lower()}_{type(optimizer).__name__.lower()}_step"
-    traced = _trace(model, optimizer, kind, layout, inputs, loss_fn, name, recompute)
+    plans = [_plan(_trace(model, optimizer, kind, layout, inputs, loss_fn, name, r), layout, budget, seed)
+             for r in ((False, True) if recompute else (False,))]
+    traced, solution, predicted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
+    program = plan_program(traced, solution, realize_reuse=True)
+    own = own_solution(plans[0][0])
+    traced_peak = int(simulate(without_reuse(plans[0][0].graph), own.placement, own.order, 1).peak_bytes)
+    step = PlannedStep(model, optimizer, kind, layout, traced, solution, program, inputs, predicted, traced_peak)
+    step.recomputed = traced is not plans[0][0]
+    return step
+
+
+def _plan(traced: Traced, layout: _Layout, budget: int, seed: int):
+    """`(calibrated traced step, regal's solution, its predicted peak)` for one traced step."""
+    from regal.flagship import optimize
+    from regal.simulate import simulate
+    from regal.torch.plan import calibrate, measure_nodes, torch_threads_kept
     # The ops' scratch, measured on copies with the first step's numbers (any finite ones do).
     traced = traced._replace(args=traced.args + tuple(0.5 for _ in layout.scalars))
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
     traced = calibrate(traced, measure_nodes(traced, device))
     with torch_threads_kept():
         solution = optimize(traced.graph, devices=1, budget=budget, seed=seed)
-    program = plan_program(traced, solution, realize_reuse=True)
-    predicted = int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
-    own = own_solution(traced)
-    traced_peak = int(simulate(without_reuse(traced.graph), own.placement, own.order, 1).peak_bytes)
-    return PlannedStep(model, optimizer, kind, layout, traced, solution, program, inputs, predicted, traced_peak)
+    return traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
