@@ -336,3 +336,27 @@ def test_recompute_covers_group_and_layer_norm_and_keeps_eagers_numbers_to_round
     assert eager_losses(m1, o1, [(x, y)]) == pytest.approx(planned_losses(step, [(x, y)]), rel=1e-6)
     for (k, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), k
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_gradient_clipping_as_clip_grad_norm_between_backward_and_step(name):
+    """max_grad_norm: the step clips the gradients' total norm as clip_grad_norm_ does, bit for bit."""
+    torch.manual_seed(0)
+    m1 = Net()
+    m2 = copy.deepcopy(m1)
+    o1, o2 = OPTIMIZERS[name](m1.parameters()), OPTIMIZERS[name](m2.parameters())
+    data = batches(5)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, max_grad_norm=0.5)
+    torch.manual_seed(5)
+    la = []
+    for x, y in data:
+        o1.zero_grad(set_to_none=True)
+        loss = ce(m1(x), x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m1.parameters(), 0.5)
+        o1.step()
+        la.append(loss.item())
+    assert planned_losses(step, data) == la
+    assert same_tensors(m1.state_dict(), m2.state_dict())
+    with pytest.raises(UnsupportedError, match="max_grad_norm must be a number > 0"):
+        rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, max_grad_norm=-1)

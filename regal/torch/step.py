@@ -154,6 +154,15 @@ def _update(kind: _Kind, flags: tuple, p, g, state: list, s: dict) -> None:
     p.addcdiv_(exp_avg, denom, value=s["neg_step_size"])
 
 
+def _clip(grads: list, max_norm) -> None:
+    """`torch.nn.utils.clip_grad_norm_(..., max_norm)` on these gradients, op for op as it runs
+    on the CPU (norm 2; its foreach kernels fall back to these per-tensor ops there)."""
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef)
+
+
 class _Layout(NamedTuple):
     """Who is who among the program's arguments."""
     params: list                 # (name, group index, index in group) per optimized parameter
@@ -164,7 +173,7 @@ class _Layout(NamedTuple):
     scalars: list                # (parameter position, scalar name) per scalar argument
 
 
-def _layout(model, optimizer, kind: _Kind, n_inputs: int) -> _Layout:
+def _layout(model, optimizer, kind: _Kind, n_inputs: int, clip: bool = False) -> _Layout:
     names = {}
     for name, p in model.named_parameters():
         names.setdefault(id(p), name)
@@ -190,6 +199,7 @@ def _layout(model, optimizer, kind: _Kind, n_inputs: int) -> _Layout:
             frozen.append(name)
     state = [(k, key) for k, (_, gi, _) in enumerate(params) for key in _state_keys(kind, kind.groups[gi])]
     scalars = [(k, s) for k in range(len(params)) for s in _SCALARS[kind.algorithm]]
+    scalars += [(-1, "max_grad_norm")] if clip else []   # one for the step: the clipping threshold
     return _Layout(params, [n for n, _ in model.named_buffers()], frozen, state, n_inputs, scalars)
 
 
@@ -254,6 +264,8 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
             raise GraphError(f"torch program '{name}': loss_fn must return a floating tensor of one element")
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         with torch.no_grad():
+            if layout.scalars and layout.scalars[-1][0] == -1:
+                _clip([g for g in grads if g is not None], _stand_in(len(layout.scalars) - 1))
             for k, (p, g) in enumerate(zip(params, grads)):
                 if g is None:
                     continue
@@ -311,6 +323,7 @@ class PlannedStep:
         self.predicted_peak_bytes, self.traced_peak_bytes = predicted, traced_peak
         self.steps = 0
         self.recomputed = False   # whether the backward reads recomputed values (`recompute=True`)
+        self.max_grad_norm = None   # the gradients' clipping threshold (`max_grad_norm`), read each call
 
     def __repr__(self) -> str:
         return (f"PlannedStep({type(self.model).__name__}, {type(self.optimizer).__name__}, "
@@ -379,6 +392,8 @@ class PlannedStep:
         for k, p in enumerate(params):
             s = _scalars(self._kind, groups[layout.params[k][1]], opt.state.get(p, {}), first[k])
             scalars.extend(s[nm] for nm in _SCALARS[self._kind.algorithm])
+        if self.max_grad_norm is not None:
+            scalars.append(float(self.max_grad_norm))
         state = [opt.state[params[k]][key] for k, key in layout.state]
         return (*params, *[named_b[n] for n in layout.buffers], *[named_p[n] for n in layout.frozen], *state,
                 *inputs, *scalars)
@@ -397,7 +412,7 @@ class PlannedStep:
 
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
                  loss_fn: Callable | None = None, devices: int = 1, budget: int = 5000, seed: int = 0,
-                 recompute: bool = False) -> PlannedStep:
+                 recompute: bool = False, max_grad_norm: float | None = None) -> PlannedStep:
     """Trace one training step of `model` with `optimizer`, order it with regal's flagship for
     the lowest peak memory, and return a callable that trains with it: `loss = step(*inputs)`
     runs forward, backward and the update in that order, updating `model`'s parameters and
@@ -411,7 +426,11 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     GroupNorm) and their activations instead of keeping them from the forward
     (`regal.torch.recompute`: torch.compile's trade), and keep it if its predicted peak is lower
     (`step.recomputed` says which; gradients then equal eager's to float tolerance, not bit for
-    bit). Nothing is run on the real tensors while planning: the ops' scratch is measured on copies.
+    bit). `max_grad_norm`: clip the gradients' total 2-norm to it before the update, as
+    `torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)` between `backward()` and
+    `step()` does (then no update can start before the last gradient exists); the threshold is
+    `step.max_grad_norm`, read at every call. Nothing is run on the real tensors while planning:
+    the ops' scratch is measured on copies.
     """
     from regal.simulate import simulate
     from regal.torch.plan import own_solution, plan_program, without_reuse
@@ -425,7 +444,9 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
         if not isinstance(a, torch.Tensor):
             raise UnsupportedError(f"planned_step: example input {k} is a {type(a).__name__}, not a tensor")
     kind = _structure(optimizer)
-    layout = _layout(model, optimizer, kind, len(inputs))
+    if max_grad_norm is not None and not (isinstance(max_grad_norm, (int, float)) and max_grad_norm > 0):
+        raise UnsupportedError(f"planned_step: max_grad_norm must be a number > 0, got {max_grad_norm!r}")
+    layout = _layout(model, optimizer, kind, len(inputs), max_grad_norm is not None)
     name = f"{type(model).__name__.lower()}_{type(optimizer).__name__.lower()}_step"
     plans = [_plan(_trace(model, optimizer, kind, layout, inputs, loss_fn, name, r), layout, budget, seed)
              for r in ((False, True) if recompute else (False,))]
@@ -435,6 +456,7 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     traced_peak = int(simulate(without_reuse(plans[0][0].graph), own.placement, own.order, 1).peak_bytes)
     step = PlannedStep(model, optimizer, kind, layout, traced, solution, program, inputs, predicted, traced_peak)
     step.recomputed = traced is not plans[0][0]
+    step.max_grad_norm = max_grad_norm
     return step
 
 
