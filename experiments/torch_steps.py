@@ -465,17 +465,24 @@ def main(argv=None) -> int:
             with open(path, "w") as f:
                 json.dump({"program": name, "description": PROGRAMS[name][2], "anchors": {}, "error": status}, f)
         print(f"{name}: {status} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        _write_table(args, argv)   # after each program: a run cut short still leaves its table
+    print(_write_table(args, argv))
+    return 0
+
+
+def _write_table(args, argv) -> str:
+    """OUT/table_DEVICE.md from the records in OUT/cells, in PROGRAMS' order; returns it."""
     records = []
     for name in PROGRAMS:
-        path = os.path.join(cells, f"{name}.json")
+        path = os.path.join(args.out, "cells", f"{name}.json")
         if os.path.exists(path):
             with open(path) as f:
                 records.append(json.load(f))
     command = "python -m experiments.torch_steps " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = table(records, command)
     with open(os.path.join(args.out, f"table_{args.device}.md"), "w") as f:
-        f.write(table(records, command))
-    print(table(records, command))
-    return 0
+        f.write(text)
+    return text
 
 
 if __name__ == "__main__":
