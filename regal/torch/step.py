@@ -172,6 +172,11 @@ class _Layout(NamedTuple):
     inputs: int
     scalars: list                # (parameter position, scalar name) per scalar argument
 
+    @property
+    def clips(self) -> bool:
+        """Whether the step clips its gradients (its last scalar is the threshold)."""
+        return bool(self.scalars) and self.scalars[-1][0] == -1
+
 
 def _layout(model, optimizer, kind: _Kind, n_inputs: int, clip: bool = False) -> _Layout:
     names = {}
@@ -234,7 +239,8 @@ def _lift_scalars(gm: torch.fx.GraphModule, count: int) -> None:
     gm.recompile()
 
 
-def _zeros_state(p, key: str):
+def _zeros_state(p):
+    """A state tensor as torch.optim makes it on a parameter's first step."""
     return torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
@@ -247,7 +253,7 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     buffers = [bufs[n] for n in layout.buffers]
     frozen = [named[n] for n in layout.frozen]
     state = [optimizer.state.get(params[k], {}).get(key) for k, key in layout.state]
-    state = [s if isinstance(s, torch.Tensor) else _zeros_state(params[k], key) for s, (k, key) in zip(state, layout.state)]
+    state = [s if isinstance(s, torch.Tensor) else _zeros_state(params[k]) for s, (k, _) in zip(state, layout.state)]
     per_param: list[list] = [[] for _ in params]
     for j, (k, _) in enumerate(layout.state):
         per_param[k].append(j)
@@ -264,7 +270,7 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
             raise GraphError(f"torch program '{name}': loss_fn must return a floating tensor of one element")
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         with torch.no_grad():
-            if layout.scalars and layout.scalars[-1][0] == -1:
+            if layout.clips:
                 _clip([g for g in grads if g is not None], _stand_in(len(layout.scalars) - 1))
             for k, (p, g) in enumerate(zip(params, grads)):
                 if g is None:
@@ -382,7 +388,7 @@ class PlannedStep:
             first.append(any(key not in st for key in keys))
             for key in keys:
                 if key not in st:
-                    st[key] = _zeros_state(p, key)
+                    st[key] = _zeros_state(p)
             if self._kind.algorithm == "adam":
                 if "step" not in st:
                     st["step"] = torch.tensor(0.0, dtype=torch.float64 if torch.get_default_dtype() == torch.float64
