@@ -77,7 +77,7 @@ def eager_peak(module, inputs, training: str | None, device, seed: int = 0) -> i
     tensors + the allocator's high mark; `regal.torch.eager`): a forward under `no_grad`, or one
     `loss.backward()` + torch.optim step (SGD momentum 0.9 / Adam, lr 1e-3, the loss of
     `regal.torch.trace`) after a warm-up step, on a copy of the module."""
-    from regal.torch.eager import copy_setup, measure_step, resident_bytes
+    from regal.torch.eager import _loss_step, copy_setup, measure_step, resident_bytes
     from regal.torch.importer import _default_loss, _forward_arity
     from regal.torch.plan import peak_during
     torch.manual_seed(seed)
@@ -94,14 +94,7 @@ def eager_peak(module, inputs, training: str | None, device, seed: int = 0) -> i
     opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9) if training == "sgd" else torch.optim.Adam(params, lr=1e-3)
     m, o = copy_setup(module, opt)
     m.train()
-    arity = _forward_arity(m)
-
-    def step(*xs):
-        loss = _default_loss(m(*(xs if arity is None else xs[:arity])), *xs)
-        loss.backward()
-        o.step()
-        o.zero_grad(set_to_none=True)
-    return measure_step(step, m, [o], inputs, device)
+    return measure_step(_loss_step(m, o, _default_loss, _forward_arity(m)), m, [o], inputs, device)
 
 
 def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
