@@ -140,10 +140,20 @@ def _counter(value: int = 0) -> np.ndarray:
 
 
 def new_state(graph: Graph, devices: int, placement, order, score: Score, trace: np.ndarray,
-              count: int) -> ClimbState:
+              count: int, moves=None) -> ClimbState:
     """The kernel's `ClimbState` of a climb that starts at (placement, order) of `score`, its
-    step trace `trace` (int64[n, d]), after `count` evaluations."""
+    step trace `trace` (int64[n, d]), after `count` evaluations; moves: a move policy's arrays
+    (`regal.moves.MoveProposals.arrays`, shared: what the climb counts and learns adds up there),
+    or None."""
     n, d = trace.shape
+    movable = np.flatnonzero(~graph.resident).astype(np.int64)
+    if moves is None:
+        none = np.zeros(0)
+        moves = dict(move_weight=none, move_cum=none, move_cum_movable=none, move_group=none,
+                     move_stats=np.zeros((0, 6)), move_grad=np.zeros((0, 2)), move_glob=np.zeros(2),
+                     move_pick=np.zeros(8))
+    else:
+        moves = moves.arrays(movable)
     placement = np.ascontiguousarray(placement, dtype=np.int32).copy()
     order = np.ascontiguousarray(order, dtype=np.int32).copy()
     pos = np.empty(n, dtype=np.int64)
@@ -158,9 +168,9 @@ def new_state(graph: Graph, devices: int, placement, order, score: Score, trace:
         best_score=np.array(score, dtype=np.int64), quality=np.full(len(KINDS), 0.1),
         group_quality=np.full(2, 0.1), hist=hist, count=_counter(count), since=_counter(), accepted=_counter(),
         sideways=_counter(), kicks=_counter(), cur=_counter(), num_hist=_counter(1), screened=_counter(),
-        missed=_counter(), grouped=_counter(), movable=np.flatnonzero(~graph.resident).astype(np.int64),
+        missed=_counter(), grouped=_counter(), movable=movable,
         hits=np.empty((n * d, 2), dtype=np.int64), cand=np.empty(n, dtype=np.int64),
-        last=np.empty(n, dtype=np.int64), pool=np.empty(n, dtype=np.int64))
+        last=np.empty(n, dtype=np.int64), pool=np.empty(n, dtype=np.int64), **moves)
 
 
 class ClimbRun:
@@ -272,11 +282,12 @@ class Climb:
         climb.best_peak, climb.best, climb.evaluations
     """
 
-    def __init__(self, graph: Graph, devices: int, rng: np.random.Generator, params: ClimbParams):
+    def __init__(self, graph: Graph, devices: int, rng: np.random.Generator, params: ClimbParams, moves=None):
         self.graph, self.num_devices = graph, check_devices(devices)
         self.candidates = pack_candidates(graph)
         self.evaluate = Evaluator(graph, devices)
-        self.params = params
+        self.moves = moves   # a move policy (`regal.moves.MoveProposals`) or None
+        self.params = params if moves is None else params._replace(policy_mix=float(moves.mix))
         self.rng = rng
         self.state: ClimbRun | None = None
         self.start_index = -1
@@ -321,7 +332,7 @@ class Climb:
         self.start_index = i   # which of `starts` the climb went on from
         placement, order = starts[i]
         self.state = ClimbRun(new_state(self.graph, self.num_devices, placement, order, scores[i], trace,
-                                        self.evaluate.count))
+                                        self.evaluate.count, self.moves))
 
     def run(self, evaluations: int, deadline: float | None = None) -> str:
         """Climb for up to `evaluations` more evaluations; returns why it stopped."""

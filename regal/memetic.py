@@ -41,6 +41,9 @@ off is plain BRKGA, bit for bit):
 - **Start choice** (issue 34). A policy with a start-choice head (`policy="learned"`) picks which
   of the starts the first climb goes on from, from the graph and the starts' scores
   (`regal.policy.start_choice`), instead of the lowest score; it costs one evaluation more.
+- **Move proposals** (issue 47). A policy with a move head (`policy="learned"`) gives every
+  climb per-node weights for which node its moves pick and per-node odds of grouping a device
+  move (`regal.moves`); a share of the picks follows them, the rest are the climb's own.
 - **Restarts** (issue 33). A climb that has found no new best for `restart_stall` of the budget
   starts again: from the population's best when the population has found a better schedule
   than the climb, else from the best start of the other kind (a plain start after a "computes on
@@ -84,7 +87,7 @@ from regal.heuristics import heuristic_solutions, packed_solutions
 from regal.climb import Climb
 from regal.loop import Progress, fit_population, numba_threads, run_loop, write_back
 from regal.policy.names import DEFAULT_POLICY_NAME
-from regal.policy.resolve import resolve_policy
+from regal.policy.resolve import resolve_moves, resolve_policy
 from regal.priors import Priors
 from regal.problems import MemoryProblem
 from regal.solution import Solution, make_solution
@@ -125,11 +128,12 @@ class Polish:
 
     def __init__(self, problem: MemoryProblem, config: FlagshipConfig, brkga_config: BrkgaConfig, budget: int,
                  seed: int, starts: list, extra: int, share: float, reserve: int, deadline: float | None,
-                 chooser=None):
+                 chooser=None, moves=None):
         self.problem, self.config, self.brkga_config = problem, config, brkga_config
         self.budget, self.starts, self.extra, self.share = budget, starts, extra, share
         self.reserve, self.deadline = reserve, deadline
         self.chooser = chooser  # a policy's start choice (names, scores) -> index, for the first climb
+        self.moves = moves      # a policy's move proposals (`regal.moves.MoveProposals`), for every climb
         self.rng = np.random.default_rng([seed, 0x5EED])  # the local search's own stream
         self.climber: Climb | None = None
         self.packed = None    # the best score last re-homed
@@ -280,7 +284,7 @@ class Polish:
     def _new_climb(self, starts: list, left: int, choose=None) -> None:
         graph, budget = self.problem.graph, self.budget + self.reserve
         params = self.config.climb.params(graph.num_nodes, budget)
-        self.climber = Climb(graph, self.problem.devices, self.rng, params)
+        self.climber = Climb(graph, self.problem.devices, self.rng, params, self.moves)
         self.climber.start(starts, left, self.deadline, choose)
 
     def _climb_record(self) -> dict:
@@ -325,6 +329,7 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     asked = config.population_size  # fewer where that many would not fit in memory (issue 36)
     config = config._replace(population_size=fit_population(graph, devices, asked, problem.num_keys)).validate()
     priors, chooser = resolve_policy(graph, devices, priors, policy)
+    moves = resolve_moves(graph, devices, policy) if polish else None
     deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     # the last evaluations re-home the resident tensors of the climb's best (pack_residents)
     reserve = 2 if (flagship.pack_residents and polish and devices > 1 and budget > config.population_size + 2
@@ -335,7 +340,7 @@ def optimize_memory(graph: Graph, devices: int = 1, budget: int = 5000, seed: in
     seeds = [encode(placement, order, devices) for _, placement, order in starts]
     share = polish_share(graph.num_nodes, devices) if polish else 0.0
     improver = Polish(problem, flagship, config, int(budget) - reserve, seed, starts, extra, share, reserve, deadline,
-                      chooser)
+                      chooser, moves)
     with numba_threads(num_threads):
         out = run_loop(problem, config, int(budget) - reserve, seed, priors=priors, initial=seeds + list(initial or []),
                        improver=improver, t0=t0, deadline=deadline, callback=callback, report_budget=int(budget))

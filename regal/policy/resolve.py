@@ -13,12 +13,12 @@ from regal.decode import chromosome_length
 from regal.graph import Graph
 from regal.policy import load_policy, policy_file  # JAX is imported only to train or run GAS
 from regal.policy.actions import to_priors
-from regal.policy.names import TEACHER_POLICIES, check_objective
+from regal.policy.names import SHIPPED_POLICIES, TEACHER_POLICIES, check_objective
 from regal.policy.teacher import teacher_actions
 from regal.priors import Priors
 from regal.timed import timed_chromosome_length
 
-__all__ = ["resolve_priors", "resolve_policy", "teacher_priors", "check_priors"]
+__all__ = ["resolve_priors", "resolve_policy", "resolve_moves", "teacher_priors", "check_priors"]
 
 
 def check_priors(priors: Priors | None, num_keys: int, devices: int) -> None:
@@ -76,8 +76,10 @@ def resolve_policy(graph: Graph, devices: int, priors: Priors | None, policy,
     if isinstance(policy, str) and policy in TEACHER_POLICIES:
         return teacher_priors(graph, devices, placement=policy == "teacher"), None
     if not isinstance(policy, (str, os.PathLike)) and not hasattr(policy, "priors"):
-        if hasattr(policy, "choose_start"):   # a start chooser alone (no priors)
+        if hasattr(policy, "choose_start"):   # a start chooser (no priors)
             return None, lambda names, scores: policy.choose_start(graph, devices, names, scores)
+        if hasattr(policy, "move_proposals"):   # move proposals alone (`resolve_moves`)
+            return None, None
         raise TypeError(f"policy must be 'default', 'learned', 'transfer', 'runtime', 'teacher', 'none', a policy "
                         f"file or a loaded Policy, got {policy!r}")
     pol = _loaded(os.fspath(policy)) if isinstance(policy, (str, os.PathLike)) else policy
@@ -90,3 +92,20 @@ def resolve_policy(graph: Graph, devices: int, priors: Priors | None, policy,
     chooser = (lambda names, scores: pol.choose_start(graph, devices, names, scores)) \
         if getattr(pol, "has_start", False) else None
     return (pol.priors(graph, devices, objective=objective) if heads else None), chooser
+
+
+def resolve_moves(graph: Graph, devices: int, policy):
+    """The move proposals (`regal.moves.MoveProposals`) a policy gives the flagship's climb
+    (issue 47): a loaded or named policy with a moves head (`PolicyConfig.moves`), or any object
+    with a `move_proposals(graph, devices)` method; None for every other policy."""
+    if policy is None or (isinstance(policy, str) and policy == "none"):
+        return None
+    if isinstance(policy, (str, os.PathLike)):
+        from regal.policy.names import POLICY_NAMES
+        if isinstance(policy, str) and policy in POLICY_NAMES and policy not in SHIPPED_POLICIES:
+            return None   # the teacher's names
+        policy = _loaded(os.fspath(policy))
+    make = getattr(policy, "move_proposals", None)
+    if make is None or (hasattr(policy, "has_moves") and not policy.has_moves):
+        return None
+    return make(graph, devices)
