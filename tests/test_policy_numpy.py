@@ -38,7 +38,8 @@ def _graphs():
     PolicyConfig(**SMALL, elite=True, features="v1"),
     PolicyConfig(**SMALL, transfer_priority=True, start=True, max_devices=3),
     PolicyConfig(**SMALL, features="v1", structure_features=False),
-], ids=["default", "start", "elite-v1", "transfer-start", "v1-nostructure"])
+    PolicyConfig(**SMALL, start=True, moves=True, placement=False, scheduling=False),
+], ids=["default", "start", "elite-v1", "transfer-start", "v1-nostructure", "start-moves"])
 def test_numpy_forward_equals_haiku(config):
     params = _perturbed(config)
     net = make_network(config)
@@ -50,7 +51,7 @@ def test_numpy_forward_equals_haiku(config):
         batch = config.batch(g, devices)
         want = net.apply(params, None, batch, starts)
         got = forward(config, params, batch, starts)
-        for head in HEADS + (("start_scores",) if config.start else ()):
+        for head in HEADS + (("start_scores",) if config.start else ()) + (("moves",) if config.moves else ()):
             w = np.asarray(getattr(want, head))
             assert got[head].shape == w.shape, head
             assert np.allclose(got[head], w, rtol=1e-4, atol=1e-5), (head, np.abs(got[head] - w).max())

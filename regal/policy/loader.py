@@ -104,6 +104,33 @@ class Policy:
         `start_scores`."""
         return int(np.argmax(self.start_scores(graph, devices, names, scores, batch)))
 
+    @property
+    def has_moves(self) -> bool:
+        """Whether the policy has a move head (the climb's move proposals, issue 47)."""
+        return bool(getattr(self.config, "moves", False))
+
+    def move_logits(self, graph: Graph, devices: int, batch: GraphBatch | None = None) -> np.ndarray:
+        """float[n, 2]: the move head's node and group logits (`regal.moves`)."""
+        if not self.has_moves:
+            raise ValueError(f"{self.source or 'this policy'} has no move head")
+        self._check_devices(devices)
+        batch = batch if batch is not None else self.config.batch(graph, devices)
+        if self.config.kind == "gnn":
+            from regal.policy.numpy_net import forward
+            out = forward(self.config, self.params, batch)["moves"]
+        else:
+            out = _jitted_apply(self.config)(self.params, batch).moves
+        return np.asarray(out, dtype=np.float64)[:graph.num_nodes]
+
+    def move_proposals(self, graph: Graph, devices: int, *, mix: float | None = None, learn: bool = False,
+                       stats: bool = False):
+        """The climb's move proposals for `graph` (`regal.moves.MoveProposals`): the move head's
+        logits, a share `mix` of the picks (the file's `moves_mix`, else `regal.moves.DEFAULT_MIX`)."""
+        from regal.moves import DEFAULT_MIX, MoveProposals
+        logits = self.move_logits(graph, devices)
+        mix = self.meta.get("moves_mix", DEFAULT_MIX) if mix is None else mix
+        return MoveProposals(logits[:, 0], logits[:, 1], mix, learn=learn, stats=stats)
+
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:
         """The most likely action per node and head, or a sample (Gumbel-max, seeded)."""
         lg = self.logits(graph, devices)

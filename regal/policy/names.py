@@ -18,8 +18,9 @@ DEFAULT_POLICY_NAME = "none"
 TEACHER_POLICIES = ("teacher", "teacher-schedule")
 #: The shipped policies, by name (`regal.policy.load_policy`: regal/policy/NAME.npz).
 SHIPPED_POLICIES = ("default", "gas", "transfer", "runtime", "learned")
-#: Shipped policies that steer the flagship's search itself rather than give priors (issue 34:
-#: "learned" picks the start the climb goes on from); they run inside the search, in NumPy.
+#: Shipped policies that steer the flagship's search itself rather than give priors: "learned"
+#: picks the start the climb goes on from (issue 34) and proposes the climb's moves (issue 47,
+#: `regal.moves`); they run inside the search, in NumPy, their time in the search's.
 START_POLICIES = ("learned",)
 #: Every policy name that is not a file: the shipped policies, the teacher's priors and none.
 POLICY_NAMES = SHIPPED_POLICIES + ("none",) + TEACHER_POLICIES

@@ -12,7 +12,8 @@
 
 Both end in the same per-node heads, which read the final node state and the raw node features;
 with `start` on, a graph-level one more: which of the flagship's starts its climb goes on from
-(`regal.policy.start_choice`, `Policy.choose_start`, issue 34). Head biases start at a
+(`regal.policy.start_choice`, `Policy.choose_start`, issue 34); with `moves` on, a per-node
+one: the climb's move proposals (`regal.moves`, `Policy.move_proposals`, issue 47). Head biases start at a
 preference for action 0 (plain BRKGA's choice; the start-choice head: the flagship's own choice),
 so an untrained policy begins near plain BRKGA and learns departures from it.
 The functions are pure and jit-able; callers decide where to `jit`.
@@ -40,6 +41,7 @@ class Logits(NamedTuple):
     elite: jnp.ndarray       # float32[N, len(ELITE_ACTIONS)]
     transfer_priority: jnp.ndarray  # float32[N, len(BETA_ACTIONS)]; zeros without the head
     start_scores: jnp.ndarray = None    # float32[MAX_STARTS]: the start-choice head's scores (None without)
+    moves: jnp.ndarray = None           # float32[N, 2]: the move head's node and group logits (None without)
 
 
 def _mlp(hidden: int, name: str) -> hk.Module:
@@ -107,6 +109,15 @@ def _start_scores(cfg: PolicyConfig, h: jnp.ndarray, batch: GraphBatch, starts) 
     return jnp.where(starts.sum(axis=-1) != 0, score, -1e9)
 
 
+def _move_logits(cfg: PolicyConfig, h: jnp.ndarray) -> jnp.ndarray:
+    """The move head (`regal.moves`, issue 47): per node, the logit of picking it for a climb's
+    move and the logit of taking its neighbours along on a device move; zero at first (the
+    climb's own picks, and an even chance of grouping)."""
+    zeros = hk.initializers.Constant(0.0)
+    hid = jax.nn.gelu(hk.Linear(cfg.hidden, name="moves_hidden")(h))
+    return hk.Linear(2, w_init=zeros, b_init=zeros, name="head_moves")(hid)
+
+
 def make_network(cfg: PolicyConfig) -> hk.Transformed:
     A, B = len(BETA_ACTIONS), len(ELITE_ACTIONS)
 
@@ -133,7 +144,8 @@ def make_network(cfg: PolicyConfig) -> hk.Transformed:
         if cfg.start and starts is None:  # no starts given: the head runs on none (its parameters exist)
             starts = jnp.zeros((MAX_STARTS, NUM_START_FEATURES), jnp.float32)
         scores = _start_scores(cfg, h, batch, starts) if cfg.start else None
-        return Logits(place, sched, elite, transfer, scores)
+        moves = _move_logits(cfg, h) if cfg.moves else None
+        return Logits(place, sched, elite, transfer, scores, moves)
 
     if cfg.kind not in ("gnn", "gas"):
         raise ValueError(f"unknown policy kind {cfg.kind!r}")

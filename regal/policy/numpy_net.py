@@ -21,7 +21,7 @@ from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
 from regal.policy.features import GraphBatch
 from regal.policy.start_choice import DEFAULT_COLUMN
 
-__all__ = ["forward"]
+__all__ = ["forward", "node_states"]
 
 _LN_EPS = 1e-5  # hk.LayerNorm's default
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))  # a Python float, so float32 stays float32
@@ -112,21 +112,33 @@ def _start_scores(config, params: dict, h: np.ndarray, batch: GraphBatch, starts
     return np.where(starts.sum(axis=-1) != 0, score, np.float32(-1e9))
 
 
+def node_states(config, params: dict, batch: GraphBatch) -> np.ndarray:
+    """float32[N, hidden + features]: what every head reads, the GNN's final node states beside
+    the raw node features (padded)."""
+    if config.kind != "gnn":
+        raise ValueError(f"the NumPy forward covers kind 'gnn' only, not {config.kind!r} "
+                         f"(the GRU of kind 'gas' runs in JAX only)")
+    return np.concatenate([_gnn(config, params, batch), batch.nodes], axis=-1)
+
+
 def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, np.ndarray]:
     """The padded logits of the "gnn" network of `config` (a PolicyConfig) on `batch`:
     placement [N, max_devices, A], scheduling [N, A], elite [N, B], transfer_priority [N, A]
-    and, with `starts` (float32[K, NUM_START_FEATURES]) and a start head, start_scores [K]."""
+    and, with `starts` (float32[K, NUM_START_FEATURES]) and a start head, start_scores [K]; with a
+    move head, moves [N, 2]."""
     if config.kind != "gnn":
         raise ValueError(f"the NumPy forward covers kind 'gnn' only, not {config.kind!r} "
                          f"(the GRU of kind 'gas' runs in JAX only)")
     A, B = len(BETA_ACTIONS), len(ELITE_ACTIONS)
-    h = np.concatenate([_gnn(config, params, batch), batch.nodes], axis=-1)
+    h = node_states(config, params, batch)
     n = h.shape[0]
     out = {"placement": _linear(params["head_placement"], h).reshape(n, config.max_devices, A),
            "scheduling": _linear(params["head_scheduling"], h),
            "elite": _linear(params["head_elite"], h)}
     out["transfer_priority"] = (_linear(params["head_transfer_priority"], h) if config.transfer_priority
                                 else np.zeros((n, A), h.dtype))
+    if getattr(config, "moves", False):  # the move head (network._move_logits)
+        out["moves"] = _linear(params["head_moves"], _gelu(_linear(params["moves_hidden"], h)))
     if config.start and starts is not None:  # the start-choice head (network._start_scores)
         out["start_scores"] = _start_scores(config, params, h, batch, np.asarray(starts, np.float32))
     return out
