@@ -320,11 +320,13 @@ def write_tables(rows, eq, args) -> None:
              "mean % lower peak than the flagship without a policy (positive: the policy is better), same seed. "
              "*1K*: both at 1,000 evaluations; *equal time*: without a policy at the evaluations whose median wall "
              "time is the policy's 1K run's (features and inference included; per source: the column *eq. evals*); "
-             "*start only*: the fold's start choice without the move head; *imitation*: the fold's head after "
-             "imitation alone (before REINFORCE); *5K*: both at 5,000. *reach*: share of cells whose peak at 1,000 is "
+             "*start only*: the fold's start choice without the move head; *moves*: the fold's policy against its start "
+             "choice alone (what the move head adds); *imitation*: the fold's head after imitation alone (before REINFORCE); "
+             "*learned vs imitation*: the fold's chosen head against its imitation-only head (a fold that chose no move "
+             "policy compares none with imitation); *5K*: both at 5,000. *reach*: share of cells whose peak at 1,000 is "
              "at most the no-policy flagship's at 5,000.", "",
-             "| source | d | cells | learned vs none, 1K | equal time | start only | imitation | learned vs imitation | 5K | reach: none | reach: learned | eq. evals |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| source | d | cells | learned vs none, 1K | equal time | start only | moves: learned vs start only | imitation | learned vs imitation | 5K | reach: none | reach: learned | eq. evals |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     groups: dict = {}
     for k in keys:
         if None in (peak(k, "none", BUDGET), peak(k, "learned", BUDGET), peak(k, "none", LONG)):
@@ -339,8 +341,9 @@ def write_tables(rows, eq, args) -> None:
         n1 = lambda k: peak(k, "none", BUDGET)
         lines.append(
             f"| {ds} | {d} | {len(ks)} | {mean(lambda k: gain(n1(k), peak(k, 'learned', BUDGET)))} | "
-            f"{mean(lambda k: gain(peak(k, 'none', 'eq'), peak(k, 'learned', BUDGET)) if peak(k, 'none', 'eq') else None)} | "
+            f"{mean(lambda k: gain(peak(k, 'none-eq', 'eq'), peak(k, 'learned', BUDGET)) if peak(k, 'none-eq', 'eq') else None)} | "
             f"{mean(lambda k: gain(n1(k), peak(k, 'start', BUDGET)) if peak(k, 'start', BUDGET) else None)} | "
+            f"{mean(lambda k: gain(peak(k, 'start', BUDGET), peak(k, 'learned', BUDGET)) if peak(k, 'start', BUDGET) else None)} | "
             f"{mean(lambda k: gain(n1(k), peak(k, 'imitation', BUDGET)) if peak(k, 'imitation', BUDGET) else None)} | "
             f"{mean(lambda k: gain(peak(k, 'imitation', BUDGET), peak(k, 'learned', BUDGET)) if peak(k, 'imitation', BUDGET) else None)} | "
             f"{mean(lambda k: gain(peak(k, 'none', LONG), peak(k, 'learned', LONG)) if peak(k, 'learned', LONG) else None)} | "
