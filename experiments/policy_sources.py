@@ -4,8 +4,9 @@
 
 On each corpus source's test split (--graphs graphs spread over its families, <= 3,000 nodes),
 5,000 evaluations: mean % lower peak than plain BRKGA on the same seed of the `default` policy
-(v1 features, both heads), the `transfer` policy (v2 features, scheduling head) and the teacher's
-scheduling half (no network). Runs on Dask (a local cluster of --workers processes), each run
+(policies.md was made with the v1 one, both heads, now experiments/policies/default-v1.npz; since
+issue 47 `default` is a v2 scheduling head: experiments/paper_default.py), the `transfer` policy
+(v2 features, scheduling head) and the teacher's scheduling half (no network). Runs on Dask (a local cluster of --workers processes), each run
 cached as a file under experiments/cache/policy_sources/ (`experiments.transfer.run_many`). Writes
 experiments/results/transfer/policies.md.
 """

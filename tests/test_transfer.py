@@ -105,4 +105,28 @@ def test_shipped_transfer_policy_reads_v2_and_leaves_placement_uniform():
     pri = pol.priors(g, 2)
     ab = np.stack([pri.alpha, pri.beta]).reshape(2, g.num_nodes, 3)
     assert np.all(ab[:, :, :2] == 1.0)  # placement genes: plain BRKGA's uniform
-    assert load_policy("default").config.features == "v1"
+    default = load_policy("default")  # since issue 47: the same kind (v2, scheduling head), trained on d = 1, 2, 4
+    assert default.config.features == "v2" and not default.config.placement and default.config.scheduling
+    ab = default.priors(g, 4)
+    assert np.all(np.stack([ab.alpha, ab.beta]).reshape(2, g.num_nodes, 5)[:, :, :4] == 1.0)
+
+
+def test_paper_default_gate_and_tempering_reach_plain_brkga(tmp_path):
+    """experiments.paper_default's two ways toward plain BRKGA: a gate on action 0's logit (in the
+    policy file; a large one leaves every gene Beta(1, 1): plain BRKGA's search bit for bit) and
+    tempering the Betas (t = 0: uniform; t = 1: unchanged)."""
+    import shutil
+    from experiments.paper_default import gated_policy, tempered
+    from regal.policy import load_policy
+    from regal.policy.loader import policy_file
+    base = str(tmp_path / "p.npz")
+    shutil.copy(policy_file("default"), base)
+    g = random_dag(5, num_nodes=60)
+    pri = load_policy(base).priors(g, 2)
+    assert gated_policy(base, 0.0) == base and np.any(pri.alpha != 1.0)
+    off = load_policy(gated_policy(base, 100.0)).priors(g, 2)
+    assert np.all(off.alpha == 1.0) and np.all(off.beta == 1.0)
+    plain = regal.optimize(g, 2, budget=300, seed=1, policy="none", seeding=False, polish=False)
+    gated = regal.optimize(g, 2, budget=300, seed=1, policy="none", priors=off, seeding=False, polish=False)
+    assert gated.peak_bytes == plain.peak_bytes and np.array_equal(gated.order, plain.order)
+    assert np.all(tempered(pri, 0.0).alpha == 1.0) and np.array_equal(tempered(pri, 1.0).beta, pri.beta)
