@@ -20,8 +20,9 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 
 @click.command("train", short_help="train a REGAL policy (imitation, then REINFORCE on Dask)", help=(
     "Train a REGAL policy on a data split: imitation of the structural teacher, then REINFORCE; "
-    "the defaults are the recipe of the shipped policy (regal/policy/default.json), except --features "
-    "(it reads v1; new policies read the source-invariant v2). BRKGA runs "
+    "the defaults are the recipe of the v1 policy REGAL's Tables 1 and 3 were made with "
+    "(experiments/policies/default-v1.json), except --features (it reads v1; new policies read the "
+    "source-invariant v2); the shipped default (regal/policy/default.json) is another recipe. BRKGA runs "
     "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
     "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
 @click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
