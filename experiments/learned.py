@@ -300,19 +300,31 @@ def plot_anytime(rows: list, none_history: dict) -> list:
                 curves = [_step(hist(r), 0, grid) / r["none_5k"] for r in cells if hist(r)]
                 if curves:
                     ax.plot(grid, np.nanmean(np.array(curves), axis=0), label=f"{label} ({len(curves)} runs)")
-            ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-            ax.set_xscale("log")
-            ax.set_xlabel("evaluations")
-            ax.set_ylabel("best peak / no-policy flagship at 5K")
-            ax.set_title(f"{ds}, d = {d}")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        name = f"anytime_{ds}.png"
-        fig.savefig(os.path.join(OUT, name), dpi=80)
-        plt.close(fig)
-        files.append(name)
+            anytime_axis(ax, f"{ds}, d = {d}", "--", 8)
+        files.append(save_anytime(fig, OUT, ds))
     return files
+
+
+def anytime_axis(ax, title: str, ref_style: str = "--", legend_size: int = 8) -> None:
+    """An anytime plot's axis: log evaluations, best peak over the no-policy flagship's at 5K (a
+    line at 1), the title and the legend."""
+    ax.axhline(1.0, color="gray", lw=0.8, ls=ref_style)
+    ax.set_xscale("log")
+    ax.set_xlabel("evaluations")
+    ax.set_ylabel("best peak / no-policy flagship at 5K")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
+def save_anytime(fig, out: str, dataset: str) -> str:
+    """Write an anytime figure as OUT/anytime_DATASET.png; returns the file's name."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    name = f"anytime_{dataset}.png"
+    fig.savefig(os.path.join(out, name), dpi=80)
+    plt.close(fig)
+    return name
 
 
 def evaluate(args) -> None:

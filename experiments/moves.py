@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from experiments.learned import SOURCES, TWINS, _collect_jobs, _run_jobs, _selection_source
+from experiments.learned import SOURCES, TWINS, _collect_jobs, _run_jobs, _selection_source, anytime_axis, save_anytime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 START_POLICIES = os.path.join(ROOT, "experiments", "policies", "learned")
@@ -398,18 +398,8 @@ def plot_anytime(rows) -> list:
                 if curves:
                     ax.plot(grid, np.nanmean(np.array(curves), axis=0), style,
                             label=f"{'learned' if v == 'learned' else 'no policy'} {b // 1000}K ({len(curves)} runs)")
-            ax.axhline(1.0, color="gray", lw=0.8, ls=":")
-            ax.set_xscale("log")
-            ax.set_xlabel("evaluations")
-            ax.set_ylabel("best peak / no-policy flagship at 5K")
-            ax.set_title(f"{ds}, d = {d}")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        name = f"anytime_{ds}.png"
-        fig.savefig(os.path.join(OUT, name), dpi=80)
-        plt.close(fig)
-        files.append(name)
+            anytime_axis(ax, f"{ds}, d = {d}", ":", 7)
+        files.append(save_anytime(fig, OUT, ds))
     print("plots:", files)
     return files
 
