@@ -64,7 +64,6 @@ def _stats_cell(job) -> dict:
     """The no-policy flagship at 1,000 on one (graph, d, seed), counting per node."""
     source, split, path, d, seed = job
     import regal
-    from regal.moves import MoveProposals
     g = regal.load(path)
     rec = _Counting()
     t = time.perf_counter()
