@@ -305,7 +305,7 @@ def _pick_directed(nbytes, cand, m, pol, rng):
 
 
 @numba.njit(**_JIT)
-def _credit(g, pol, stats, grad, glob, movable, pool, cand, better):
+def _credit(g, pol, stats, grad, glob, pool, cand, better):
     """A simulated move's outcome (better: it improved the score) into the per-node counts
     (stats) and, when learning, REINFORCE's gradient: advantage (reward - baseline) times
     d log P / d logit, for the picked node's logit and (a device move of a non-resident node) its
@@ -641,7 +641,7 @@ def climb(g, s, p, rng, stop):
     quality, group_quality, device_peak, scratch = s.quality, s.group_quality, s.device_peak, _scratch(s)
     best, record, accepted, sideways = _best(s), _record(s), s.accepted, s.sideways
     pol = _policy(s, p.policy_mix)
-    stats, mgrad, glob, movable = s.move_stats, s.move_grad, s.move_glob, s.movable
+    stats, mgrad, glob = s.move_stats, s.move_grad, s.move_glob
     pol[4][0], pol[4][4] = 0.0, -1.0
     while count[()] < stop:
         if since[()] >= p.patience:
@@ -681,5 +681,5 @@ def climb(g, s, p, rng, stop):
         else:
             _undo(order, pos, placement, mv, grp)
         _learn_both(quality, group_quality, p, kind, gkind, better)
-        _credit(g, pol, stats, mgrad, glob, movable, scratch[3], scratch[1], better)
+        _credit(g, pol, stats, mgrad, glob, scratch[3], scratch[1], better)
     return 0

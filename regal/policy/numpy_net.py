@@ -21,7 +21,7 @@ from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
 from regal.policy.features import GraphBatch
 from regal.policy.start_choice import DEFAULT_COLUMN
 
-__all__ = ["forward", "node_states"]
+__all__ = ["forward", "node_states", "move_head"]
 
 _LN_EPS = 1e-5  # hk.LayerNorm's default
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))  # a Python float, so float32 stays float32
@@ -121,6 +121,11 @@ def node_states(config, params: dict, batch: GraphBatch) -> np.ndarray:
     return np.concatenate([_gnn(config, params, batch), batch.nodes], axis=-1)
 
 
+def move_head(params: dict, states: np.ndarray) -> np.ndarray:
+    """The move head (network._move_logits): node and group logits [n, 2] from `node_states`."""
+    return _linear(params["head_moves"], _gelu(_linear(params["moves_hidden"], states)))
+
+
 def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, np.ndarray]:
     """The padded logits of the "gnn" network of `config` (a PolicyConfig) on `batch`:
     placement [N, max_devices, A], scheduling [N, A], elite [N, B], transfer_priority [N, A]
@@ -138,7 +143,7 @@ def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, n
     out["transfer_priority"] = (_linear(params["head_transfer_priority"], h) if config.transfer_priority
                                 else np.zeros((n, A), h.dtype))
     if getattr(config, "moves", False):  # the move head (network._move_logits)
-        out["moves"] = _linear(params["head_moves"], _gelu(_linear(params["moves_hidden"], h)))
+        out["moves"] = move_head(params, h)
     if config.start and starts is not None:  # the start-choice head (network._start_scores)
         out["start_scores"] = _start_scores(config, params, h, batch, np.asarray(starts, np.float32))
     return out

@@ -40,15 +40,10 @@ def init_head(in_dim: int, hidden: int, seed: int = 0) -> dict:
             "head_moves": {"w": np.zeros((hidden, 2), np.float32), "b": np.zeros(2, np.float32)}}
 
 
-def _gelu(x):
-    inner = x * (np.sqrt(2.0 / np.pi) * (1.0 + 0.044715 * x * x))
-    return 0.5 * x * (1.0 + np.tanh(inner))
-
-
 def head_logits(params: dict, states: np.ndarray) -> np.ndarray:
     """float[n, 2] in NumPy: node and group logits from node states (float[n, F])."""
-    h = states @ np.asarray(params["moves_hidden"]["w"]) + np.asarray(params["moves_hidden"]["b"])
-    return _gelu(h) @ np.asarray(params["head_moves"]["w"]) + np.asarray(params["head_moves"]["b"])
+    from regal.policy.numpy_net import move_head
+    return move_head(params, states)
 
 
 def _jax_logits(params, states):
