@@ -33,7 +33,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
              config: FlagshipConfig | BrkgaConfig | None = None, time_limit_s: float | None = None,
              callback: Callable[[Progress], bool | None] | None = None, num_threads: int | None = None,
              initial: list[np.ndarray] | None = None, method: str | None = None, objective: str = "memory",
-             memory_limit_bytes=None, device_model=None, deadline: Deadline | None = None) -> Solution:
+             memory_limit_bytes=None, device_model=None, deadline: Deadline | None = None,
+             recompute_budget: float = 0.0) -> Solution:
     """Search placements and orders of `graph` on `devices` devices for the lowest peak memory.
 
     budget: evaluations in all (seeds, decodes and local moves); seed: the only randomness.
@@ -61,6 +62,12 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
         `device_model` (`regal.timed.DeviceModel`; None: its defaults), with the same budget,
         seeding, polish, config and priors (of the timed chromosome: a policy trained for this
         objective, e.g. "runtime").
+    recompute_budget: the extra compute the search may spend on recomputing values instead of
+        keeping them (SPEC.md section 3b), a fraction of the cost of running every node once
+        (`regal.recompute.op_costs`; 0.1: at most 10 % more). 0 (the default): no recomputation,
+        the search as before, bit for bit. With objective "runtime" and a memory limit at d = 1,
+        the step time is minimized with at most this much recomputation (`regal.recompute_search`).
+        The Solution's order then may list a node again; info["recompute"] says how much.
     Returns the best Solution found; its peak is re-simulated (SPEC.md section 3). Its info
     (objective "memory") says how the budget went: "seeding" (the starts), "generations",
     "polish_evaluations", "climbs" (each climb's kind of start, start and best peak,
@@ -72,6 +79,11 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     common = dict(seeding=seeding, polish=polish, config=config, policy=policy, priors=priors,
                   time_limit_s=time_limit_s, callback=callback, num_threads=num_threads, initial=initial,
                   method=method, deadline=deadline)
+    from regal.recompute_search import check_recompute_budget
+    recompute_budget = check_recompute_budget(recompute_budget)
+    if recompute_budget > 0.0:
+        return _optimize_recompute(graph, devices, budget, seed, recompute_budget, objective, memory_limit_bytes,
+                                   device_model, common)
     # each objective's modules are imported when it runs (issue 36: a command pays for what it uses)
     if objective == "runtime":
         from regal.runtime import optimize_runtime
@@ -88,6 +100,28 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     if memory_limit_bytes is not None or device_model is not None:
         raise ValueError("memory_limit_bytes and device_model belong to objective='runtime'")
     return optimize_memory(graph, devices, budget, seed, **common)
+
+
+def _optimize_recompute(graph, devices, budget, seed, recompute_budget, objective, memory_limit_bytes, device_model,
+                        common) -> Solution:
+    """`optimize` with recomputation (`regal.recompute_search`): the memory objective, or the
+    runtime objective at d = 1 under one memory limit (the step time is the sequence's cost)."""
+    from regal.recompute_search import optimize_recompute
+    if objective == "memory":
+        if memory_limit_bytes is not None or device_model is not None:
+            raise ValueError("memory_limit_bytes and device_model belong to objective='runtime'")
+        return optimize_recompute(graph, devices, budget, seed, recompute_budget, **common)
+    if objective != "runtime":
+        raise ValueError(f"recompute_budget > 0 works with objective 'memory' or 'runtime', not {objective!r}")
+    if devices != 1:
+        raise ValueError("recompute_budget with objective='runtime' is supported at devices=1 only "
+                         "(the step time is then the sequence's cost)")
+    if memory_limit_bytes is None:
+        raise ValueError("recompute_budget with objective='runtime' needs memory_limit_bytes: without a limit "
+                         "the fastest step recomputes nothing")
+    limit = memory_limit_bytes[0] if isinstance(memory_limit_bytes, (list, tuple)) else memory_limit_bytes
+    return optimize_recompute(graph, devices, budget, seed, recompute_budget, memory_limit_bytes=int(limit),
+                              device_model=device_model, **common)
 
 
 def warmup(devices: int | None = None, *, seeding: bool = True, polish: bool = True) -> None:

@@ -15,7 +15,7 @@ from regal._kernel_graph import KernelGraph
 from regal.graph import Graph
 
 __all__ = ["ScheduleError", "Simulation", "KernelGraph", "kernel_graph", "check_schedule",
-           "simulate", "memory_trace", "peak_of"]
+           "simulate", "memory_trace", "peak_of", "is_sequence", "check_any"]
 
 
 class ScheduleError(ValueError):
@@ -111,19 +111,43 @@ def peak_of(kg: KernelGraph, placement: np.ndarray, order: np.ndarray, devices: 
     return int(_kernels.simulate_peak(kg, order, placement, devices, device_peak, trace))
 
 
+def is_sequence(graph: Graph, order) -> bool:
+    """Whether `order` runs some node more than once (SPEC.md section 3b): longer than the graph."""
+    return np.ndim(order) == 1 and np.shape(order)[0] > graph.num_nodes
+
+
+def check_any(graph: Graph, placement, order, devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """`check_schedule`, or for an order with recomputations (section 3b) the placement's check and
+    `regal.recompute.check_sequence`; ScheduleError names the first problem."""
+    if not is_sequence(graph, order):
+        return check_schedule(graph, placement, order, devices)
+    from regal.recompute import SequenceError, check_sequence
+    n = graph.num_nodes
+    placement, _ = check_schedule(graph, placement, np.arange(n), devices)
+    try:
+        return placement, check_sequence(graph, placement, order, devices)
+    except SequenceError as e:
+        raise ScheduleError(str(e)) from None
+
+
 def _run(graph: Graph, placement, order, devices: int, trace: np.ndarray) -> Simulation:
-    placement, order = check_schedule(graph, placement, order, devices)
+    placement, order = check_any(graph, placement, order, devices)
     device_peak = np.zeros(devices, dtype=np.int64)
-    peak = peak_of(kernel_graph(graph), placement, order, devices, device_peak, trace)
+    if order.shape[0] > graph.num_nodes:
+        from regal._remat import instance_peak
+        peak = int(instance_peak(kernel_graph(graph), order, placement, devices, device_peak, trace))
+    else:
+        peak = peak_of(kernel_graph(graph), placement, order, devices, device_peak, trace)
     return Simulation(peak, device_peak)
 
 
 def simulate(graph: Graph, placement, order, devices: int) -> Simulation:
-    """Peak memory (SPEC.md section 3) of running `order` with `placement` on `devices`."""
+    """Peak memory (SPEC.md section 3) of running `order` with `placement` on `devices`; an order
+    that runs some node more than once is scored on its instance graph (section 3b)."""
     return _run(graph, placement, order, devices, np.empty((0, devices), dtype=np.int64))
 
 
 def memory_trace(graph: Graph, placement, order, devices: int) -> tuple[Simulation, np.ndarray]:
-    """The simulation and trace: int64[n, devices], every device's bytes while step t runs."""
-    trace = np.zeros((graph.num_nodes, devices), dtype=np.int64)
+    """The simulation and trace: int64[len(order), devices], every device's bytes while step t runs."""
+    trace = np.zeros((np.shape(order)[0], devices), dtype=np.int64)
     return _run(graph, placement, order, devices, trace), trace

@@ -35,7 +35,8 @@ class SolutionError(ValueError):
 class Solution:
     """A placement and global order with their simulated peak memory.
 
-    placement: int32[n] device of each node; order: int32[n] node indices, topological;
+    placement: int32[n] device of each node; order: int32[n] node indices, topological, or
+    int32[m > n] with recomputations (SPEC.md section 3b: a node listed again runs again);
     device_peak_bytes: int64[num_devices]; info: solver-specific extras (seed, bound, status...).
     """
     graph_name: str
@@ -54,6 +55,11 @@ class Solution:
     def ids(self) -> tuple:
         """The node ids, index by index: the name `Graph.ids` has (`node_ids` is the same)."""
         return self.node_ids
+
+    @property
+    def recomputes(self) -> bool:
+        """Whether the order runs some node more than once (SPEC.md section 3b)."""
+        return self.order.shape[0] > len(self.node_ids)
 
     def device_orders(self) -> list[list[str]]:
         """Each device's nodes in the order it runs them: `order` split by `placement`
@@ -128,13 +134,18 @@ def _jsonable(x: Any) -> Any:
 
 def make_solution(graph: Graph, placement, order, devices: int, method: str,
                   evaluations: int = 0, seconds: float = 0.0, info: Mapping | None = None) -> Solution:
-    """Validate and simulate a placement and order; the Solution carries the simulated peak."""
+    """Validate and simulate a placement and order; the Solution carries the simulated peak. An
+    order with recomputations (SPEC.md section 3b) gets info["recompute"] (`RecomputeStats`)."""
     sim = simulate(graph, placement, order, devices)
+    info = dict(info or {})
+    if np.shape(order)[0] > graph.num_nodes:
+        from regal.recompute import recompute_stats
+        info["recompute"] = recompute_stats(graph, order).to_json()
     return Solution(graph_name=graph.name, node_ids=graph.ids, num_devices=int(devices),
                     placement=np.asarray(placement, dtype=np.int32).copy(),
                     order=np.asarray(order, dtype=np.int32).copy(), peak_bytes=sim.peak_bytes,
                     device_peak_bytes=sim.device_peak_bytes, method=method,
-                    evaluations=int(evaluations), seconds=float(seconds), info=dict(info or {}))
+                    evaluations=int(evaluations), seconds=float(seconds), info=info)
 
 
 def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solution:
@@ -165,8 +176,10 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
         _check_timed(graph, sol, sol.info["timed"], fail)
     if doc.get("memory_plan") is not None:  # the optional offsets (regal.memory_plan, issue 35)
         from regal.memory_plan import check_plan_json
+        from regal.recompute import instance_solution
+        inst, isol = instance_solution(graph, sol)  # with recomputations: instance ids ("id#2") name the buffers
         try:
-            check_plan_json(graph, sol.placement, sol.order, sol.num_devices, doc["memory_plan"])
+            check_plan_json(inst, isol.placement, isol.order, sol.num_devices, doc["memory_plan"])
         except ValueError as e:
             fail(str(e))
     return sol
@@ -223,7 +236,8 @@ def _read_placement(graph: Graph, raw_place: Any, d: int, fail) -> np.ndarray:
 
 
 def _read_order(graph: Graph, raw_order: Any, fail) -> np.ndarray:
-    """int64[n]: the node indices of the 'order' list, each node once."""
+    """int64[m]: the node indices of the 'order' list: each node once, or (SPEC.md section 3b) a
+    sequence that runs some nodes again, checked by the simulation."""
     index = graph.index
     if not isinstance(raw_order, list):
         fail("'order' must be a list of node ids")
@@ -231,13 +245,11 @@ def _read_order(graph: Graph, raw_order: Any, fail) -> np.ndarray:
     for nid in raw_order:
         if not isinstance(nid, str) or nid not in index:
             fail(f"order names node {nid!r}, which is not in graph {graph.name!r}")
-        if nid in seen:
-            fail(f"order lists node {nid!r} twice")
         seen.add(nid)
     if len(seen) != graph.num_nodes:
         missing = next(nid for nid in graph.ids if nid not in seen)
         fail(f"order misses node {missing!r} ({graph.num_nodes - len(seen)} missing)")
-    return np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=graph.num_nodes)
+    return np.fromiter((index[nid] for nid in raw_order), dtype=np.int64, count=len(raw_order))
 
 
 def _check_timed(graph: Graph, sol: Solution, timed: Mapping, fail) -> None:

@@ -362,7 +362,11 @@ def timed_info(graph: Graph, sim: TimedSimulation, devices: int, model: DeviceMo
 
 def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -> TimedSimulation:
     """The timed model of a Solution, with the transfer order its info["timed"] names (if any)
-    and its device model unless another is given."""
+    and its device model unless another is given. A solution with recomputations (SPEC.md
+    section 3b) runs as its instance graph, `order` its dispatch order."""
+    if solution.order.shape[0] > graph.num_nodes:
+        from regal.recompute import instance_solution
+        graph, solution = instance_solution(graph, solution)
     timed = solution.info.get("timed") or {}
     d = solution.num_devices
     model = check_device_model(device_model if device_model is not None else timed.get("device_model"), d)

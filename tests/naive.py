@@ -352,3 +352,33 @@ def xla_dfs_weights(g, post):
         extra[v] = min(max(int(users[v]) - 1, 0) + int(extra[ops].sum()), n)
         total[v] = min(b + int(total[ops].sum()), cumulative)
     return extra, total
+
+
+def expand_instances(graph, sequence):
+    """SPEC.md section 3b, literally: the instance graph of a sequence that may run a node more
+    than once. Returns (instance graph, instance placement map: instance index -> node index).
+    Instance i is the i-th entry of `sequence`; it reads, for each data input, the latest instance
+    of that input before it; its control inputs are their first instances. Ids: the node's id for
+    its first instance, "id#k" for its k-th."""
+    from regal.graph import Graph
+    latest, first, seen, records = {}, {}, {}, []
+    for i, v in enumerate(sequence):
+        v = int(v)
+        seen[v] = seen.get(v, 0) + 1
+        name = graph.ids[v] if seen[v] == 1 else f"{graph.ids[v]}#{seen[v]}"
+        reads = {int(u): latest[int(u)] for u in graph.inputs(v)}
+        rec = {"id": name, "op": "op", "bytes": int(graph.bytes[v]), "temp_bytes": int(graph.temp_bytes[v]),
+               "cost": float(graph.cost[v]), "resident": bool(graph.resident[v]), "output": bool(graph.output[v]),
+               "inputs": [records[reads[int(u)]]["id"] for u in graph.inputs(v)],
+               "control_inputs": [records[first[int(u)]]["id"] for u in graph.control_inputs(v)],
+               "reuse": [records[reads[int(u)]]["id"] for u in graph.reuse(v)]}
+        records.append(rec)
+        latest[v] = i
+        first.setdefault(v, i)
+    return Graph.from_records(records, name=graph.name + "-instances"), [int(v) for v in sequence]
+
+
+def simulate_sequence(graph, placement, sequence, num_devices):
+    """Section 3b: section 3 (`simulate`) on the instance graph, in the sequence's order."""
+    inst, node_of = expand_instances(graph, sequence)
+    return simulate(inst, [placement[v] for v in node_of], list(range(len(node_of))), num_devices)

@@ -61,12 +61,17 @@ if TYPE_CHECKING:
               help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
                    "--memory-limit (section 4, docs/timed-model.md); arena: the smallest packed arena "
                    "(docs/packing.md)")
+@click.option("--recompute-budget", "recompute_budget", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="extra compute the search may spend recomputing values instead of keeping them, as a "
+                   "fraction of one run's cost (0.1: at most 10 % more; SPEC section 3b); with --objective "
+                   "runtime and --memory-limit (one device), the recomputation allowed while the step time "
+                   "is minimized. 0: none")
 @RUNTIME_OPTIONS
 @DIM_OPTION
 @_friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
                  mutant_fraction, elite_inheritance, prior_share, time_limit_s, threads, output, as_json, objective,
-                 memory_limit, bandwidth, latency, speed, dims):
+                 recompute_budget, memory_limit, bandwidth, latency, speed, dims):
     import regal.methods
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
@@ -78,6 +83,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
+    if recompute_budget:
+        runtime = {**runtime, "recompute_budget": recompute_budget}
     if output:
         check_writable(output, inputs=[graph_path])  # before the search, not after it
     from regal._stop import stop_on_signals
@@ -103,7 +110,7 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
     def callback(p):
         if bar is not None:
             bar.update(p.evaluations - bar.n)
-            bar.set_postfix_str(f"fitness {p.best_peak_bytes:.4g}" if runtime
+            bar.set_postfix_str(f"fitness {p.best_peak_bytes:.4g}" if runtime.get("objective") == "runtime"
                                 else f"peak {human_bytes(p.best_peak_bytes)}")
 
     try:

@@ -28,6 +28,7 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         doc.pop("placement")
         doc.pop("order")
         doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
+        doc["recompute"] = _recompute_summary(sol)
         alloc = _allocation(g, sol, deadline)
         doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
         doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
@@ -36,6 +37,21 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         click.echo(json.dumps(doc, indent=1))
     else:
         _print_solution(g, sol, output, deadline)
+
+
+def _recompute_summary(sol) -> dict:
+    """The `--json` report's "recompute" (SPEC.md section 3b): count, extra_cost, extra_fraction
+    (zeros for a solution that runs every node once)."""
+    rc = sol.info.get("recompute") or {}
+    return {"count": int(rc.get("count", 0)), "extra_cost": float(rc.get("extra_cost", 0.0)),
+            "extra_fraction": float(rc.get("extra_fraction", 0.0))}
+
+
+def _instances(g: Graph, sol):
+    """A solution with recomputations as a schedule of its instance graph (the allocation and the
+    packed arena read schedules that run each node once); any other as it is."""
+    from regal.recompute import instance_solution
+    return instance_solution(g, sol)
 
 
 def _effort(sol) -> str:
@@ -57,6 +73,7 @@ def _allocation(g: Graph, sol, deadline=None):
     expires first: it can take seconds on a large graph, and the command is asked to end."""
     from regal._stop import Stopped, interruptible
     from regal.allocation import allocation
+    g, sol = _instances(g, sol)
     try:
         return interruptible(allocation, deadline, g, sol.placement, sol.order, sol.num_devices)
     except Stopped:
@@ -74,6 +91,7 @@ def _packed(g: Graph, sol, deadline=None) -> dict | None:
     (`deadline`) or its time limit comes first, or it takes more than REPORT_PACK_WALL_S (then
     left behind)."""
     from regal._stop import Stopped, interruptible
+    g, sol = _instances(g, sol)
     if deadline is None:
         return packed_summary(g, sol)
     limit = deadline.at
@@ -117,6 +135,12 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(on.sum()):,} nodes"
                        + ("; weights only, it runs no op: a parameter-server layout, docs/library.md)"
                           if only_weights else ")"))
+    rc = sol.info.get("recompute")
+    if rc is not None:
+        cost = "" if rc.get("cost_model", "cost") == "cost" else f"; {rc['cost_model']}"
+        click.echo(f"recompute {rc['count']:,} runs again, +{rc['extra_fraction'] * 100:.2f} % compute "
+                   f"(budget {sol.info.get('recompute_budget', 0) * 100:g} %{cost})")
+    lb = g.lower_bound(d)
     alloc = _allocation(g, sol, deadline)
     if alloc is None:
         click.echo(f"allocated ({_not_computed(deadline)})")
@@ -125,7 +149,6 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
                    "buffer assignment (SPEC section 3a)")
     packed = _packed(g, sol, deadline)
     click.echo(_not_packed(deadline) if packed is None else packed_line(g, sol, packed))
-    lb = g.lower_bound(d)
     if lb and sol.peak_bytes <= lb:
         gap = ": proven optimal"
     else:

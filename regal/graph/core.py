@@ -49,6 +49,7 @@ class Graph:
         reuse_ptr/reuse_idx         CSR: the inputs node v may take over, reuse_idx[reuse_ptr[v]:reuse_ptr[v+1]]
         output: bool[n]             returned by the graph: its home copy is never freed (field `output`)
         meta: dict                  free-form metadata carried through files
+        no_recompute: bool[n]       may not run more than once (field `recompute`: false; SPEC.md 3b)
     """
 
     name: str
@@ -66,6 +67,11 @@ class Graph:
     reuse_idx: np.ndarray
     output: np.ndarray
     meta: dict = field(default_factory=dict)
+    no_recompute: np.ndarray | None = None   # None: every node may be recomputed
+
+    def __post_init__(self):
+        if self.no_recompute is None:
+            object.__setattr__(self, "no_recompute", np.zeros(len(self.ids), dtype=bool))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -94,7 +100,7 @@ class Graph:
         g = cls(name=str(name), ids=tuple(f.index), ops=tuple(f.ops), bytes=f.bytes, temp_bytes=f.temp,
                 cost=f.cost, resident=f.resident, in_ptr=f.data_in[0], in_idx=f.data_in[1],
                 ctrl_in_ptr=f.ctrl_in[0], ctrl_in_idx=f.ctrl_in[1], reuse_ptr=f.reuse[0], reuse_idx=f.reuse[1],
-                output=f.output, meta=dict(meta or {}))
+                output=f.output, meta=dict(meta or {}), no_recompute=f.no_recompute)
         g._check_acyclic(source)
         return g
 
@@ -295,6 +301,8 @@ class Graph:
                 rec["resident"] = True
             if self.output[v]:
                 rec["output"] = True
+            if self.no_recompute[v]:
+                rec["recompute"] = False
             ins = self.inputs(v)
             if ins.size:
                 rec["inputs"] = [self.ids[u] for u in ins]
@@ -335,7 +343,7 @@ class Graph:
 
 #: The keys of a node record (SPEC section 1).
 RECORD_KEYS = frozenset(("id", "op", "bytes", "temp_bytes", "cost", "resident", "output", "inputs",
-                         "control_inputs", "reuse"))
+                         "control_inputs", "reuse", "recompute"))
 
 
 def _refuse_unknown_keys(nodes: Sequence, source: str) -> None:

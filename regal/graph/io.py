@@ -85,6 +85,8 @@ def to_networkx(graph: Graph):
                    resident=bool(graph.resident[v]), order=v)
         if graph.output[v]:
             g.nodes[graph.ids[v]]["output"] = True
+        if graph.no_recompute[v]:
+            g.nodes[graph.ids[v]]["recompute"] = False
         if graph.reuse(v).size:
             g.nodes[graph.ids[v]]["reuse"] = [graph.ids[u] for u in graph.reuse(v)]
     for v in range(graph.num_nodes):
@@ -115,7 +117,7 @@ def from_networkx(g, name: str | None = None, default_bytes: int | None = None) 
     for v in nodes:
         a = g.nodes[v]
         rec: dict[str, Any] = {"id": str(v)}
-        for k in ("op", "bytes", "temp_bytes", "cost", "resident", "output"):
+        for k in ("op", "bytes", "temp_bytes", "cost", "resident", "output", "recompute"):
             if k in a:
                 rec[k] = a[k]
         if "reuse" in a:  # node ids become strings, as above; anything else is left to validation

@@ -137,6 +137,7 @@ class Fields(NamedTuple):
     data_in: tuple       # (ptr int64[n + 1], idx int32[e])
     ctrl_in: tuple
     reuse: tuple
+    no_recompute: np.ndarray  # bool[n]: the records that say "recompute": false (SPEC.md section 1)
 
 
 def bulk_fields(nodes: Sequence) -> Fields | None:
@@ -158,9 +159,13 @@ def bulk_fields(nodes: Sequence) -> Fields | None:
                                                                  (np.diff(ctrl_in[0]) > 0))).any():
             return None  # an invalid id list, or a resident node with inputs
         reuse = _reuse_column(nodes, index, data_in)
+        recompute = [rec.get("recompute", True) for rec in nodes]
+        if not set(map(type, recompute)) <= {bool}:
+            return None
     except (KeyError, TypeError, OverflowError, ValueError):  # a missing key, an id that is none
         return None
-    return None if reuse is None else Fields(index, *scalars, data_in, ctrl_in, reuse)
+    return None if reuse is None else Fields(index, *scalars, data_in, ctrl_in, reuse,
+                                             ~np.array(recompute, dtype=bool))
 
 
 def _bulk_index(nodes: Sequence) -> dict | None:
@@ -204,6 +209,7 @@ def record_fields(nodes: Sequence, source: str) -> Fields:
     cost = np.zeros(n, dtype=np.float64)
     resident = np.zeros(n, dtype=bool)
     output = np.zeros(n, dtype=bool)
+    no_recompute = np.zeros(n, dtype=bool)
     ops: list[str] = []
     data_in: list[list[int]] = []
     ctrl_in: list[list[int]] = []
@@ -229,6 +235,10 @@ def record_fields(nodes: Sequence, source: str) -> Fields:
         if not isinstance(o, bool):
             raise GraphError(f"{source}: node {nid!r}: 'output' must be true or false, got {o!r}")
         output[i] = o
+        rc = rec.get("recompute", True)
+        if not isinstance(rc, bool):
+            raise GraphError(f"{source}: node {nid!r}: 'recompute' must be true or false, got {rc!r}")
+        no_recompute[i] = not rc
         op = rec.get("op", "op")
         if not isinstance(op, str):
             raise GraphError(f"{source}: node {nid!r}: 'op' must be a string, got {op!r}")
@@ -240,7 +250,7 @@ def record_fields(nodes: Sequence, source: str) -> Fields:
         reuse.append(_reuse_list(rec, nid, index, data_in[-1], source) if "reuse" in rec else [])
 
     return Fields(index, nbytes, temp, cost, resident, output, ops, _csr(n, data_in), _csr(n, ctrl_in),
-                  _csr(n, reuse))
+                  _csr(n, reuse), no_recompute)
 
 
 def _record_index(nodes: Sequence, source: str) -> dict[str, int]:

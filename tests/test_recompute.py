@@ -1,0 +1,191 @@
+"""Recomputation (SPEC.md sections 3b, 5b): the instance simulator against its naive twin, the
+sequence checks, the solution file, the search's contract (`recompute_budget`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import regal
+from regal import _remat
+from regal.decode import order_by_priority
+from regal.graph import Graph
+from regal.recompute import check_sequence, instance_graph, op_costs, recompute_stats, SequenceError, STAND_IN
+from regal.recompute_search import recompute_sequence
+from regal.simulate import ScheduleError, kernel_graph, memory_trace, simulate
+from regal.solution import load_solution
+
+import naive
+from randgraph import random_dag
+
+
+def _random_sequence(g: Graph, rng, share=0.6):
+    n = g.num_nodes
+    order = order_by_priority(g, rng.random(n))
+    chosen = rng.random(n) < share
+    return order, recompute_sequence(g, order, chosen)
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_instance_peak_equals_naive(seed):
+    g = random_dag(seed, reuse_fraction=0.4, output_fraction=0.1)
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 4))
+    placement = rng.integers(0, d, g.num_nodes).astype(np.int32)
+    _, seq = _random_sequence(g, rng)
+    sim, trace = memory_trace(g, placement, seq, d)
+    want, want_dev = naive.simulate_sequence(g, placement.tolist(), seq.tolist(), d)
+    assert sim.peak_bytes == want
+    assert sim.device_peak_bytes.tolist() == list(want_dev)
+    assert trace.shape == (seq.shape[0], d) and trace.max() == want
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_without_repeats_the_instance_simulator_is_section_3(seed):
+    g = random_dag(seed, reuse_fraction=0.4, output_fraction=0.1)
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 4))
+    placement = rng.integers(0, d, g.num_nodes).astype(np.int32)
+    order = order_by_priority(g, rng.random(g.num_nodes))
+    dp = np.zeros(d, dtype=np.int64)
+    tr = np.zeros((g.num_nodes, d), dtype=np.int64)
+    peak = _remat.instance_peak(kernel_graph(g), order, placement, d, dp, tr)
+    sim, trace = memory_trace(g, placement, order, d)
+    assert peak == sim.peak_bytes and dp.tolist() == sim.device_peak_bytes.tolist()
+    assert np.array_equal(tr, trace)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_decoded_sequences_are_valid(seed):
+    g = random_dag(seed, reuse_fraction=0.3, output_fraction=0.1)
+    rng = np.random.default_rng(seed)
+    _, seq = _random_sequence(g, rng, share=0.9)
+    check_sequence(g, np.zeros(g.num_nodes, dtype=np.int32), seq, 1)
+    counts = np.bincount(seq, minlength=g.num_nodes)
+    assert not (counts[g.kept] > 1).any()
+
+
+def _spec_example() -> Graph:
+    return Graph.from_records([
+        {"id": "x", "bytes": 4, "resident": True}, {"id": "a", "bytes": 8, "inputs": ["x"]},
+        {"id": "b", "bytes": 1, "inputs": ["a"]}, {"id": "c", "bytes": 8, "inputs": ["b"]},
+        {"id": "y", "bytes": 1, "inputs": ["c"]}, {"id": "z", "bytes": 1, "inputs": ["a", "y"]}], name="spec3b")
+
+
+def test_spec_worked_example():
+    g = _spec_example()
+    ix = g.index
+    assert simulate(g, [0] * 6, [ix[k] for k in "xabcyz"], 1).peak_bytes == 21
+    assert simulate(g, [0] * 6, [ix[k] for k in "xabcyaz"], 1).peak_bytes == 14
+    assert naive.simulate_sequence(g, [0] * 6, [ix[k] for k in "xabcyaz"], 1)[0] == 14
+
+
+@pytest.mark.parametrize("seq, message", [
+    ("xabcyzz", "graph output"),
+    ("xxabcyz", "resident node"),
+    ("xabacyz", None),
+    ("xaabcyz", "no later entry reads it"),
+    ("xabcyaa", "misses node 'z'"),
+    ("xbaacyz", "not topological"),
+])
+def test_sequence_checks(seq, message):
+    g = _spec_example()
+    ix = g.index
+    order = [ix[k] for k in seq]
+    if message is None:
+        simulate(g, [0] * 6, order, 1)
+        return
+    with pytest.raises(ScheduleError, match=message):
+        simulate(g, [0] * 6, order, 1)
+
+
+def test_recompute_false_is_never_repeated():
+    recs = [{"id": "x", "bytes": 4, "resident": True}, {"id": "a", "bytes": 8, "inputs": ["x"], "recompute": False},
+            {"id": "b", "bytes": 1, "inputs": ["a"]}, {"id": "c", "bytes": 8, "inputs": ["b"]},
+            {"id": "y", "bytes": 1, "inputs": ["c"]}, {"id": "z", "bytes": 1, "inputs": ["a", "y"]}]
+    g = Graph.from_records(recs, name="pinned")
+    assert g.no_recompute.tolist() == [False, True, False, False, False, False]
+    assert Graph.from_records(g.to_records()).no_recompute.tolist() == g.no_recompute.tolist()
+    with pytest.raises(ScheduleError, match="recompute"):
+        simulate(g, [0] * 6, [g.index[k] for k in "xabcyaz"], 1)
+    sol = regal.optimize(g, 1, budget=200, recompute_budget=10.0)
+    assert sol.order.shape[0] == g.num_nodes and sol.peak_bytes == 21
+    with pytest.raises(Exception, match="'recompute' must be true or false"):
+        Graph.from_records([{"id": "a", "bytes": 1, "recompute": "no"}])
+
+
+def test_instance_graph_ids_and_reads():
+    g = _spec_example()
+    ix = g.index
+    inst, nodes = instance_graph(g, [ix[k] for k in "xabcyaz"])
+    assert inst.ids == ("x", "a", "b", "c", "y", "a#2", "z")
+    assert [inst.ids[u] for u in inst.inputs(inst.index["z"])] == ["a#2", "y"]
+    assert [inst.ids[u] for u in inst.inputs(inst.index["b"])] == ["a"]
+    assert nodes.tolist() == [ix[k] for k in "xabcyaz"]
+
+
+def test_costs_and_stand_in():
+    g = _spec_example()
+    cost, model = op_costs(g)
+    assert model == STAND_IN  # no costs in the file: bytes read and written
+    assert cost.tolist() == [0.0, 8 + 4, 1 + 8, 8 + 1, 1 + 8, 1 + 8 + 1]
+    stats = recompute_stats(g, [g.index[k] for k in "xabcyaz"])
+    assert stats.count == 1 and stats.extra_cost == 12.0
+    assert stats.extra_fraction == pytest.approx(12.0 / sum(cost))
+
+
+def test_solution_file_round_trip(tmp_path):
+    g = _spec_example()
+    sol = regal.optimize(g, 1, budget=300, recompute_budget=1.0)
+    assert sol.peak_bytes == 14 and sol.recomputes
+    assert sol.info["recompute"]["count"] == 1
+    path = tmp_path / "s.json"
+    sol.save(path)
+    doc = json.loads(path.read_text())
+    assert doc["order"].count("a") == 2 and doc["info"]["recompute"]["count"] == 1
+    back = load_solution(path, g)
+    assert back.peak_bytes == 14 and back.order.tolist() == sol.order.tolist()
+    doc["peak_bytes"] = 21
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="claims peak_bytes 21"):
+        load_solution(path, g)
+
+
+def test_zero_budget_is_todays_search_bit_for_bit():
+    g = random_dag(7, num_nodes=40, reuse_fraction=0.3)
+    a = regal.optimize(g, 2, budget=400, seed=3)
+    b = regal.optimize(g, 2, budget=400, seed=3, recompute_budget=0)
+    assert a.peak_bytes == b.peak_bytes
+    assert a.order.tolist() == b.order.tolist() and a.placement.tolist() == b.placement.tolist()
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_recompute_budget_is_kept_and_never_worse(devices):
+    g = regal.load("data/graphs/torch/torch_resnet18_train.json.gz")
+    base = regal.optimize(g, devices, budget=600)
+    sol = regal.optimize(g, devices, budget=600, recompute_budget=0.1)
+    assert sol.peak_bytes <= base.peak_bytes
+    assert sol.info["recompute"]["extra_fraction"] <= 0.1 + 1e-12
+    assert sol.evaluations <= 600
+    assert simulate(g, sol.placement, sol.order, devices).peak_bytes == sol.peak_bytes
+
+
+def test_runtime_objective_under_a_memory_limit():
+    g = regal.load("data/graphs/torch/torch_resnet18_train.json.gz")
+    base = regal.optimize(g, 1, budget=400)
+    limit = int(base.peak_bytes * 0.95)
+    sol = regal.optimize(g, 1, budget=800, objective="runtime", memory_limit_bytes=limit, recompute_budget=1.0)
+    assert sol.peak_bytes <= limit
+    assert sol.info["timed"]["feasible"]
+    cost, _ = op_costs(g)
+    counts = np.bincount(sol.order, minlength=g.num_nodes)
+    assert sol.info["timed"]["makespan_s"] == pytest.approx(float((counts * cost).sum()), rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "0.1", True])
+def test_bad_budget_is_one_line(bad):
+    g = _spec_example()
+    with pytest.raises(ValueError, match="recompute_budget must be"):
+        regal.optimize(g, 1, budget=50, recompute_budget=bad)
