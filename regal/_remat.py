@@ -10,16 +10,16 @@ just before the readers it serves.
 
 - `instance_peak`: section 3 on the instance graph (d >= 1), with an optional trace; the same
   sweep as `regal._peak_memory._sweep`, over instances instead of nodes.
-- `recompute_splits`: where each node's recomputation goes in an order (the decoder's rule,
-  SPEC.md section 5b): before the consumer that follows the widest gap between consecutive
-  consumers; -1 when the node may not be recomputed or has no such gap.
-- `choose_by_keys`: which candidates a chromosome recomputes within the extra-cost budget (its
+- `insertion_points`: where each chosen node runs again in an order (SPEC.md section 5b): after
+  the widest gap between its readers (its consumers and its chosen consumers' recomputations).
+- `choose_by_keys`: which nodes a chromosome recomputes within the extra-cost budget (its
   recompute keys >= 0.5, highest first).
 - `build_sequence`: the sequence of an order with the chosen recomputations inserted.
 - `recompute_decode_simulate` / `recompute_evaluate_population`: a chromosome of n (d + 2) keys
   decoded and scored; the population in parallel.
 - `recompute_climb`: the steepest-descent climb over the recompute set for a fixed placement
-  and order (add a recomputation of a tensor held across the peak, drop one that does not pay).
+  and order (recompute a tensor held across the peak, alone or with the inputs it is made
+  from; drop a recomputation that does not pay).
 
 The naive twin is tests/naive.py's `expand_instances` + `simulate`.
 """
@@ -165,102 +165,61 @@ def _instance_taken(g, seq, placement, home_free):
 
 
 @numba.njit(**_JIT)
-def recompute_splits(g, order, pinned, split, gap_from):
-    """For each node v of the order (int32[n], a permutation): split[v], the position in `order`
-    of the consumer before which v's recomputation runs, and gap_from[v], the position of the
-    last consumer that still reads v's first instance; split[v] = -1 where v may not be
-    recomputed: pinned (bool[n]: the graph's `recompute: false`), resident, a graph output, fewer
-    than two consumers, or no two consecutive consumers more than one step apart (SPEC.md
-    section 5b: the widest gap, the earliest of equal ones)."""
-    n = g.num_nodes
+def eligible(g, pinned, v):
+    """Whether node v may run more than once (SPEC.md 3b): not resident, not a graph output (marked,
+    or without consumers), not pinned (the graph's `recompute: false`)."""
+    return not (g.resident[v] or g.output[v] or pinned[v] or g.out_ptr[v + 1] == g.out_ptr[v])
+
+
+@numba.njit(**_JIT)
+def insertion_points(g, order, pinned, chosen, at):
+    """SPEC.md section 5b: at[v] = the position in `order` (int32[n], a permutation) before which
+    chosen node v runs again, -1 where it does not. Nodes are taken in reverse order: v's reader
+    positions are its consumers' positions and the insertion points of its chosen consumers'
+    recomputations; the widest gap between two consecutive ones (wider than one step, the
+    earliest of equal widths) ends at v's insertion point: the readers from there on read the new
+    instance."""
+    n = order.shape[0]
     pos = np.empty(n, dtype=np.int64)
     for t in range(n):
-        pos[_U(order[t])] = t
-    buf = np.empty(n, dtype=np.int64)
-    for v in range(n):
-        split[v] = -1
-        gap_from[v] = -1
-        c = g.out_ptr[v + 1] - g.out_ptr[v]
-        if g.resident[v] or g.output[v] or pinned[v] or c < 2:
+        pos[order[t]] = t
+    buf = np.empty(2 * n + 2, dtype=np.int64)
+    for t in range(n - 1, -1, -1):
+        v = order[t]
+        at[v] = -1
+        if not chosen[v] or not eligible(g, pinned, v):
             continue
         k = 0
-        for e in range(_U(g.out_ptr[v]), _U(g.out_ptr[v + 1])):
-            p = pos[_U(g.out_idx[e])]
-            j = k
-            while j > 0 and buf[j - 1] > p:  # insertion sort: a node has few consumers
-                buf[j] = buf[j - 1]
-                j -= 1
-            buf[j] = p
-            k += 1
+        for e in range(g.out_ptr[v], g.out_ptr[v + 1]):
+            w = g.out_idx[e]
+            for r in range(2):
+                p = pos[w] if r == 0 else at[w]
+                if p < 0:
+                    continue
+                j = k
+                while j > 0 and buf[j - 1] > p:  # insertion sort: a node has few readers
+                    buf[j] = buf[j - 1]
+                    j -= 1
+                buf[j] = p
+                k += 1
         best = 1
-        at = -1
         for j in range(1, k):
             gap = buf[j] - buf[j - 1]
             if gap > best:
                 best = gap
-                at = j
-        if at > 0:
-            split[v] = buf[at]
-            gap_from[v] = buf[at - 1]
+                at[v] = buf[j]
 
 
 @numba.njit(**_JIT)
-def choose_by_keys(rkeys, split, cost, budget, chosen):
-    """chosen[v] = True for the nodes the recompute keys rkeys (float64[n]) ask for (>= WANT, split
-    found), highest key first (ties to the lower index), each while its cost fits what is left of
-    `budget`; returns the extra cost."""
-    n = split.shape[0]
-    cnt = 0
-    for v in range(n):
-        chosen[v] = False
-        cnt += split[v] >= 0 and rkeys[v] >= WANT
-    if cnt == 0 or budget <= 0.0:
-        return 0.0
-    key = np.empty(cnt, dtype=np.float64)
-    node = np.empty(cnt, dtype=np.int64)
-    j = 0
-    for v in range(n):
-        if split[v] >= 0 and rkeys[v] >= WANT:
-            key[j] = -rkeys[v]
-            node[j] = v
-            j += 1
-    idx = np.argsort(key, kind="mergesort")
-    spent = 0.0
-    for j in range(cnt):
-        v = node[idx[j]]
-        c = cost[v]
-        if spent + c <= budget:
-            spent += c
-            chosen[v] = True
-    return spent
-
-
-@numba.njit(**_JIT)
-def build_sequence(g, order, split, gap_from, chosen, seq, spos):
-    """Write the sequence of `order` with the chosen recomputations inserted (SPEC.md section 5b)
-    and return its length m (seq: int32[>= n + chosen]). A chosen node v runs again right before
-    the consumer at split[v], or earlier: before the recomputation of a chosen consumer that is
-    inserted inside v's gap (after gap_from[v]), so that it reads the new instance, not the first
-    (nodes taken in reverse order, consumers before their inputs). Several before one position
-    run in their order's order, an input's recomputation before its reader's. spos (int64[>= m],
-    or empty): each step's position in `order` (an inserted one: that of the node it precedes)."""
+def build_sequence(g, order, pinned, chosen, at, seq, spos):
+    """Write the sequence of `order` with the chosen nodes' recomputations inserted at their
+    insertion points (`insertion_points`, written to at: int64[n]), several before one position in
+    `order`'s order (an input's before its reader's); returns its length m (seq: int32[>= 2n]).
+    spos (int64[>= m], or empty): each step's position in `order` (an inserted one: that of the
+    node it precedes)."""
     n = order.shape[0]
+    insertion_points(g, order, pinned, chosen, at)
     with_pos = spos.shape[0] > 0
-    pos = np.empty(n, dtype=np.int64)
-    for t in range(n):
-        pos[order[t]] = t
-    at = np.full(n, -1, dtype=np.int64)   # each chosen node's insertion position
-    for t in range(n - 1, -1, -1):
-        v = order[t]
-        if not chosen[v] or split[v] < 0:
-            continue
-        s = split[v]
-        for e in range(g.out_ptr[v], g.out_ptr[v + 1]):
-            w = g.out_idx[e]
-            a = at[w]
-            if a > gap_from[v] and a < s:
-                s = a
-        at[v] = s
     cnt = np.zeros(n + 1, dtype=np.int64)
     for v in range(n):
         if at[v] >= 0:
@@ -272,9 +231,8 @@ def build_sequence(g, order, split, gap_from, chosen, seq, spos):
     for t in range(n):
         v = order[t]
         if at[v] >= 0:
-            s = at[v]
-            ins[fill[s]] = v
-            fill[s] += 1
+            ins[fill[at[v]]] = v
+            fill[at[v]] += 1
     m = 0
     for t in range(n):
         for j in range(cnt[t], cnt[t + 1]):
@@ -290,28 +248,58 @@ def build_sequence(g, order, split, gap_from, chosen, seq, spos):
 
 
 @numba.njit(**_JIT)
+def choose_by_keys(g, pinned, rkeys, cost, budget, chosen):
+    """chosen[v] = True for the nodes the recompute keys rkeys (float64[n]) ask for (>= WANT and
+    eligible), highest key first (ties to the lower index), each while its cost fits what is left
+    of `budget` (SPEC.md 5b); returns the cost of the chosen."""
+    n = rkeys.shape[0]
+    cnt = 0
+    for v in range(n):
+        chosen[v] = False
+        cnt += rkeys[v] >= WANT and eligible(g, pinned, v)
+    if cnt == 0 or budget <= 0.0:
+        return 0.0
+    key = np.empty(cnt, dtype=np.float64)
+    node = np.empty(cnt, dtype=np.int64)
+    j = 0
+    for v in range(n):
+        if rkeys[v] >= WANT and eligible(g, pinned, v):
+            key[j] = -rkeys[v]
+            node[j] = v
+            j += 1
+    idx = np.argsort(key, kind="mergesort")
+    spent = 0.0
+    for j in range(cnt):
+        v = node[idx[j]]
+        if spent + cost[v] <= budget:
+            spent += cost[v]
+            chosen[v] = True
+    return spent
+
+
+@numba.njit(**_JIT)
 def recompute_decode_simulate(g, pinned, keys, d, budget, cost, placement, order, chosen, device_peak):
-    """Decode one chromosome of n (d + 2) keys (section 5b: node v's d affinities, its priority,
+    """Decode one chromosome of n (d + 2) keys (SPEC.md 5b: node v's d affinities, its priority,
     its recompute key) and return its peak; writes placement, order (int32[n]) and chosen
-    (bool[n]); the extra cost is `recompute_extra(cost, chosen)`."""
+    (bool[n]: the nodes that run again)."""
     n = g.num_nodes
     w = d + 2
-    placement_keys = np.empty(n * (d + 1), dtype=np.float64)
+    affinity = np.empty(n * (d + 1), dtype=np.float64)
     prio = np.empty(n, dtype=np.float64)
     rkeys = np.empty(n, dtype=np.float64)
     for v in range(n):
         for j in range(d + 1):
-            placement_keys[v * (d + 1) + j] = keys[v * w + j]
+            affinity[v * (d + 1) + j] = keys[v * w + j]
         prio[v] = keys[v * w + d]
         rkeys[v] = keys[v * w + d + 1]
-    placement_from_keys(placement_keys, n, d, placement)
+    placement_from_keys(affinity, n, d, placement)
     priority_order(prio, n, g.pred_cnt, g.succ_ptr, g.succ_idx, g.resident, order)
-    split = np.empty(n, dtype=np.int64)
-    gap_from = np.empty(n, dtype=np.int64)
-    recompute_splits(g, order, pinned, split, gap_from)
-    choose_by_keys(rkeys, split, cost, budget, chosen)
+    choose_by_keys(g, pinned, rkeys, cost, budget, chosen)
     seq = np.empty(2 * n, dtype=np.int32)
-    m = build_sequence(g, order, split, gap_from, chosen, seq, np.empty(0, dtype=np.int64))
+    at = np.empty(n, dtype=np.int64)
+    m = build_sequence(g, order, pinned, chosen, at, seq, np.empty(0, dtype=np.int64))
+    for v in range(n):
+        chosen[v] = at[v] >= 0
     return instance_peak(g, seq[:m], placement, d, device_peak, np.empty((0, d), dtype=np.int64))
 
 
@@ -330,119 +318,194 @@ def recompute_evaluate_population(g, pinned, population, d, budget, cost, fitnes
 
 
 @numba.njit(**_JIT)
-def _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace):
-    """(peak, steps at the peak, m) of the order with the chosen recomputations; fills seq, spos
-    and trace."""
-    m = build_sequence(g, order, split, gap_from, chosen, seq, spos)
+def _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace):
+    """(peak, steps at the peak, m, extra cost) of `order` with the chosen recomputations; fills
+    at, seq, spos and trace."""
+    m = build_sequence(g, order, pinned, chosen, at, seq, spos)
     peak = instance_peak(g, seq[:m], placement, d, device_peak, trace[:m])
     hits = 0
     for t in range(m):
         for q in range(d):
             hits += trace[t, q] == peak
-    return peak, hits, m
+    extra = 0.0
+    for v in range(order.shape[0]):
+        if at[v] >= 0:
+            extra += cost[v]
+    return peak, hits, m, extra
+
+
+#: The peak steps whose live tensors the climb tries to recompute, per round.
+PEAK_STEPS = 3
+#: The most candidates (the largest live tensors first) a round of the climb scores.
+CANDIDATES = 48
+
+
+@numba.njit(**_JIT)
+def _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand):
+    """Mark cand[v] for the nodes not chosen that may be recomputed and whose instance is held
+    across one of the first PEAK_STEPS steps at the peak on its device (made before, read after);
+    returns how many."""
+    rptr, ridx = _readers(g, seq[:m])
+    n = g.num_nodes
+    for v in range(n):
+        cand[v] = False
+    found = 0
+    steps = 0
+    for t in range(m):
+        for q in range(d):
+            if trace[t, q] != peak or steps >= PEAK_STEPS:
+                continue
+            steps += 1
+            for i in range(t):
+                u = seq[i]
+                if placement[u] != q or cand[u] or chosen[u] or not eligible(g, pinned, u):
+                    continue
+                if rptr[i + 1] > rptr[i] and ridx[rptr[i + 1] - 1] > t:
+                    cand[u] = True
+                    found += 1
+    return found
+
+
+@numba.njit(**_JIT)
+def _compound(g, pinned, chosen, v, depth, members):
+    """The nodes a compound move recomputes: v and, `depth` levels up, the inputs that may be
+    recomputed and are not chosen yet (so a chain is recomputed from what is still alive);
+    returns how many (members: int64[*])."""
+    k = 1
+    members[0] = v
+    lo = 0
+    for _ in range(depth):
+        hi = k
+        for j in range(lo, hi):
+            x = members[j]
+            for e in range(g.in_ptr[x], g.in_ptr[x + 1]):
+                u = g.in_idx[e]
+                if chosen[u] or not eligible(g, pinned, u) or k >= members.shape[0]:
+                    continue
+                dup = False
+                for i in range(k):
+                    dup |= members[i] == u
+                if not dup:
+                    members[k] = u
+                    k += 1
+        lo = hi
+    return k
+
+
+@numba.njit(**_JIT)
+def _better(p, h, c, bp, bh, bc):
+    """Whether (peak, steps at peak, cost) p, h, c beats bp, bh, bc lexicographically."""
+    return p < bp or (p == bp and (h < bh or (h == bh and c < bc)))
 
 
 @numba.njit(**_JIT)
 def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_evals, limit):
     """Steepest descent over the recompute set of a fixed placement and order (int32[n] each).
 
-    chosen (bool[n]) is the start and is updated in place. Each round scores every candidate that
-    could lower the peak: a node not chosen whose cost fits what is left of `budget`, whose first
-    instance is held across a step at the peak on its home device without a reader there (its
-    widest consumer gap spans that step); it takes the best by (peak, steps at the peak), and when
-    none is better, drops the chosen node whose removal keeps the score (freeing budget), else
-    stops. limit >= 0: the objective is feasibility first (peak <= limit), then the least extra
-    cost: once the peak fits, it drops the costliest recomputation that keeps it fitting, until
-    none does. Returns (peak, extra cost, evaluations spent): at most max_evals (a schedule scored
-    again for its trace is not counted twice)."""
+    chosen (bool[n]) is the start, updated in place (left holding exactly the nodes that run
+    again). Each round marks the nodes held across a step at the peak on their device
+    (`_live_at_peak`), and scores for the largest CANDIDATES of them the recomputation of the node
+    alone and of the node with its inputs one and two levels up (`_compound`): a chain made
+    again from what is still alive. It takes the best by (peak, steps at the peak, cost) when it
+    beats the current schedule within the budget; when none does, it drops a recomputation
+    whose removal keeps the score (freeing budget), else it stops. limit >= 0: feasibility first
+    (peak <= limit), then the least extra cost: once the peak fits it drops the costliest
+    recomputation that keeps it fitting, until none does. Returns (peak, extra cost,
+    evaluations): at most max_evals (a schedule scored again for its trace is not counted)."""
     n = g.num_nodes
-    split = np.empty(n, dtype=np.int64)
-    gap_from = np.empty(n, dtype=np.int64)
-    recompute_splits(g, order, pinned, split, gap_from)
     for v in range(n):
-        if split[v] < 0:
-            chosen[v] = False
-    spent = 0.0
-    for v in range(n):
-        if chosen[v]:
-            spent += cost[v]
+        chosen[v] = chosen[v] and eligible(g, pinned, v)
     seq = np.empty(2 * n, dtype=np.int32)
-    spos = np.empty(2 * n, dtype=np.int64)   # each step's position in the order (section 5b)
+    spos = np.empty(2 * n, dtype=np.int64)
+    at = np.empty(n, dtype=np.int64)
     trace = np.empty((2 * n, d), dtype=np.int64)
     device_peak = np.empty(d, dtype=np.int64)
-    peak, hits, m = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
+    cand = np.zeros(n, dtype=np.bool_)
+    members = np.empty(64, dtype=np.int64)
+    best_members = np.empty(64, dtype=np.int64)
+    peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace)
     evals = 1
-    dev_at = np.zeros(n * d, dtype=np.bool_)
     while evals < max_evals:
-        fits = limit >= 0 and peak <= limit
-        if fits:
-            # least extra cost at a fitting peak: drop the costliest recomputation that keeps it fitting
-            best_v = -1
+        if limit >= 0 and peak <= limit:
+            # the least extra cost at a fitting peak: drop the costliest recomputation that keeps it fitting
+            drop = -1
             for v in range(n):
-                if chosen[v] and evals < max_evals and (best_v < 0 or cost[v] > cost[best_v]):
+                if chosen[v] and evals < max_evals and (drop < 0 or cost[v] > cost[drop]):
                     chosen[v] = False
-                    p2, h2, m2 = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
+                    p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+                                            device_peak, trace)
                     evals += 1
                     chosen[v] = True
                     if p2 <= limit:
-                        best_v = v
-            if best_v < 0:
+                        drop = v
+            if drop < 0:
                 break
-            chosen[best_v] = False
-            spent -= cost[best_v]
-            # the schedule scored above, again for its trace: not a new evaluation
-            peak, hits, m = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
+            chosen[drop] = False
+            peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+                                          device_peak, trace)
             continue
-        # the (order position, device) pairs at the peak
-        dev_at[:] = False
-        for t in range(m):
-            for q in range(d):
-                if trace[t, q] == peak:
-                    dev_at[spos[t] * d + q] = True
-        best_v = -1
-        best_peak = peak
-        best_hits = hits
-        best_cost = 0.0
+        _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand)
+        # the largest live tensors first
+        num = 0
         for v in range(n):
-            if chosen[v] or split[v] < 0 or spent + cost[v] > budget or evals >= max_evals:
-                continue
-            h = placement[v]
-            spans = False
-            for s in range(gap_from[v] + 1, split[v]):
-                if dev_at[s * d + h]:
-                    spans = True
+            num += cand[v]
+        idx = np.empty(num, dtype=np.int64)
+        key = np.empty(num, dtype=np.int64)
+        j = 0
+        for v in range(n):
+            if cand[v]:
+                idx[j] = v
+                key[j] = -g.nbytes[v]
+                j += 1
+        idx = idx[np.argsort(key, kind="mergesort")]
+        bp, bh, bc = peak, hits, 0.0
+        bk = 0
+        for j in range(min(num, CANDIDATES)):
+            last = 0
+            for depth in range(3):
+                k = _compound(g, pinned, chosen, idx[j], depth, members)
+                if k == last:   # no new input at this depth
                     break
-            if not spans:
-                continue
-            chosen[v] = True
-            p2, h2, m2 = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
-            evals += 1
-            chosen[v] = False
-            if p2 < best_peak or (p2 == best_peak and (h2 < best_hits or (h2 == best_hits and best_v >= 0
-                                                                           and cost[v] < best_cost))):
-                best_v = v
-                best_peak = p2
-                best_hits = h2
-                best_cost = cost[v]
-        if best_v >= 0 and (best_peak < peak or best_hits < hits):
-            chosen[best_v] = True
-            spent += cost[best_v]
-            peak, hits, m = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
+                last = k
+                c = 0.0
+                for i in range(k):
+                    c += cost[members[i]]
+                if extra + c > budget or evals >= max_evals:
+                    break
+                for i in range(k):
+                    chosen[members[i]] = True
+                p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak,
+                                        trace)
+                evals += 1
+                for i in range(k):
+                    chosen[members[i]] = False
+                if x2 <= budget and _better(p2, h2, c, bp, bh, bc):
+                    bp, bh, bc = p2, h2, c
+                    bk = k
+                    for i in range(k):
+                        best_members[i] = members[i]
+        if bk > 0:
+            for i in range(bk):
+                chosen[best_members[i]] = True
+            peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+                                          device_peak, trace)
             continue
         # no add pays: drop a recomputation that does not pay for itself (frees budget), else stop
         dropped = False
         for v in range(n):
             if chosen[v] and evals < max_evals:
                 chosen[v] = False
-                p2, h2, m2 = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
+                p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak,
+                                        trace)
                 evals += 1
                 if p2 < peak or (p2 == peak and h2 <= hits):
-                    spent -= cost[v]
-                    peak, hits = p2, h2
+                    peak, hits, m, extra = p2, h2, m2, x2
                     dropped = True
                     break
                 chosen[v] = True
         if not dropped:
             break
-    peak, hits, m = _score(g, order, placement, d, split, gap_from, chosen, seq, spos, device_peak, trace)
-    return peak, spent, evals
+    peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace)
+    for v in range(n):
+        chosen[v] = at[v] >= 0
+    return peak, extra, evals

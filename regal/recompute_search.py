@@ -43,7 +43,7 @@ __all__ = ["RecomputeConfig", "RecomputeProblem", "optimize_recompute", "check_r
 
 class RecomputeConfig(NamedTuple):
     """The recompute search's settings (module docstring)."""
-    first_share: float = 0.4       # the flagship without recomputation's share of the evaluations
+    first_share: float = 0.2       # the flagship without recomputation's share of the evaluations
     climb_evaluations: int = 4000  # the most evaluations one recompute climb spends
     population_size: int = 40      # the joint BRKGA's population
 
@@ -156,16 +156,12 @@ class RecomputePolish:
 
 def recompute_sequence(graph: Graph, order: np.ndarray, chosen: np.ndarray) -> np.ndarray:
     """int32[m]: the sequence of `order` (int32[n]) with the nodes `chosen` (bool[n]) recomputed where
-    section 5b puts them (a node with no consumer gap is not recomputed)."""
+    section 5b puts them (a node with no gap between its readers is not recomputed)."""
     n = graph.num_nodes
-    kg = kernel_graph(graph)
-    split = np.empty(n, dtype=np.int64)
-    gap_from = np.empty(n, dtype=np.int64)
     order = np.ascontiguousarray(order, dtype=np.int32)
-    _remat.recompute_splits(kg, order, graph.no_recompute, split, gap_from)
     seq = np.empty(2 * n, dtype=np.int32)
-    m = _remat.build_sequence(kg, order, split, gap_from, np.asarray(chosen, dtype=np.bool_), seq,
-                              np.empty(0, dtype=np.int64))
+    m = _remat.build_sequence(kernel_graph(graph), order, graph.no_recompute, np.asarray(chosen, dtype=np.bool_),
+                              np.empty(n, dtype=np.int64), seq, np.empty(0, dtype=np.int64))
     return seq[:m].copy()
 
 
