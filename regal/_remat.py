@@ -27,8 +27,17 @@ The naive twin is tests/naive.py's `expand_instances` + `simulate`.
 import numba
 import numpy as np
 
+from typing import NamedTuple
+
 from regal._jit import JIT as _JIT, PARALLEL_JIT, UINDEX as _U
 from regal._kernels import placement_from_keys, priority_order
+
+
+class RematGraph(NamedTuple):
+    """What recomputation reads beside the `KernelGraph` (n nodes): `regal.recompute.remat_graph`."""
+    pinned: np.ndarray     # bool[n]     may not run more than once (`recompute: false`)
+    ctrl_ptr: np.ndarray   # int64[n+1]  control successors (v is a control input of them), CSR
+    ctrl_idx: np.ndarray   # int32[*]
 
 #: A recompute key at or above this asks for the node's recomputation (SPEC.md section 5b).
 WANT = 0.5
@@ -165,20 +174,21 @@ def _instance_taken(g, seq, placement, home_free):
 
 
 @numba.njit(**_JIT)
-def eligible(g, pinned, v):
+def eligible(g, rg, v):
     """Whether node v may run more than once (SPEC.md 3b): not resident, not a graph output (marked,
     or without consumers), not pinned (the graph's `recompute: false`)."""
-    return not (g.resident[v] or g.output[v] or pinned[v] or g.out_ptr[v + 1] == g.out_ptr[v])
+    return not (g.resident[v] or g.output[v] or rg.pinned[v] or g.out_ptr[v + 1] == g.out_ptr[v])
 
 
 @numba.njit(**_JIT)
-def insertion_points(g, order, pinned, chosen, at):
+def insertion_points(g, order, rg, chosen, at):
     """SPEC.md section 5b: at[v] = the position in `order` (int32[n], a permutation) before which
     chosen node v runs again, -1 where it does not. Nodes are taken in reverse order: v's reader
     positions are its consumers' positions and the insertion points of its chosen consumers'
     recomputations; the widest gap between two consecutive ones (wider than one step, the
     earliest of equal widths) ends at v's insertion point: the readers from there on read the new
-    instance."""
+    instance. A node whose insertion point would fall after a control successor (a control edge
+    orders every instance of v before it) does not run again."""
     n = order.shape[0]
     pos = np.empty(n, dtype=np.int64)
     for t in range(n):
@@ -187,7 +197,7 @@ def insertion_points(g, order, pinned, chosen, at):
     for t in range(n - 1, -1, -1):
         v = order[t]
         at[v] = -1
-        if not chosen[v] or not eligible(g, pinned, v):
+        if not chosen[v] or not eligible(g, rg, v):
             continue
         k = 0
         for e in range(g.out_ptr[v], g.out_ptr[v + 1]):
@@ -208,17 +218,20 @@ def insertion_points(g, order, pinned, chosen, at):
             if gap > best:
                 best = gap
                 at[v] = buf[j]
+        for e in range(rg.ctrl_ptr[v], rg.ctrl_ptr[v + 1]):  # every instance before a control successor
+            if at[v] > pos[rg.ctrl_idx[e]]:
+                at[v] = -1
 
 
 @numba.njit(**_JIT)
-def build_sequence(g, order, pinned, chosen, at, seq, spos):
+def build_sequence(g, order, rg, chosen, at, seq, spos):
     """Write the sequence of `order` with the chosen nodes' recomputations inserted at their
     insertion points (`insertion_points`, written to at: int64[n]), several before one position in
     `order`'s order (an input's before its reader's); returns its length m (seq: int32[>= 2n]).
     spos (int64[>= m], or empty): each step's position in `order` (an inserted one: that of the
     node it precedes)."""
     n = order.shape[0]
-    insertion_points(g, order, pinned, chosen, at)
+    insertion_points(g, order, rg, chosen, at)
     with_pos = spos.shape[0] > 0
     cnt = np.zeros(n + 1, dtype=np.int64)
     for v in range(n):
@@ -248,7 +261,7 @@ def build_sequence(g, order, pinned, chosen, at, seq, spos):
 
 
 @numba.njit(**_JIT)
-def choose_by_keys(g, pinned, rkeys, cost, budget, chosen):
+def choose_by_keys(g, rg, rkeys, cost, budget, chosen):
     """chosen[v] = True for the nodes the recompute keys rkeys (float64[n]) ask for (>= WANT and
     eligible), highest key first (ties to the lower index), each while its cost fits what is left
     of `budget` (SPEC.md 5b); returns the cost of the chosen."""
@@ -256,14 +269,14 @@ def choose_by_keys(g, pinned, rkeys, cost, budget, chosen):
     cnt = 0
     for v in range(n):
         chosen[v] = False
-        cnt += rkeys[v] >= WANT and eligible(g, pinned, v)
+        cnt += rkeys[v] >= WANT and eligible(g, rg, v)
     if cnt == 0 or budget <= 0.0:
         return 0.0
     key = np.empty(cnt, dtype=np.float64)
     node = np.empty(cnt, dtype=np.int64)
     j = 0
     for v in range(n):
-        if rkeys[v] >= WANT and eligible(g, pinned, v):
+        if rkeys[v] >= WANT and eligible(g, rg, v):
             key[j] = -rkeys[v]
             node[j] = v
             j += 1
@@ -278,7 +291,7 @@ def choose_by_keys(g, pinned, rkeys, cost, budget, chosen):
 
 
 @numba.njit(**_JIT)
-def recompute_decode_simulate(g, pinned, keys, d, budget, cost, placement, order, chosen, device_peak):
+def recompute_decode_simulate(g, rg, keys, d, budget, cost, placement, order, chosen, device_peak):
     """Decode one chromosome of n (d + 2) keys (SPEC.md 5b: node v's d affinities, its priority,
     its recompute key) and return its peak; writes placement, order (int32[n]) and chosen
     (bool[n]: the nodes that run again)."""
@@ -294,17 +307,17 @@ def recompute_decode_simulate(g, pinned, keys, d, budget, cost, placement, order
         rkeys[v] = keys[v * w + d + 1]
     placement_from_keys(affinity, n, d, placement)
     priority_order(prio, n, g.pred_cnt, g.succ_ptr, g.succ_idx, g.resident, order)
-    choose_by_keys(g, pinned, rkeys, cost, budget, chosen)
+    choose_by_keys(g, rg, rkeys, cost, budget, chosen)
     seq = np.empty(2 * n, dtype=np.int32)
     at = np.empty(n, dtype=np.int64)
-    m = build_sequence(g, order, pinned, chosen, at, seq, np.empty(0, dtype=np.int64))
+    m = build_sequence(g, order, rg, chosen, at, seq, np.empty(0, dtype=np.int64))
     for v in range(n):
         chosen[v] = at[v] >= 0
     return instance_peak(g, seq[:m], placement, d, device_peak, np.empty((0, d), dtype=np.int64))
 
 
 @numba.njit(**PARALLEL_JIT)
-def recompute_evaluate_population(g, pinned, population, d, budget, cost, fitness):
+def recompute_evaluate_population(g, rg, population, d, budget, cost, fitness):
     """fitness[i] = the peak of chromosome population[i] (n (d + 2) keys), in parallel."""
     m = population.shape[0]
     n = g.num_nodes
@@ -313,15 +326,15 @@ def recompute_evaluate_population(g, pinned, population, d, budget, cost, fitnes
         order = np.empty(n, dtype=np.int32)
         chosen = np.empty(n, dtype=np.bool_)
         device_peak = np.empty(d, dtype=np.int64)
-        fitness[i] = recompute_decode_simulate(g, pinned, population[i], d, budget, cost, placement, order,
+        fitness[i] = recompute_decode_simulate(g, rg, population[i], d, budget, cost, placement, order,
                                                chosen, device_peak)
 
 
 @numba.njit(**_JIT)
-def _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace):
+def _score(g, order, placement, d, rg, chosen, cost, at, seq, spos, device_peak, trace):
     """(peak, steps at the peak, m, extra cost) of `order` with the chosen recomputations; fills
     at, seq, spos and trace."""
-    m = build_sequence(g, order, pinned, chosen, at, seq, spos)
+    m = build_sequence(g, order, rg, chosen, at, seq, spos)
     peak = instance_peak(g, seq[:m], placement, d, device_peak, trace[:m])
     hits = 0
     for t in range(m):
@@ -341,7 +354,7 @@ CANDIDATES = 48
 
 
 @numba.njit(**_JIT)
-def _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand):
+def _live_at_peak(g, seq, m, placement, d, rg, chosen, trace, peak, cand):
     """Mark cand[v] for the nodes not chosen that may be recomputed and whose instance is held
     across one of the first PEAK_STEPS steps at the peak on its device (made before, read after);
     returns how many."""
@@ -358,7 +371,7 @@ def _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand):
             steps += 1
             for i in range(t):
                 u = seq[i]
-                if placement[u] != q or cand[u] or chosen[u] or not eligible(g, pinned, u):
+                if placement[u] != q or cand[u] or chosen[u] or not eligible(g, rg, u):
                     continue
                 if rptr[i + 1] > rptr[i] and ridx[rptr[i + 1] - 1] > t:
                     cand[u] = True
@@ -367,7 +380,7 @@ def _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand):
 
 
 @numba.njit(**_JIT)
-def _compound(g, pinned, chosen, v, depth, members):
+def _compound(g, rg, chosen, v, depth, members):
     """The nodes a compound move recomputes: v and, `depth` levels up, the inputs that may be
     recomputed and are not chosen yet (so a chain is recomputed from what is still alive);
     returns how many (members: int64[*])."""
@@ -380,7 +393,7 @@ def _compound(g, pinned, chosen, v, depth, members):
             x = members[j]
             for e in range(g.in_ptr[x], g.in_ptr[x + 1]):
                 u = g.in_idx[e]
-                if chosen[u] or not eligible(g, pinned, u) or k >= members.shape[0]:
+                if chosen[u] or not eligible(g, rg, u) or k >= members.shape[0]:
                     continue
                 dup = False
                 for i in range(k):
@@ -399,7 +412,7 @@ def _better(p, h, c, bp, bh, bc):
 
 
 @numba.njit(**_JIT)
-def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_evals, limit):
+def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals, limit):
     """Steepest descent over the recompute set of a fixed placement and order (int32[n] each).
 
     chosen (bool[n]) is the start, updated in place (left holding exactly the nodes that run
@@ -414,7 +427,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
     evaluations): at most max_evals (a schedule scored again for its trace is not counted)."""
     n = g.num_nodes
     for v in range(n):
-        chosen[v] = chosen[v] and eligible(g, pinned, v)
+        chosen[v] = chosen[v] and eligible(g, rg, v)
     seq = np.empty(2 * n, dtype=np.int32)
     spos = np.empty(2 * n, dtype=np.int64)
     at = np.empty(n, dtype=np.int64)
@@ -423,7 +436,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
     cand = np.zeros(n, dtype=np.bool_)
     members = np.empty(64, dtype=np.int64)
     best_members = np.empty(64, dtype=np.int64)
-    peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace)
+    peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos, device_peak, trace)
     evals = 1
     while evals < max_evals:
         if limit >= 0 and peak <= limit:
@@ -432,7 +445,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
             for v in range(n):
                 if chosen[v] and evals < max_evals and (drop < 0 or cost[v] > cost[drop]):
                     chosen[v] = False
-                    p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+                    p2, h2, m2, x2 = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos,
                                             device_peak, trace)
                     evals += 1
                     chosen[v] = True
@@ -441,10 +454,10 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
             if drop < 0:
                 break
             chosen[drop] = False
-            peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+            peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos,
                                           device_peak, trace)
             continue
-        _live_at_peak(g, seq, m, placement, d, pinned, chosen, trace, peak, cand)
+        _live_at_peak(g, seq, m, placement, d, rg, chosen, trace, peak, cand)
         # the largest live tensors first
         num = 0
         for v in range(n):
@@ -463,7 +476,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
         for j in range(min(num, CANDIDATES)):
             last = 0
             for depth in range(3):
-                k = _compound(g, pinned, chosen, idx[j], depth, members)
+                k = _compound(g, rg, chosen, idx[j], depth, members)
                 if k == last:   # no new input at this depth
                     break
                 last = k
@@ -474,7 +487,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
                     break
                 for i in range(k):
                     chosen[members[i]] = True
-                p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak,
+                p2, h2, m2, x2 = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos, device_peak,
                                         trace)
                 evals += 1
                 for i in range(k):
@@ -487,7 +500,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
         if bk > 0:
             for i in range(bk):
                 chosen[best_members[i]] = True
-            peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos,
+            peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos,
                                           device_peak, trace)
             continue
         # no add pays: drop a recomputation that does not pay for itself (frees budget), else stop
@@ -495,7 +508,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
         for v in range(n):
             if chosen[v] and evals < max_evals:
                 chosen[v] = False
-                p2, h2, m2, x2 = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak,
+                p2, h2, m2, x2 = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos, device_peak,
                                         trace)
                 evals += 1
                 if p2 < peak or (p2 == peak and h2 <= hits):
@@ -505,7 +518,7 @@ def recompute_climb(g, pinned, order, placement, d, cost, budget, chosen, max_ev
                 chosen[v] = True
         if not dropped:
             break
-    peak, hits, m, extra = _score(g, order, placement, d, pinned, chosen, cost, at, seq, spos, device_peak, trace)
+    peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, at, seq, spos, device_peak, trace)
     for v in range(n):
         chosen[v] = at[v] >= 0
     return peak, extra, evals

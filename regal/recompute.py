@@ -23,7 +23,7 @@ import numpy as np
 
 from regal.graph import Graph
 
-__all__ = ["RecomputeStats", "SequenceError", "check_sequence", "op_costs", "recompute_stats",
+__all__ = ["RecomputeStats", "SequenceError", "check_sequence", "op_costs", "remat_graph", "recompute_stats",
            "instance_graph", "instance_solution", "total_cost", "STAND_IN"]
 
 #: What a report says when a graph has no costs and recomputation is charged the stand-in.
@@ -43,6 +43,20 @@ class RecomputeStats(NamedTuple):
     def to_json(self) -> dict:
         return {"count": int(self.count), "extra_cost": float(self.extra_cost),
                 "extra_fraction": float(self.extra_fraction), "cost_model": self.cost_model}
+
+
+def remat_graph(graph: Graph):
+    """The `regal._remat.RematGraph` of `graph` (cached on it): pinned nodes, control successors."""
+    def make():
+        from regal._remat import RematGraph
+        n = graph.num_nodes
+        owner = np.repeat(np.arange(n), np.diff(graph.ctrl_in_ptr))   # each control edge: u -> owner
+        src = np.asarray(graph.ctrl_in_idx, dtype=np.int64)
+        order = np.argsort(src, kind="stable")
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+        return RematGraph(np.ascontiguousarray(graph.no_recompute, dtype=np.bool_), ptr,
+                          np.ascontiguousarray(owner[order], dtype=np.int32))
+    return graph.cached("remat_graph", make)
 
 
 def op_costs(graph: Graph) -> tuple[np.ndarray, str]:
@@ -96,6 +110,7 @@ def check_sequence(graph: Graph, placement: np.ndarray, sequence, devices: int) 
                 else "marked \"recompute\": false")
         raise SequenceError(f"order lists node '{graph.ids[v]}' {int(counts[v])} times; it is {what}, "
                             "which runs once (SPEC.md section 3b)")
+    rg = remat_graph(graph)
     seen = np.zeros(n, dtype=bool)
     latest = np.full(n, -1, dtype=np.int64)
     read = np.zeros(seq.shape[0], dtype=bool)
@@ -104,6 +119,11 @@ def check_sequence(graph: Graph, placement: np.ndarray, sequence, devices: int) 
             if not seen[u]:
                 raise SequenceError(f"order is not topological: node '{graph.ids[v]}' (entry {t}) comes before "
                                     f"its input '{graph.ids[u]}'")
+        if seen[v]:  # a control edge orders every instance of v before its successor
+            for w in rg.ctrl_idx[rg.ctrl_ptr[v]:rg.ctrl_ptr[v + 1]].tolist():
+                if seen[w]:
+                    raise SequenceError(f"order runs node '{graph.ids[v]}' again (entry {t}) after '{graph.ids[w]}', "
+                                        "which it is a control input of (SPEC.md section 3b)")
         for u in graph.inputs(v).tolist():
             read[latest[u]] = True
         seen[v] = True
@@ -119,10 +139,10 @@ def check_sequence(graph: Graph, placement: np.ndarray, sequence, devices: int) 
 def instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
     """(the instance graph, int64[m] node of each instance): instance i is entry i of `sequence`
     (checked), with the node's fields; its inputs are the latest instances of the node's inputs,
-    its control inputs their first instances; ids: the node's id for its first instance,
+    its control inputs every instance of the node's control inputs; ids: the node's id for its first instance,
     "id#k" for its k-th (SPEC.md section 3b)."""
     seq = np.asarray(sequence, dtype=np.int64)
-    latest, first, seen, ids, records = {}, {}, {}, [], []
+    latest, every, seen, ids, records = {}, {}, {}, [], []
     for i, v in enumerate(seq.tolist()):
         seen[v] = seen.get(v, 0) + 1
         name = graph.ids[v] if seen[v] == 1 else f"{graph.ids[v]}#{seen[v]}"
@@ -130,7 +150,7 @@ def instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
         rec = {"id": name, "op": graph.ops[v], "bytes": int(graph.bytes[v]),
                "temp_bytes": int(graph.temp_bytes[v]), "cost": float(graph.cost[v]),
                "inputs": [ids[latest[u]] for u in graph.inputs(v).tolist()],
-               "control_inputs": [ids[first[u]] for u in graph.control_inputs(v).tolist()],
+               "control_inputs": [ids[i] for u in graph.control_inputs(v).tolist() for i in every[u]],
                "reuse": [ids[latest[u]] for u in graph.reuse(v).tolist()]}
         if graph.resident[v]:
             rec["resident"] = True
@@ -140,7 +160,7 @@ def instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
             rec["recompute"] = False
         records.append(rec)
         latest[v] = i
-        first.setdefault(v, i)
+        every.setdefault(v, []).append(i)
     return Graph.from_records(records, name=graph.name, meta=dict(graph.meta)), seq
 
 

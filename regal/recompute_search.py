@@ -34,7 +34,7 @@ from regal.config import FlagshipConfig
 from regal.decode import encode
 from regal.graph import Graph
 from regal.loop import numba_threads, run_loop, write_back
-from regal.recompute import op_costs
+from regal.recompute import op_costs, remat_graph
 from regal.simulate import kernel_graph
 from regal.solution import Solution, make_solution
 
@@ -84,7 +84,7 @@ class RecomputeProblem(NamedTuple):
         placement = np.empty(n, dtype=np.int32)
         order = np.empty(n, dtype=np.int32)
         chosen = np.empty(n, dtype=np.bool_)
-        peak = _remat.recompute_decode_simulate(kernel_graph(self.graph), self.graph.no_recompute,
+        peak = _remat.recompute_decode_simulate(kernel_graph(self.graph), remat_graph(self.graph),
                                                 np.ascontiguousarray(keys), d,
                                                 self.budget, self.cost, placement, order, chosen,
                                                 np.empty(d, dtype=np.int64))
@@ -92,7 +92,7 @@ class RecomputeProblem(NamedTuple):
 
     def evaluate(self, population: np.ndarray) -> np.ndarray:
         fitness = np.empty(population.shape[0], dtype=np.float64)
-        _remat.recompute_evaluate_population(kernel_graph(self.graph), self.graph.no_recompute,
+        _remat.recompute_evaluate_population(kernel_graph(self.graph), remat_graph(self.graph),
                                              np.ascontiguousarray(population),
                                              self.devices, self.budget, self.cost, fitness)
         if self.limit >= 0:  # the extra cost of each: decode again only where the peak fits
@@ -130,7 +130,7 @@ class RecomputePolish:
     def climb(self, placement, order, chosen, evaluations: int) -> _Best:
         chosen = chosen.copy()
         p = self.problem
-        peak, extra, used = _remat.recompute_climb(kernel_graph(p.graph), p.graph.no_recompute, order, placement,
+        peak, extra, used = _remat.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order, placement,
                                                    p.devices, p.cost,
                                                    p.budget, chosen, max(int(evaluations), 1), p.limit)
         self.spent += int(used)
@@ -160,7 +160,7 @@ def recompute_sequence(graph: Graph, order: np.ndarray, chosen: np.ndarray) -> n
     n = graph.num_nodes
     order = np.ascontiguousarray(order, dtype=np.int32)
     seq = np.empty(2 * n, dtype=np.int32)
-    m = _remat.build_sequence(kernel_graph(graph), order, graph.no_recompute, np.asarray(chosen, dtype=np.bool_),
+    m = _remat.build_sequence(kernel_graph(graph), order, remat_graph(graph), np.asarray(chosen, dtype=np.bool_),
                               np.empty(n, dtype=np.int64), seq, np.empty(0, dtype=np.int64))
     return seq[:m].copy()
 

@@ -358,10 +358,10 @@ def expand_instances(graph, sequence):
     """SPEC.md section 3b, literally: the instance graph of a sequence that may run a node more
     than once. Returns (instance graph, instance placement map: instance index -> node index).
     Instance i is the i-th entry of `sequence`; it reads, for each data input, the latest instance
-    of that input before it; its control inputs are their first instances. Ids: the node's id for
+    of that input before it; its control inputs are every instance of its control inputs. Ids: the node's id for
     its first instance, "id#k" for its k-th."""
     from regal.graph import Graph
-    latest, first, seen, records = {}, {}, {}, []
+    latest, every, seen, records = {}, {}, {}, []
     for i, v in enumerate(sequence):
         v = int(v)
         seen[v] = seen.get(v, 0) + 1
@@ -370,11 +370,11 @@ def expand_instances(graph, sequence):
         rec = {"id": name, "op": "op", "bytes": int(graph.bytes[v]), "temp_bytes": int(graph.temp_bytes[v]),
                "cost": float(graph.cost[v]), "resident": bool(graph.resident[v]), "output": bool(graph.output[v]),
                "inputs": [records[reads[int(u)]]["id"] for u in graph.inputs(v)],
-               "control_inputs": [records[first[int(u)]]["id"] for u in graph.control_inputs(v)],
+               "control_inputs": [records[i]["id"] for u in graph.control_inputs(v) for i in every[int(u)]],
                "reuse": [records[reads[int(u)]]["id"] for u in graph.reuse(v)]}
         records.append(rec)
         latest[v] = i
-        first.setdefault(v, i)
+        every.setdefault(v, []).append(i)
     return Graph.from_records(records, name=graph.name + "-instances"), [int(v) for v in sequence]
 
 

@@ -189,3 +189,19 @@ def test_bad_budget_is_one_line(bad):
     g = _spec_example()
     with pytest.raises(ValueError, match="recompute_budget must be"):
         regal.optimize(g, 1, budget=50, recompute_budget=bad)
+
+
+def test_control_edges_order_every_instance():
+    g = Graph.from_records([
+        {"id": "x", "bytes": 4, "resident": True}, {"id": "a", "bytes": 8, "inputs": ["x"]},
+        {"id": "b", "bytes": 1, "inputs": ["a"]}, {"id": "w", "bytes": 0, "inputs": ["x"], "control_inputs": ["a"]},
+        {"id": "c", "bytes": 1, "inputs": ["b", "a"]}], name="ctrl")
+    ix = g.index
+    simulate(g, [0] * 5, [ix[k] for k in "xabawc"], 1)            # a again before w: valid
+    with pytest.raises(ScheduleError, match="control input"):
+        simulate(g, [0] * 5, [ix[k] for k in "xabwac"], 1)       # a again after w: a write overtook a read
+    inst, _ = instance_graph(g, [ix[k] for k in "xabawc"])
+    assert [inst.ids[u] for u in inst.control_inputs(inst.index["w"])] == ["a", "a#2"]
+    # the decoder never puts a recomputation after a control successor
+    order = np.array([ix[k] for k in "xabwc"], dtype=np.int32)
+    assert recompute_sequence(g, order, np.ones(5, dtype=bool)).tolist() == order.tolist()
