@@ -205,3 +205,19 @@ def test_control_edges_order_every_instance():
     # the decoder never puts a recomputation after a control successor
     order = np.array([ix[k] for k in "xabwc"], dtype=np.int32)
     assert recompute_sequence(g, order, np.ones(5, dtype=bool)).tolist() == order.tolist()
+
+
+def test_torch_importer_pins_what_a_second_run_would_change():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from regal.torch import from_module
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.Dropout(0.1),
+                      nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 16 * 16, 10))
+    g = from_module(m, (torch.randn(4, 3, 16, 16),), training=True, optimizer="sgd")
+    pinned = {g.ops[v] for v in np.flatnonzero(g.no_recompute)}
+    # in-place writes, BatchNorm (it updates its running statistics), the random draw, and what they overwrite
+    assert {"aten.relu_.default", "aten.native_batch_norm.default", "aten.bernoulli_.float", "aten.add_.Tensor"} <= pinned
+    assert "aten.convolution.default" not in pinned and "aten.relu.default" not in pinned
+    sol = regal.optimize(g, 1, budget=300, recompute_budget=0.5)
+    counts = np.bincount(sol.order, minlength=g.num_nodes)
+    assert not (counts[g.no_recompute] > 1).any()

@@ -251,6 +251,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     reuse = _reuse(b, node, val, new_bytes) if b.reuse and not in_place and not written_args else []
     if reuse:
         rec["reuse"] = reuse
+    _pin(b, node, rec, in_place or bool(written_args) or bool(allocs), written + list(allocs))
     b.records.append(rec)
     b.struct[node] = per_out if isinstance(val, (tuple, list)) else per_out[0]
 
@@ -292,6 +293,19 @@ def _outputs(b: _Builder, node: torch.fx.Node, outs: list, idx: int, what: str):
         new_bytes += _nbytes(t, f"{what}: output {k}")
         per_out.append((idx,))
     return per_out, new_bytes, in_place, written, written_nodes
+
+
+def _pin(b: _Builder, node: torch.fx.Node, rec: dict, writes: bool, overwritten: list) -> None:
+    """`recompute: false` (SPEC.md section 3b) where running an op again would not give the value
+    its readers saw: the op writes in place, writes an argument beside its output (BatchNorm's
+    running statistics), fills alloc nodes (`split_outputs`) or draws random numbers; and the
+    nodes whose tensor it overwrites (a second run would make the value from before the write)."""
+    random = isinstance(node.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in node.target.tags
+    if writes or random:
+        rec["recompute"] = False
+    for u in overwritten:
+        if 0 <= u < len(b.records) and not b.records[u].get("resident"):
+            b.records[u]["recompute"] = False
 
 
 def _control(b: _Builder, node: torch.fx.Node, inputs: list, written: list, idx: int) -> list:
