@@ -356,8 +356,8 @@ CANDIDATES = 48
 @numba.njit(**_JIT)
 def _live_at_peak(g, seq, m, placement, d, rg, chosen, trace, peak, cand):
     """Mark cand[v] for the nodes not chosen that may be recomputed and whose instance is held
-    across one of the first PEAK_STEPS steps at the peak on its device (made before, read after);
-    returns how many."""
+    across one of the first PEAK_STEPS steps at the peak on that step's device: its home copy (made
+    before, read after) or a copy there (read there before and after); returns how many."""
     rptr, ridx = _readers(g, seq[:m])
     n = g.num_nodes
     for v in range(n):
@@ -371,9 +371,20 @@ def _live_at_peak(g, seq, m, placement, d, rg, chosen, trace, peak, cand):
             steps += 1
             for i in range(t):
                 u = seq[i]
-                if placement[u] != q or cand[u] or chosen[u] or not eligible(g, rg, u):
+                if cand[u] or chosen[u] or not eligible(g, rg, u) or rptr[i + 1] == rptr[i]:
                     continue
-                if rptr[i + 1] > rptr[i] and ridx[rptr[i + 1] - 1] > t:
+                if placement[u] == q:   # the home copy: made before t, read after it
+                    live = ridx[rptr[i + 1] - 1] > t
+                else:                   # a copy on q: read there before (or at) t and after it
+                    before = False
+                    after = False
+                    for e in range(rptr[i], rptr[i + 1]):
+                        r = ridx[e]
+                        if placement[seq[r]] == q:
+                            before |= r <= t
+                            after |= r > t
+                    live = before and after
+                if live:
                     cand[u] = True
                     found += 1
     return found
