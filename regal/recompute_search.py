@@ -58,12 +58,17 @@ def check_recompute_budget(value) -> float:
     return value
 
 
-def _fitness(peak: float, extra: float, limit: int) -> float:
-    """Lower is better: the peak (no limit), or within the limit the extra cost, and above it the
-    peak shifted past every extra cost (so a schedule that fits always wins)."""
+#: A memory-limited fitness above this is a schedule over the limit (`_fitness`).
+OVER_LIMIT = 1e6
+
+
+def _fitness(peak: float, extra: float, limit: int, total: float = 1.0) -> float:
+    """Lower is better: the peak (no limit); within the limit the extra cost as a fraction of
+    `total` (the cost of one run), and above it OVER_LIMIT + peak / limit (a schedule that fits
+    always wins, and of two that do not, the lower peak)."""
     if limit < 0:
         return float(peak)
-    return float(extra) if peak <= limit else 1e30 + float(peak)
+    return float(extra) / total if peak <= limit else OVER_LIMIT + float(peak) / max(limit, 1)
 
 
 class RecomputeProblem(NamedTuple):
@@ -73,6 +78,7 @@ class RecomputeProblem(NamedTuple):
     cost: np.ndarray      # float64[n]: op_costs
     budget: float         # the extra cost allowed, absolute
     limit: int            # the memory limit (-1: none; the peak is the fitness)
+    total: float = 1.0    # the cost of one run (the limited fitness's unit)
 
     @property
     def num_keys(self) -> int:
@@ -95,11 +101,13 @@ class RecomputeProblem(NamedTuple):
         _remat.recompute_evaluate_population(kernel_graph(self.graph), remat_graph(self.graph),
                                              np.ascontiguousarray(population),
                                              self.devices, self.budget, self.cost, fitness)
-        if self.limit >= 0:  # the extra cost of each: decode again only where the peak fits
-            for i in np.flatnonzero(fitness <= self.limit):
-                _, _, _, peak, extra = self.decode(population[i])
-                fitness[i] = _fitness(peak, extra, self.limit)
-            fitness[fitness > self.limit] += 1e30
+        if self.limit >= 0:  # the extra cost of each that fits (decoded again), the peak of the others
+            for i in range(fitness.shape[0]):
+                if fitness[i] <= self.limit:
+                    _, _, _, peak, extra = self.decode(population[i])
+                    fitness[i] = _fitness(peak, extra, self.limit, self.total)
+                else:
+                    fitness[i] = _fitness(fitness[i], 0.0, self.limit, self.total)
         return fitness
 
     def encode(self, placement, order, chosen) -> np.ndarray:
@@ -134,7 +142,7 @@ class RecomputePolish:
                                                    p.devices, p.cost,
                                                    p.budget, chosen, max(int(evaluations), 1), p.limit)
         self.spent += int(used)
-        found = _Best(_fitness(peak, extra, p.limit), placement, order, chosen)
+        found = _Best(_fitness(peak, extra, p.limit, p.total), placement, order, chosen)
         if found.fitness < self.best.fitness:
             self.best = found
         return found
@@ -188,9 +196,9 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
     first = max(1, min(budget, int(round(budget * rc.first_share))))
     base = optimize_memory(graph, devices, first, seed, config=config, deadline=deadline, num_threads=num_threads,
                            **flagship)
-    problem = RecomputeProblem(graph, devices, cost, allowed, limit)
+    problem = RecomputeProblem(graph, devices, cost, allowed, limit, max(total, 1e-300))
     no_recompute = np.zeros(graph.num_nodes, dtype=np.bool_)
-    start = _Best(_fitness(base.peak_bytes, 0.0, limit), base.placement, base.order, no_recompute)
+    start = _Best(_fitness(base.peak_bytes, 0.0, limit, problem.total), base.placement, base.order, no_recompute)
     polish = RecomputePolish(problem, start, rc.climb_evaluations, deadline)
     spent = base.evaluations
     stopped = base.info.get("stopped", "budget")

@@ -47,6 +47,18 @@ def _recompute_summary(sol) -> dict:
             "extra_fraction": float(rc.get("extra_fraction", 0.0))}
 
 
+def _print_recompute(sol) -> None:
+    """The report's recompute line (SPEC.md section 3b), for a search that could recompute."""
+    rc = sol.info.get("recompute")
+    if rc is None:
+        return
+    cost = "" if rc.get("cost_model", "cost") == "cost" else f"; {rc['cost_model']}"
+    budget = sol.info.get("recompute_budget")
+    within = "" if budget is None else f" (budget {budget * 100:g} %{cost})"
+    click.echo(f"recompute {rc['count']:,} run{'' if rc['count'] == 1 else 's'} again, "
+               f"+{rc['extra_fraction'] * 100:.2f} % compute{within}")
+
+
 def _instances(g: Graph, sol):
     """A solution with recomputations as a schedule of its instance graph (the allocation and the
     packed arena read schedules that run each node once); any other as it is."""
@@ -135,11 +147,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
             click.echo(f"  device {k}  {human_bytes(sol.device_peak_bytes[k])} ({int(on.sum()):,} nodes"
                        + ("; weights only, it runs no op: a parameter-server layout, docs/library.md)"
                           if only_weights else ")"))
-    rc = sol.info.get("recompute")
-    if rc is not None:
-        cost = "" if rc.get("cost_model", "cost") == "cost" else f"; {rc['cost_model']}"
-        click.echo(f"recompute {rc['count']:,} runs again, +{rc['extra_fraction'] * 100:.2f} % compute "
-                   f"(budget {sol.info.get('recompute_budget', 0) * 100:g} %{cost})")
+    _print_recompute(sol)
     lb = g.lower_bound(d)
     alloc = _allocation(g, sol, deadline)
     if alloc is None:
@@ -230,6 +238,7 @@ def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
         doc.pop("placement")
         doc.pop("order")
         doc["info"]["timed"]["transfers"] = len(timed["transfers"])
+        doc["recompute"] = _recompute_summary(sol)
         click.echo(json.dumps(doc, indent=1))
         return
     from regal.timed import DeviceModel
@@ -244,6 +253,7 @@ def _report_timed(g: Graph, sol, output: str | None, as_json: bool) -> None:
     for k in range(sol.num_devices):
         click.echo(f"  device {k}  {human_bytes(timed['device_peak_bytes'][k])} "
                    f"({int((sol.placement == k).sum()):,} nodes)")
+    _print_recompute(sol)
     click.echo(f"devices   {DeviceModel(**timed['device_model']).describe()}")
     if sol.info.get("stopped") not in (None, "budget"):
         click.echo(f"stopped   {sol.info['stopped']}")
