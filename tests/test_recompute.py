@@ -221,3 +221,23 @@ def test_torch_importer_pins_what_a_second_run_would_change():
     sol = regal.optimize(g, 1, budget=300, recompute_budget=0.5)
     counts = np.bincount(sol.order, minlength=g.num_nodes)
     assert not (counts[g.no_recompute] > 1).any()
+
+
+def test_cli_recompute_budget_json_and_evaluate(tmp_path):
+    from click.testing import CliRunner
+    from regal.cli import main
+    graph = "data/graphs/torch/torch_resnet18_train.json.gz"
+    out = tmp_path / "s.json"
+    r = CliRunner().invoke(main, ["optimize", graph, "--budget", "600", "--recompute-budget", "0.1", "--json",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert set(doc["recompute"]) == {"count", "extra_cost", "extra_fraction"}
+    assert doc["recompute"]["count"] > 0 and doc["recompute"]["extra_fraction"] <= 0.1
+    r = CliRunner().invoke(main, ["evaluate", graph, str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["peak_bytes"] == doc["peak_bytes"]
+    r = CliRunner().invoke(main, ["optimize", graph, "--budget", "50", "--recompute-budget", "-1"])
+    assert r.exit_code != 0 and "recompute-budget" in r.output
+    r = CliRunner().invoke(main, ["optimize", graph, "--budget", "300", "--json"])
+    assert json.loads(r.output)["recompute"] == {"count": 0, "extra_cost": 0.0, "extra_fraction": 0.0}
