@@ -33,25 +33,39 @@ LAYERS = [
                     "regal._ops", "regal._stop"]),
     ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
                  "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
-                 "regal._heft"]),
+                 "regal._heft", "regal._remat", "regal._remat_climb"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     # regal.torch spans two rooms, so its modules are placed one by one: the importer and its op
     # table here, the package itself and the rest of it (plans, processes, the planned step and
     # `eager`, its measured baselines) in tools
     ("importers", ["regal.hlo", "regal.onnx", "regal.torch.importer", "regal.torch._ops", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
-                "regal.packing", "regal.memory_plan"]),
+                "regal.packing", "regal.memory_plan", "regal.recompute"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb"]),
     ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
                 "regal.policy", "regal.policy.resolve"]),
     ("searches", ["regal.brkga", "regal.config", "regal.problems", "regal.loop", "regal.search", "regal.memetic",
-                  "regal.runtime", "regal.arena_search", "regal.flagship"]),
+                  "regal.runtime", "regal.arena_search", "regal.recompute_search", "regal.flagship"]),
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.training",
                "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
                "regal.torch.step", "regal.torch.eager", "regal.torch.recompute"]),
     ("front", ["regal.__init__", "regal.cli_common", "regal.cli", "regal.commands"]),
 ]
+
+
+def parse(path: str) -> ast.Module:
+    """The syntax tree of the file at `path`, parsed once per process while the file is unchanged
+    (the report and the gates read each file several times)."""
+    stamp = os.stat(path).st_mtime_ns
+    hit = _TREES.get(path)
+    if hit is None or hit[0] != stamp:
+        with open(path) as f:
+            hit = _TREES[path] = (stamp, ast.parse(f.read(), path))
+    return hit[1]
+
+
+_TREES: dict[str, tuple[int, ast.Module]] = {}
 
 
 def module_name(path: str, root: str | None = None, package: str = "regal") -> str:
@@ -96,7 +110,7 @@ def script_modules() -> dict[str, str]:
 def _calls(path: str) -> list[str]:
     """The dotted names of the calls in a file (`sys.path.insert`, `Pool`, `client.submit`, ...)."""
     names = []
-    for node in ast.walk(ast.parse(open(path).read())):
+    for node in ast.walk(parse(path)):
         if isinstance(node, ast.Call):
             parts, f = [], node.func
             while isinstance(f, ast.Attribute):
@@ -129,7 +143,7 @@ def runners(mods: dict) -> list[str]:
 
 def imports(path: str, mods: dict) -> list[tuple[str, bool, int]]:
     """(imported regal module, inside a function?, line) of every import in the file."""
-    tree = ast.parse(open(path).read())
+    tree = parse(path)
     found = []
 
     def visit(node, nested):
@@ -197,7 +211,7 @@ def circles(edges) -> list[list[str]]:
 def functions(mods) -> list[tuple[int, str]]:
     out = []
     for name, path in mods.items():
-        tree = ast.parse(open(path).read())
+        tree = parse(path)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 out.append((node.end_lineno - node.lineno + 1, f"{name}.{node.name}"))

@@ -12,7 +12,7 @@ sequence without repeats is an order, scored as before.
   when it has none: the bytes one run reads and writes).
 - `recompute_stats`: how many recomputations and their extra cost, as `--json` reports it.
 - `instance_graph`: the instance graph as a `Graph`, for what reads a schedule after the search
-  (the timed model, the allocation, the memory plan).
+  (the timed model, the allocation, the memory plan; `regal.solution.instance_solution`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from regal.graph import Graph
 
 __all__ = ["RecomputeStats", "SequenceError", "check_sequence", "op_costs", "remat_graph", "recompute_stats",
-           "instance_graph", "instance_solution", "total_cost", "STAND_IN"]
+           "instance_graph", "total_cost", "STAND_IN"]
 
 #: What a report says when a graph has no costs and recomputation is charged the stand-in.
 STAND_IN = "stand-in: bytes read and written (the graph has no costs)"
@@ -162,18 +162,3 @@ def instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
         latest[v] = i
         every.setdefault(v, []).append(i)
     return Graph.from_records(records, name=graph.name, meta=dict(graph.meta)), seq
-
-
-def instance_solution(graph: Graph, solution):
-    """(instance graph, the Solution on it): a solution with recomputations seen as a schedule of
-    its instance graph (each instance once, in `order`'s order, on its node's device), for what
-    reads schedules without repeats (the allocation, the memory plan, the packer, the timed
-    model). A solution without repeats comes back as it is, with `graph`."""
-    if solution.order.shape[0] <= graph.num_nodes:
-        return graph, solution
-    from regal.solution import make_solution
-    inst, nodes = instance_graph(graph, solution.order)
-    sol = make_solution(inst, solution.placement[nodes], np.arange(nodes.shape[0]), solution.num_devices,
-                        method=solution.method, evaluations=solution.evaluations, seconds=solution.seconds,
-                        info=solution.info)
-    return inst, sol

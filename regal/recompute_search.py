@@ -8,7 +8,7 @@ budget of evaluations:
 1. **The flagship without recomputation** (`regal.memetic.optimize_memory`) for `first_share` of
    the evaluations: its order and placement are the start (an order that keeps little alive is
    also a good order to recompute in).
-2. **The recompute climb** (`regal._remat.recompute_climb`) on that schedule: steepest descent
+2. **The recompute climb** (`regal._remat_climb.recompute_climb`) on that schedule: steepest descent
    over the recompute set, adding the recomputation of a tensor held across the peak that lowers
    (peak, steps at the peak) most, dropping one that no longer pays, within the cost budget.
 3. **BRKGA over the joint chromosome** (n (d + 2) keys: each node's affinities, its priority and
@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _remat
+from regal import _remat, _remat_climb
 from regal._stop import Deadline, as_deadline, expired
 from regal.brkga import BrkgaConfig, BrkgaState
 from regal.config import FlagshipConfig
@@ -138,7 +138,7 @@ class RecomputePolish:
     def climb(self, placement, order, chosen, evaluations: int) -> _Best:
         chosen = chosen.copy()
         p = self.problem
-        peak, extra, used = _remat.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order, placement,
+        peak, extra, used = _remat_climb.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order, placement,
                                                    p.devices, p.cost,
                                                    p.budget, chosen, max(int(evaluations), 1), p.limit)
         self.spent += int(used)
@@ -237,7 +237,7 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
 
 def _timed_block(graph: Graph, sol: Solution, device_model, limit: int) -> dict:
     """info["timed"] of a runtime solution with recomputations: section 4 on its instance graph."""
-    from regal.recompute import instance_solution
+    from regal.solution import instance_solution
     from regal.timed import check_device_model, simulate_timed, timed_info
     inst, isol = instance_solution(graph, sol)
     model = check_device_model(device_model, sol.num_devices)

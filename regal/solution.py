@@ -22,7 +22,7 @@ from regal.simulate import ScheduleError, simulate
 from regal.timed import DeviceModel, TimedSimulation, memory_limits, resimulate, timed_info
 
 __all__ = ["FORMAT", "Solution", "SolutionError", "make_solution", "load_solution", "solution_from_json",
-           "timed_solution"]
+           "timed_solution", "instance_solution"]
 
 FORMAT = "regal-solution/1"
 
@@ -176,7 +176,6 @@ def solution_from_json(graph: Graph, doc: Any, source: str = "solution") -> Solu
         _check_timed(graph, sol, sol.info["timed"], fail)
     if doc.get("memory_plan") is not None:  # the optional offsets (regal.memory_plan, issue 35)
         from regal.memory_plan import check_plan_json
-        from regal.recompute import instance_solution
         inst, isol = instance_solution(graph, sol)  # with recomputations: instance ids ("id#2") name the buffers
         try:
             check_plan_json(inst, isol.placement, isol.order, sol.num_devices, doc["memory_plan"])
@@ -305,3 +304,18 @@ def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
     except RecursionError:
         raise SolutionError(f"{p}: not a {FORMAT} file (JSON nested too deep)") from None
     return solution_from_json(graph, doc, source=p)
+
+
+def instance_solution(graph: Graph, solution):
+    """(instance graph, the Solution on it): a solution with recomputations seen as a schedule of
+    its instance graph (each instance once, in `order`'s order, on its node's device), for what
+    reads schedules without repeats (the allocation, the memory plan, the packer, the timed
+    model). A solution without repeats comes back as it is, with `graph`."""
+    if solution.order.shape[0] <= graph.num_nodes:
+        return graph, solution
+    from regal.recompute import instance_graph
+    inst, nodes = instance_graph(graph, solution.order)
+    sol = make_solution(inst, solution.placement[nodes], np.arange(nodes.shape[0]), solution.num_devices,
+                        method=solution.method, evaluations=solution.evaluations, seconds=solution.seconds,
+                        info=solution.info)
+    return inst, sol

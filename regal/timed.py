@@ -364,9 +364,11 @@ def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -
     """The timed model of a Solution, with the transfer order its info["timed"] names (if any)
     and its device model unless another is given. A solution with recomputations (SPEC.md
     section 3b) runs as its instance graph, `order` its dispatch order."""
-    if solution.order.shape[0] > graph.num_nodes:
-        from regal.recompute import instance_solution
-        graph, solution = instance_solution(graph, solution)
+    placement, order = solution.placement, solution.order
+    if order.shape[0] > graph.num_nodes:
+        from regal.recompute import instance_graph
+        graph, nodes = instance_graph(graph, order)
+        placement, order = placement[nodes], np.arange(nodes.shape[0])
     timed = solution.info.get("timed") or {}
     d = solution.num_devices
     model = check_device_model(device_model if device_model is not None else timed.get("device_model"), d)
@@ -380,7 +382,7 @@ def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -
         except (KeyError, TypeError, ValueError):
             raise ValueError("info.timed.transfers must be a list of [node id, device] pairs of this graph") from None
         transfers = (nodes, dsts)
-    return simulate_timed(graph, solution.placement, solution.order, d, model, transfers, trace)
+    return simulate_timed(graph, placement, order, d, model, transfers, trace)
 
 
 # ---------------------------------------------------------------------------- parsing (CLI)

@@ -62,7 +62,7 @@ def _print_recompute(sol) -> None:
 def _instances(g: Graph, sol):
     """A solution with recomputations as a schedule of its instance graph (the allocation and the
     packed arena read schedules that run each node once); any other as it is."""
-    from regal.recompute import instance_solution
+    from regal.solution import instance_solution
     return instance_solution(g, sol)
 
 
