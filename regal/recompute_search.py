@@ -43,7 +43,7 @@ __all__ = ["RecomputeConfig", "RecomputeProblem", "optimize_recompute", "check_r
 
 class RecomputeConfig(NamedTuple):
     """The recompute search's settings (module docstring)."""
-    first_share: float = 0.2       # the flagship without recomputation's share of the evaluations
+    first_share: float = 0.1       # the flagship without recomputation's share of the evaluations
     climb_evaluations: int = 4000  # the most evaluations one recompute climb spends
     population_size: int = 40      # the joint BRKGA's population
 
