@@ -41,6 +41,10 @@ from regal.solution import Solution, make_solution
 __all__ = ["RecomputeConfig", "RecomputeProblem", "optimize_recompute", "check_recompute_budget", "recompute_sequence"]
 
 
+#: Evaluations of the recompute climb between two polls of the deadline.
+CLIMB_SLICE = 64
+
+
 class RecomputeConfig(NamedTuple):
     """The recompute search's settings (module docstring)."""
     first_share: float = 0.1       # the flagship without recomputation's share of the evaluations
@@ -136,12 +140,20 @@ class RecomputePolish:
         self.climbed = set()
 
     def climb(self, placement, order, chosen, evaluations: int) -> _Best:
+        """The recompute climb from `chosen` for at most `evaluations`, in slices of CLIMB_SLICE
+        between which the deadline is polled (a slice that ends early has converged)."""
         chosen = chosen.copy()
         p = self.problem
-        peak, extra, used = _remat_climb.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order, placement,
-                                                   p.devices, p.cost,
-                                                   p.budget, chosen, max(int(evaluations), 1), p.limit)
-        self.spent += int(used)
+        left = max(int(evaluations), 1)
+        while True:
+            step = min(left, CLIMB_SLICE)
+            peak, extra, used = _remat_climb.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order,
+                                                             placement, p.devices, p.cost, p.budget, chosen, step,
+                                                             p.limit)
+            self.spent += int(used)
+            left -= int(used)
+            if used < step or left <= 0 or expired(self.deadline):
+                break
         found = _Best(_fitness(peak, extra, p.limit, p.total), placement, order, chosen)
         if found.fitness < self.best.fitness:
             self.best = found

@@ -83,6 +83,8 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
+    if recompute_budget != recompute_budget or recompute_budget == float("inf"):
+        raise click.BadParameter(f"{recompute_budget} is not a finite number >= 0", param_hint="--recompute-budget")
     if recompute_budget:
         runtime = {**runtime, "recompute_budget": recompute_budget}
     if output:
