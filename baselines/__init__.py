@@ -38,4 +38,16 @@ METHODS = {
     "cpsat-runtime": ("regal_baselines.cpsat_runtime:solve",
                       "runtime: CP-SAT with intervals per node and transfer (small graphs), HEFT-hinted, "
                       "replayed by the timed model", False, False, "runtime"),
+    # recomputation (SPEC.md section 3b), one device, over the graph's traced order
+    "moccasin": ("regal_baselines.moccasin:solve",
+                 "runtime: Moccasin (Bartan et al. 2023): CP-SAT, fixed traced order, each node at most twice, "
+                 "least recompute cost with peak under --memory-limit (one device)", False, False, "runtime"),
+    "checkpoint-sqrt": ("regal_baselines.recompute:solve_checkpoint_sqrt",
+                        "Chen et al. 2016 sqrt(n) checkpoints over the traced order, the rest recomputed "
+                        "(one device)", False, False),
+    "recompute-pointwise": ("regal_baselines.recompute:solve_pointwise",
+                            "pointwise ops recomputed in the traced order, as torch.compile's min-cut partitioner "
+                            "(one device)", False, False),
+    "traced-order": ("regal_baselines.recompute:solve_traced",
+                     "the graph's traced (node) order as is, no recomputation (one device)", False, False),
 }
