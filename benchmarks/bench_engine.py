@@ -26,7 +26,6 @@ import argparse
 import importlib.util
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time

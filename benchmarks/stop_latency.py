@@ -277,7 +277,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="rows whose label contains this text")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds after which a run is killed")
     args = ap.parse_args(argv)
-    print(f"| phase | signal | in phase | latency (s) | exit | file written |\n|---|---|---|---:|---:|---|")
+    print("| phase | signal | in phase | latency (s) | exit | file written |\n|---|---|---|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, probe in cases(tmp, args.nodes):
             if args.only and args.only not in label:

@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         g = real["graphs"]
         print(f"### Real graphs ({len(g)}), by split\n")
         print(table(g, ("split",)))
-        print(f"\n### Real graphs, by family\n")
+        print("\n### Real graphs, by family\n")
         print(table(g, ("split", "family")))
-        print(f"\n### Real graphs, by mode and stage\n")
+        print("\n### Real graphs, by mode and stage\n")
         print(table(g, ("mode", "stage")))
     syn = _load(a.synthetic)
     if syn and syn["graphs"]:

@@ -39,7 +39,7 @@ import re
 import numpy as np
 
 from experiments.run import _cells
-from experiments.runner import ROOT, Method, dataset_graphs
+from experiments.runner import ROOT, Method
 from regal._io import atomic_text
 
 

@@ -12,7 +12,6 @@ may refuse a graph: `exact` on a wide one, `xla` without XLA's schedule).
 from __future__ import annotations
 
 import csv
-import os
 from collections import defaultdict
 
 import numpy as np

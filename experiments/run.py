@@ -193,7 +193,7 @@ def _focus_tables(method: str, reference: str, summary, graph_rows) -> str:
     """One method against the reference: per (dataset, devices) mean, median, win rate; then per graph."""
     import numpy as np
     lines = [f"## {method} against {reference}, per graph", "",
-             f"| dataset | d | graphs | mean % improvement | median | win rate (runs) | graphs better / worse |",
+             "| dataset | d | graphs | mean % improvement | median | win rate (runs) | graphs better / worse |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     rows = [r for r in graph_rows if r["method"] == method]
     for r in summary:

@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 from typing import NamedTuple
 
 __all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "run_files", "json_job", "load_results", "check_stamp",

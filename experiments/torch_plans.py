@@ -26,7 +26,6 @@ import sys
 import time
 import traceback
 
-import numpy as np
 import torch
 
 import regal

@@ -284,7 +284,7 @@ def _improvement(rows: list[dict], variant: str, reference: str, held: str, d: i
 
 def report(rows: list[dict], folds: dict, args, command: str) -> str:
     from experiments.run import commit, machine
-    lines = [f"# Leave-one-source-out transfer of the learned prior (issue 12)", "",
+    lines = ["# Leave-one-source-out transfer of the learned prior (issue 12)", "",
              f"Command: `{command}`  ", f"Commit: {commit()}  ", f"Machine: {machine()}  ",
              f"Budget 5,000 evaluations per run; seeds {args.seeds}; test graphs per source <= {args.test_graphs} "
              f"(<= {args.test_max_nodes} nodes, spread over families); policy: feature set v2, "

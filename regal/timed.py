@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

@@ -362,7 +362,8 @@ def test_compiled_xla_order_is_a_topological_order_of_every_node(jax_modules, ke
 def test_a_generic_module_name_gives_way_to_the_file_name(tmp_path):
     """A module jax names `jit__lambda` takes its file's name; a real module name is kept."""
     from regal.hlo import load_hlo
-    text = "HloModule jit__lambda\n\nENTRY %e (a: f32[4]) -> f32[4] {\n  %a = f32[4] parameter(0)\n  ROOT %b = f32[4] negate(%a)\n}\n"
+    text = ("HloModule jit__lambda\n\nENTRY %e (a: f32[4]) -> f32[4] {\n  %a = f32[4] parameter(0)\n"
+            "  ROOT %b = f32[4] negate(%a)\n}\n")
     (tmp_path / "resnet_step.hlo").write_text(text)
     assert load_hlo(tmp_path / "resnet_step.hlo").name == "resnet_step"
     (tmp_path / "other.hlo").write_text(text.replace("jit__lambda", "resnet50_train"))

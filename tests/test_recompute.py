@@ -12,7 +12,7 @@ import regal
 from regal import _remat
 from regal.decode import order_by_priority
 from regal.graph import Graph
-from regal.recompute import check_sequence, instance_graph, op_costs, recompute_stats, SequenceError, STAND_IN
+from regal.recompute import check_sequence, instance_graph, op_costs, recompute_stats, STAND_IN
 from regal.recompute_search import recompute_sequence
 from regal.simulate import ScheduleError, kernel_graph, memory_trace, simulate
 from regal.solution import load_solution

@@ -13,7 +13,7 @@ from randgraph import random_dag
 from regal.cli import main
 from regal.graph import Graph, save
 from regal.solution import SolutionError, load_solution, solution_from_json
-from regal.timed import DeviceModel, resimulate, simulate_timed
+from regal.timed import DeviceModel, resimulate
 from regal.timed import excess_bytes, makespan_bound, memory_limits, runtime_fitness
 from regal.timed_heuristics import heft_mem_schedule, heft_schedule, one_device_schedule, timed_starts
 

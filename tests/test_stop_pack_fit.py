@@ -3,7 +3,6 @@ contract of `regal optimize` (exit 3 within two seconds, the best result so far 
 traceback), also when the signal lands while a packer's Numba kernel runs. The probe
 (`benchmarks.stop_latency`) wraps each phase's function to learn when it began."""
 
-import os
 
 import numpy as np
 import pytest

@@ -2,11 +2,6 @@
 within a second, the exit status is 3, and the best solution so far is written when there is
 one. The probe (`benchmarks.stop_latency`) wraps each phase's function to learn when it began."""
 
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Threads (issue 36): the command line decodes populations on Intel TBB's threads where TBB loads
-(else Numba's workqueue layer, never OpenMP's) unless NUMBA_THREADING_LAYER names one, and its answer is the same on any layer and thread
-count. Each check runs in a fresh process (the layer is chosen once per process);
+(else Numba's workqueue layer, never OpenMP's) unless NUMBA_THREADING_LAYER names one, and its
+answer is the same on any layer and thread count. Each check runs in a fresh process (the layer is chosen once per process);
 benchmarks/bench_threads.py measures the speeds."""
 
 import json

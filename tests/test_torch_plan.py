@@ -10,8 +10,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import regal  # noqa: E402
-import regal.torch as rt  # noqa: E402
 import regal.torch.plan as tp  # noqa: E402
 import regal.torch.compare as tc  # noqa: E402
 from regal.solution import make_solution  # noqa: E402

@@ -357,4 +357,4 @@ def test_regal_train_stops_on_sigterm_with_a_checkpoint_and_resumes(graphs, tmp_
     assert step >= 3
     resumed = subprocess.run(args[:args.index("--steps") + 1] + [str(step + 1)] + args[args.index("--steps") + 2:],
                              capture_output=True, text=True, env=env, timeout=300)
-    assert resumed.returncode == 0 and f"resumed from" in resumed.stdout, resumed.stderr
+    assert resumed.returncode == 0 and "resumed from" in resumed.stdout, resumed.stderr

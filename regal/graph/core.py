@@ -271,7 +271,8 @@ class Graph:
         may take over, which its output then holds: `max_taken_bytes`). With one device
         every resident tensor is also always present, so the bound adds them to the non-resident
         part; and when the last step runs, every node that is never freed (`kept`: outputs and
-        nodes without consumers, the last step's own node among them) is present; with d devices the resident bytes need at least ceil(total / d) on some device, and
+        nodes without consumers, the last step's own node among them) is present; with d devices the
+        resident bytes need at least ceil(total / d) on some device, and
         the one-device bound over d holds too (interleaving the d schedules gives a one-device
         schedule that needs at most the sum of the device memories; SPEC.md section 7).
         """

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regal.policy.actions import BETA_ACTIONS, ELITE_ACTIONS
+from regal.policy.actions import BETA_ACTIONS
 from regal.policy.features import GraphBatch
 from regal.policy.start_choice import DEFAULT_COLUMN
 
@@ -134,7 +134,7 @@ def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, n
     if config.kind != "gnn":
         raise ValueError(f"the NumPy forward covers kind 'gnn' only, not {config.kind!r} "
                          f"(the GRU of kind 'gas' runs in JAX only)")
-    A, B = len(BETA_ACTIONS), len(ELITE_ACTIONS)
+    A = len(BETA_ACTIONS)
     h = node_states(config, params, batch)
     n = h.shape[0]
     out = {"placement": _linear(params["head_placement"], h).reshape(n, config.max_devices, A),
