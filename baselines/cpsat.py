@@ -259,7 +259,6 @@ def build_model(graph: Graph, devices: int, upper_bound: int | None = None) -> _
         for u in g.pred_idx[g.pred_ptr[v]:g.pred_ptr[v + 1]]:
             if not resident[u]:
                 m.add(b.pos[int(u)] < b.pos[int(v)])
-    pos = b.pos
 
     # Step 2: peak variable, bounded by the trivial lower bound and the hint.
     b.lower_bound = int(g.lower_bound(d))

@@ -337,7 +337,7 @@ def directory_lock(folder: str | os.PathLike, name: str = ".regal.lock", what: s
         os.close(fd)
         raise LockedError(f"{os.fspath(folder)}: in use by {what}"
                           + (f" (pid {holder})" if holder.isdigit() else "")
-                          + f"; wait for it to end, or use another directory") from None
+                          + "; wait for it to end, or use another directory") from None
     except BaseException:
         os.close(fd)
         raise

@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
                  mutant_fraction, elite_inheritance, prior_share, time_limit_s, threads, output, as_json, objective,
                  recompute_budget, memory_limit, bandwidth, latency, speed, dims):
-    import regal.methods
     from regal._io import check_writable
     from regal.brkga import BrkgaConfig
     from regal.config import FlagshipConfig
