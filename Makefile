@@ -1,12 +1,12 @@
 # Two commands on a fresh machine with Python 3.11 and pip:
 #   make demo   - create .venv, install regal, optimize a shipped real graph (plain BRKGA, then regal's flagship)
-#   make test   - create .venv, install regal, run the default test suite
+#   make test   - create .venv, install regal, run the linter (make lint) and the default test suite
 PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_GRAPH ?= data/graphs/real/vit_l8_d256_b8_train_opt.json.gz
 
-.PHONY: demo test test-slow bench clean clean-numba-cache
+.PHONY: demo lint test test-slow bench clean clean-numba-cache
 
 $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,12 @@ demo: $(BIN)/.installed
 	@echo "== regal optimize: the flagship (memetic REGAL), same budget and seed"
 	$(BIN)/regal optimize $(DEMO_GRAPH) --devices 2 --budget 5000 --seed 0 -o demo_solution.json
 
-test: $(BIN)/.installed
+# The linter (ruff, pinned in constraints.txt, rules in pyproject.toml), a gate of `make test`;
+# the layout gates are a test of the suite (tests/test_layout.py). docs/development.md: "The gates".
+lint: $(BIN)/.installed
+	$(BIN)/ruff check --no-cache .
+
+test: $(BIN)/.installed lint
 	$(BIN)/python -m pytest -q
 
 test-slow: $(BIN)/.installed
