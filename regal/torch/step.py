@@ -43,7 +43,6 @@ from __future__ import annotations
 import copy
 from typing import Callable, NamedTuple
 
-import numpy as np
 import torch
 import torch.fx
 
