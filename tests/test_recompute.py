@@ -241,3 +241,32 @@ def test_cli_recompute_budget_json_and_evaluate(tmp_path):
     assert r.exit_code != 0 and "recompute-budget" in r.output
     r = CliRunner().invoke(main, ["optimize", graph, "--budget", "300", "--json"])
     assert json.loads(r.output)["recompute"] == {"count": 0, "extra_cost": 0.0, "extra_fraction": 0.0}
+
+
+def test_a_recomputing_plan_runs_in_pytorch():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from regal.torch import plan
+
+    class Block(nn.Module):
+        def __init__(self, d=32, h=4):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.att = nn.MultiheadAttention(d, h, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            y = self.ln1(x)
+            x = x + self.att(y, y, y, need_weights=False)[0]
+            return x + self.mlp(self.ln2(x))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block(), nn.Linear(32, 10))
+    traced = plan.trace_for(model, (torch.randn(4, 32, 32),), "adam")
+    base = regal.optimize(traced.graph, 1, budget=800)
+    sol = regal.optimize(traced.graph, 1, budget=800, recompute_budget=0.1)
+    assert sol.recomputes and sol.peak_bytes < base.peak_bytes
+    run, _ = plan.run_plan(traced, sol)
+    assert run.outputs_match   # the same numbers as PyTorch's own order
+    # exact here; at recompute_budget 0.3 this model measures 2.6 % above the prediction (open: docs/recompute.md)
+    assert abs(run.measured_peak_bytes[0] - run.predicted_peak_bytes[0]) <= 0.02 * run.predicted_peak_bytes[0]

@@ -52,8 +52,8 @@ from regal.simulate import simulate
 from regal.solution import Solution, make_solution
 from regal.torch.importer import Traced
 
-__all__ = ["Measured", "NodeMemory", "PlanRun", "SeededOp", "calibrate", "measure_nodes", "measure_peak",
-           "outputs_equal", "own_order", "own_solution", "peak_during", "plan_program", "run_plan",
+__all__ = ["Measured", "NodeMemory", "PlanRun", "SeededOp", "calibrate", "global_state_kept", "measure_nodes",
+           "measure_peak", "outputs_equal", "own_order", "own_solution", "peak_during", "plan_program", "run_plan",
            "seed_random_ops", "taken_over", "trace_for", "without_reuse"]
 
 
@@ -172,6 +172,19 @@ def taken_over(graph: Graph, order: Sequence[int]) -> dict[int, list[int]]:
     return {v: [u for u in graph.reuse(v) if u in us] for v, us in out.items()}
 
 
+def _taken_per_entry(graph: Graph, order: Sequence[int]) -> dict[int, list[int]]:
+    """`taken_over` by entry of `order` (its position): with recomputations (SPEC.md 3b), the
+    take-overs of its instance graph, each instance named by the node it runs."""
+    order = np.asarray(order)
+    if order.shape[0] <= graph.num_nodes:
+        pos = np.empty(graph.num_nodes, dtype=np.int64)
+        pos[order] = np.arange(order.shape[0])
+        return {int(pos[v]): us for v, us in taken_over(graph, order).items()}
+    from regal.recompute import instance_graph
+    inst, nodes = instance_graph(graph, order)
+    return {i: [int(nodes[u]) for u in us] for i, us in taken_over(inst, np.arange(nodes.shape[0])).items()}
+
+
 def _out_variant(target):
     """`aten.<op>.out` for an ATen overload, or None."""
     if not isinstance(target, torch._ops.OpOverload) or target.namespace != "aten":
@@ -186,7 +199,8 @@ def _out_variant(target):
 
 def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = False,
                  nodes: Sequence[int] | None = None) -> torch.fx.GraphModule:
-    """The traced program with its ops in `solution`'s order (see the module docstring).
+    """The traced program with its ops in `solution`'s order (see the module docstring); a node
+    the order lists again (SPEC.md 3b) runs again there, and its later readers read the new value.
 
     `nodes`: run only these regal nodes (a device's share; default every node), in the order's
     order. `realize_reuse`: write each taken-over input's buffer with the op's `out=` variant.
@@ -194,8 +208,8 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     graph, gm = traced.graph, traced.graph_module
     calls = _call_nodes(gm)
     keep = None if nodes is None else set(int(v) for v in nodes)
-    order = [int(v) for v in solution.order if keep is None or int(v) in keep]
-    taken = taken_over(graph, solution.order) if realize_reuse else {}
+    order = [(i, int(v)) for i, v in enumerate(solution.order) if keep is None or int(v) in keep]
+    taken = _taken_per_entry(graph, solution.order) if realize_reuse else {}
     new = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for n in gm.graph.nodes:
@@ -222,12 +236,16 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     # Folded nodes nothing reads (a getitem of an unused gradient, say) go right after their
     # inputs: placed later, they would keep their input (a whole tuple of tensors) alive.
     dead = [n for n in gm.graph.nodes if n.op == "call_function" and not n.users and n.name not in graph.index]
-    for v in order:
+    ran: set[int] = set()
+    for i, v in order:
         n = calls.get(ids[v])
         if n is None:
             continue
-        if v in taken:
-            _emit_taken(new, n, [calls.get(ids[u]) for u in taken[v]], env, emit, graph.index)
+        if v in ran:   # a recomputation (SPEC.md 3b): a new copy of the op; readers from here on read it
+            _forget(n, env, graph.index)
+        ran.add(v)
+        if i in taken:
+            _emit_taken(new, n, [calls.get(ids[u]) for u in taken[i]], env, emit, graph.index)
         else:
             emit(n)
         if split and isinstance(n.meta.get("val"), (tuple, list)):
@@ -250,6 +268,18 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     else:
         new.output(None)
     return torch.fx.GraphModule(gm, new)
+
+
+def _forget(n: torch.fx.Node, env: dict, names) -> None:
+    """Before `n` runs again: drop its copy from `env`, and the copies of the folded nodes made
+    from it (views, `getitem`: they follow its new copy), so that what is emitted from here on
+    reads the new value while the old one is freed after its last reader."""
+    stack = [n]
+    while stack:
+        m = stack.pop()
+        if env.pop(m, None) is None and m is not n:
+            continue
+        stack.extend(u for u in m.users if u.op == "call_function" and u.name not in names)
 
 
 def _emit_taken(new: torch.fx.Graph, n: torch.fx.Node, taken: list, env, emit, names) -> None:
@@ -327,6 +357,48 @@ def torch_threads_kept():
     finally:
         if torch.get_num_threads() != n:
             torch.set_num_threads(n)
+
+
+@contextlib.contextmanager
+def global_state_kept():
+    """The process's global state as it was, after the body (planning a step, measuring
+    anchors): the random generators (PyTorch's CPU generator and the CUDA generators already
+    initialized, Python's `random`, NumPy's global state), PyTorch's intra-op thread count
+    (`torch_threads_kept`), grad mode, the default dtype, the deterministic-algorithms flags and
+    cuDNN's and oneDNN's switches. Planning runs the step once on copies (`calibrate`) and a
+    search; without this, a run with dropout would draw other masks after planning than eager
+    PyTorch from the same seed."""
+    import random
+
+    def keep(state: torch.Tensor) -> bytes:   # as bytes: no tensor of its own while the body is measured
+        return state.numpy().tobytes()
+
+    def back(state: bytes) -> torch.Tensor:
+        return torch.frombuffer(bytearray(state), dtype=torch.uint8)
+
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    saved = (keep(torch.get_rng_state()), [keep(s) for s in torch.cuda.get_rng_state_all()] if cuda else None,
+             random.getstate(),
+             np.random.get_state(), torch.is_grad_enabled(), torch.get_default_dtype(),
+             torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+             torch.backends.mkldnn.enabled)
+    try:
+        with torch_threads_kept():
+            yield
+    finally:
+        torch.set_rng_state(back(saved[0]))
+        if saved[1] is not None:
+            torch.cuda.set_rng_state_all([back(s) for s in saved[1]])
+        random.setstate(saved[2])
+        np.random.set_state(saved[3])
+        torch.set_grad_enabled(saved[4])
+        torch.set_default_dtype(saved[5])
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != saved[6:8]:
+            torch.use_deterministic_algorithms(saved[6], warn_only=saved[7])
+        (torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark,
+         torch.backends.mkldnn.enabled) = saved[8:]
 
 
 @contextlib.contextmanager
