@@ -263,10 +263,11 @@ def test_a_recomputing_plan_runs_in_pytorch():
     torch.manual_seed(0)
     model = nn.Sequential(Block(), Block(), nn.Linear(32, 10))
     traced = plan.trace_for(model, (torch.randn(4, 32, 32),), "adam")
+    traced = plan.calibrate(traced, plan.measure_nodes(traced))   # the ops' scratch, as planned steps book it
     base = regal.optimize(traced.graph, 1, budget=800)
-    sol = regal.optimize(traced.graph, 1, budget=800, recompute_budget=0.1)
+    sol = regal.optimize(traced.graph, 1, budget=800, recompute_budget=0.3)
     assert sol.recomputes and sol.peak_bytes < base.peak_bytes
     run, _ = plan.run_plan(traced, sol)
     assert run.outputs_match   # the same numbers as PyTorch's own order
-    # exact here; at recompute_budget 0.3 this model measures 2.6 % above the prediction (open: docs/recompute.md)
+    # exact with the scratch calibrated (without it, a recomputed LayerNorm's scratch at the peak: +2.6 %)
     assert abs(run.measured_peak_bytes[0] - run.predicted_peak_bytes[0]) <= 0.02 * run.predicted_peak_bytes[0]
