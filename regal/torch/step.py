@@ -31,18 +31,38 @@ the CPU where eager runs the same kernels (single-tensor torch.optim, its defaul
 with `foreach=True` eager runs the multi-tensor kernels: equal to float tolerance. LSTM/GRU are
 traced without oneDNN (its RNN backward cannot be traced): equal to float tolerance.
 
+**Other batches, other modes.** A plan is kept per signature: the inputs' shapes and dtypes and
+every module's train / eval mode. A batch of other shapes (a loader's last batch) or a call with
+the model in eval mode is planned again on first sight, said once on standard error
+("planned again for input shapes ..."), and that plan kept; the step is traced in the modules'
+own modes, so it does what an eager step in that mode does.
+
+**Hygiene.** The step keeps the model, the optimizer and its plans (programs and graphs): no
+tensor of tracing, no example batch (shapes only). Planning (the trace, the run on copies that
+measures the ops' scratch, the search) leaves the process's random generators, thread count and
+settings as it found them (`regal.torch.plan.global_state_kept`): dropout then draws what eager
+draws from the same seed. On a terminal, planning that takes more than 2 s shows its stage on
+one line of standard error. `step.explain()` says what makes the predicted peak.
+
 Refused with `UnsupportedError` (one line): another optimizer class, `fused`, `capturable` or
 `differentiable` optimizers, a tensor learning rate, a parameter that requires grad but is in
-no param group, an input of another shape, dtype or device than traced, a call under autocast
-(grad scaling), a change of the optimizer's structure (momentum on/off, nesterov, amsgrad,
-maximize, weight decay on/off, its parameters), `devices` other than 1.
+no param group, an input on another device or not a tensor, a call under autocast (the plan
+would run in full precision), a call that finds a gradient in a parameter's `.grad` (eager's
+backward would add to it; gradient accumulation is not supported), a change of the optimizer's
+structure (momentum on/off, nesterov, amsgrad, maximize, weight decay on/off, its parameters),
+`devices` other than 1.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import sys
+import threading
+import time
 from typing import Callable, NamedTuple
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -238,6 +258,13 @@ def _lift_scalars(gm: torch.fx.GraphModule, count: int) -> None:
     gm.recompile()
 
 
+def _storage_key(t):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return None
+
+
 def _zeros_state(p):
     """A state tensor as torch.optim makes it on a parameter's first step."""
     return torch.zeros_like(p, memory_format=torch.preserve_format)
@@ -260,6 +287,8 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     names_s = _SCALARS[kind.algorithm]
     loss_fn = loss_fn or _default_loss
 
+    grad_storages: list = []   # the gradients' (fake) storages: what `explain` calls gradients
+
     def step(params, buffers, frozen, state, *inputs):
         tensors = {**{n: t for (n, _, _), t in zip(layout.params, params)}, **dict(zip(layout.buffers, buffers)),
                    **dict(zip(layout.frozen, frozen))}
@@ -268,6 +297,7 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
             raise GraphError(f"torch program '{name}': loss_fn must return a floating tensor of one element")
         grads = torch.autograd.grad(loss, params, allow_unused=True)
+        grad_storages.extend(_storage_key(g) for g in grads if g is not None)
         with torch.no_grad():
             if layout.clips:
                 _clip([g for g in grads if g is not None], _stand_in(len(layout.scalars) - 1))
@@ -279,9 +309,7 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
                 _update(kind, flags, p, g, [state[j] for j in per_param[k]], s)
         return loss.detach()
 
-    was = model.training
-    model.train(True)
-    try:
+    try:   # in the modules' own train / eval modes, as eager runs them
         with no_onednn():   # oneDNN's RNN backward cannot be traced
             gm = make_fx(step, tracing_mode="fake")(params, buffers, frozen, state, *inputs)
     except (GraphError, UnsupportedError):
@@ -290,8 +318,7 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
         first = " ".join(str(e).split())[:300]
         raise GraphError(f"torch program '{name}': tracing the training step failed ({type(e).__name__}: {first})") \
             from None
-    finally:
-        model.train(was)
+    gm.meta["regal_gradients"] = [k for k in grad_storages if k is not None]
     if recompute:
         from regal.torch.recompute import recompute_norms
         recompute_norms(gm)
@@ -312,23 +339,86 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     return Traced(graph, gm, args, tuple(i for i, _ in ids))
 
 
+class _Plan(NamedTuple):
+    """The plan for one input signature (shapes, dtypes, the modules' train / eval modes)."""
+    traced: Traced               # the traced step; its args are shapes only (meta tensors): it holds no data
+    solution: object             # regal's order (`regal.Solution`, d = 1)
+    program: torch.fx.GraphModule
+    predicted: int               # SPEC.md section 3's peak of `solution`
+    traced_peak: int             # the same for PyTorch's traced order
+    recomputed: bool             # whether the backward reads recomputed values
+    peaks: dict                  # the predicted peak of each variant planned: {"plain": B, "recompute": B}
+
+
+class _Spec(NamedTuple):
+    """What a planned step keeps of an example input: its shape, dtype and device, no data."""
+    shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+
+
+def _signature(inputs: tuple, model) -> tuple:
+    """What a plan is kept by: the inputs' shapes and dtypes, and every module's train / eval mode."""
+    return tuple((tuple(a.shape), a.dtype) for a in inputs), tuple(m.training for m in model.modules())
+
+
+def _modes(modes: tuple) -> str:
+    if all(modes):
+        return "train mode"
+    if not any(modes):
+        return "eval mode"
+    return f"mixed modes ({sum(not m for m in modes)} of {len(modes)} modules in eval mode)"
+
+
+def _shapes_only(traced: Traced) -> Traced:
+    """`traced` holding no tensor data: its args as meta tensors of the same shapes (the plan
+    needs only the program and the graph; the real arguments are read at every call)."""
+    def meta(a):
+        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta") \
+            if isinstance(a, torch.Tensor) else a
+    return traced._replace(args=tuple(meta(a) for a in traced.args))
+
+
 class PlannedStep:
     """`planned_step`'s answer: call it with a batch to train one step (see the module docstring).
 
     graph: the step as a regal graph; solution: regal's order (d = 1); program: the step as an
     FX program in that order; predicted_peak_bytes: SPEC.md section 3's peak of that order (the
-    model's resident tensors included); traced_peak_bytes: the same for PyTorch's traced order.
+    model's resident tensors included); traced_peak_bytes: the same for PyTorch's traced order;
+    all of the plan for the example's shapes. `plans`: every plan made so far, by signature
+    (input shapes and dtypes, the modules' modes): a batch of other shapes, or the model in
+    another mode, gets a plan of its own on first sight. `explain()`: what makes the peak.
+
+    The step keeps the model, the optimizer and its plans: no tensor of tracing, no example batch
+    (its shapes only), so it holds no memory beyond what eager PyTorch holds for the same loop.
     """
 
-    def __init__(self, model, optimizer, kind: _Kind, layout: _Layout, traced: Traced, solution, program,
-                 example: tuple, predicted: int, traced_peak: int):
+    def __init__(self, model, optimizer, kind: _Kind, layout: _Layout, settings: dict, key: tuple, plan: _Plan,
+                 example: tuple):
         self.model, self.optimizer = model, optimizer
-        self._kind, self._layout, self._example = kind, layout, example
-        self.traced, self.graph, self.solution, self.program = traced, traced.graph, solution, program
-        self.predicted_peak_bytes, self.traced_peak_bytes = predicted, traced_peak
+        self._kind, self._layout, self._settings = kind, layout, settings
+        self._example = example   # _Spec per input: the shapes planned first, no tensor
+        self._key = key
+        self._plans = {key: plan}
         self.steps = 0
-        self.recomputed = False   # whether the backward reads recomputed values (`recompute=True`)
         self.max_grad_norm = None   # the gradients' clipping threshold (`max_grad_norm`), read each call
+
+    @property
+    def plans(self) -> dict:
+        """Every plan made so far: {(input shapes and dtypes, modules' modes): plan}."""
+        return dict(self._plans)
+
+    @property
+    def _main(self) -> _Plan:
+        return self._plans[self._key]
+
+    traced = property(lambda self: self._main.traced, doc="the traced step of the example's plan (shapes only)")
+    graph = property(lambda self: self._main.traced.graph, doc="the example's plan's regal graph")
+    solution = property(lambda self: self._main.solution, doc="regal's order for the example's shapes")
+    program = property(lambda self: self._main.program, doc="the FX program in that order")
+    predicted_peak_bytes = property(lambda self: self._main.predicted, doc="SPEC.md section 3's peak of the plan")
+    traced_peak_bytes = property(lambda self: self._main.traced_peak, doc="the same for PyTorch's traced order")
+    recomputed = property(lambda self: self._main.recomputed, doc="whether the backward reads recomputed values")
 
     def __repr__(self) -> str:
         return (f"PlannedStep({type(self.model).__name__}, {type(self.optimizer).__name__}, "
@@ -336,17 +426,21 @@ class PlannedStep:
                 f"traced order {self.traced_peak_bytes:,} B)")
 
     def in_order(self, solution=None) -> "PlannedStep":
-        """This step with its ops in another order (`solution`, d = 1), or in PyTorch's traced
-        order (None: as PyTorch runs the traced program, no output written over an input);
+        """This step with its ops in another order (`solution`, d = 1, for the example's shapes),
+        or in PyTorch's traced order (None: as PyTorch runs the traced program, no output written
+        over an input; batches of other shapes then run in their traced order too);
         `predicted_peak_bytes` is that order's. It trains the same model with the same optimizer."""
         from regal.simulate import simulate
         from regal.torch.plan import own_solution, plan_program, without_reuse
         other = copy.copy(self)
-        graph = self.graph if solution is not None else without_reuse(self.graph)
-        solution = solution if solution is not None else own_solution(self.traced)
-        other.solution = solution
-        other.program = plan_program(self.traced, solution, realize_reuse=graph is self.graph)
-        other.predicted_peak_bytes = int(simulate(graph, solution.placement, solution.order, 1).peak_bytes)
+        plan = self._main
+        graph = plan.traced.graph if solution is not None else without_reuse(plan.traced.graph)
+        if solution is None:
+            other._settings = {**self._settings, "order": "traced"}
+            solution = own_solution(plan.traced)
+        program = plan_program(plan.traced, solution, realize_reuse=graph is plan.traced.graph)
+        predicted = int(simulate(graph, solution.placement, solution.order, 1).peak_bytes)
+        other._plans = {self._key: plan._replace(solution=solution, program=program, predicted=predicted)}
         return other
 
     def _check(self, inputs: tuple) -> None:
@@ -355,12 +449,13 @@ class PlannedStep:
         for k, (a, e) in enumerate(zip(inputs, self._example)):
             if not isinstance(a, torch.Tensor):
                 raise UnsupportedError(f"planned step: input {k} is a {type(a).__name__}, not a tensor")
-            if a.shape != e.shape or a.dtype != e.dtype or a.device != e.device:
-                raise UnsupportedError(
-                    f"planned step: input {k} is {tuple(a.shape)} {a.dtype} on {a.device}, the step was planned for "
-                    f"{tuple(e.shape)} {e.dtype} on {e.device}; plan a step for it (regal.torch.planned_step)")
-        if torch.is_autocast_enabled() or torch.is_autocast_enabled("cpu"):
-            raise UnsupportedError("planned step: autocast / grad scaling is not supported; call it outside autocast")
+            if a.device != e.device:
+                raise UnsupportedError(f"planned step: input {k} is on {a.device}, the step runs on {e.device}; "
+                                       "move the batch there")
+        device = self._example[0].device if self._example else torch.device("cpu")
+        if torch.is_autocast_enabled() or _autocast(device.type):
+            raise UnsupportedError("planned step: called under autocast, which a planned step does not follow "
+                                   "(it would run in full precision); call it outside autocast")
         now = _structure(self.optimizer)
         if now != self._kind:
             if len(now.groups) != len(self._kind.groups):
@@ -370,6 +465,24 @@ class PlannedStep:
                     if x != y:
                         raise UnsupportedError(f"planned step: param group {gi}'s {name} changed since the step was "
                                                "planned; plan it again")
+        groups = self.optimizer.param_groups
+        for name, gi, pi in self._layout.params:
+            if groups[gi]["params"][pi].grad is not None:
+                raise UnsupportedError(
+                    f"planned step: parameter '{name}' has a gradient in .grad (from a backward() before this call?); "
+                    "a planned step computes its own gradients and would ignore it: set .grad to None first "
+                    "(optimizer.zero_grad(set_to_none=True)); gradient accumulation is not supported")
+
+    def _plan_for(self, key: tuple, inputs: tuple) -> _Plan:
+        """A plan for a new signature, made now and kept; said once on standard error."""
+        plan = _plan_step(self.model, self.optimizer, self._kind, self._layout, inputs, self._settings)
+        self._plans[key] = plan
+        shapes = ", ".join(str(tuple(a.shape)) for a in inputs)
+        mode = f" with the model in {_modes(key[1])}" if key[1] != self._key[1] else ""
+        sys.stderr.write(f"planned step: planned again for input shapes {shapes}{mode} (predicted peak "
+                         f"{plan.predicted:,} B); {len(self._plans)} plans kept\n")
+        sys.stderr.flush()
+        return plan
 
     def _arguments(self, inputs: tuple) -> tuple:
         layout, opt = self._layout, self.optimizer
@@ -405,14 +518,175 @@ class PlannedStep:
 
     def __call__(self, *inputs):
         self._check(inputs)
+        key = _signature(inputs, self.model)
+        plan = self._plans.get(key) or self._plan_for(key, inputs)
         args = self._arguments(inputs)
         with torch.no_grad():
-            out = self.program(*args)
+            out = plan.program(*args)
         self.steps += 1
         # the optimizer was stepped (by the program): a learning-rate scheduler reads this flag,
         # which `optimizer.step` sets, to warn of a scheduler stepped before its optimizer
         self.optimizer._opt_called = True
         return out[0] if isinstance(out, (list, tuple)) else out
+
+    def peak_breakdown(self) -> dict:
+        """What makes the predicted peak of the example's plan, as a dict (`explain` says it in words):
+        the step and op at the peak, the bytes alive there by kind (parameters, buffers, optimizer
+        state, inputs, activations of the forward, gradients, backward temporaries, recomputed
+        values, the op's scratch), the largest tensors alive, and the predicted peak of each
+        variant planned (with and without recomputation where `recompute` was asked)."""
+        return _breakdown(self._main, self._settings)
+
+    def explain(self) -> str:
+        """A few lines saying what makes the predicted peak (`peak_breakdown`'s figures)."""
+        b = self.peak_breakdown()
+        mib = _mib
+        lines = [f"predicted peak {mib(b['predicted_peak_bytes'])} at step {b['peak_step'] + 1:,} of {b['steps']:,}: "
+                 f"{b['peak_op']['op']} ('{b['peak_op']['id']}'); PyTorch's traced order: "
+                 f"{mib(b['traced_order_peak_bytes'])}",
+                 "alive at the peak:"]
+        for kind, n in sorted(b["by_kind"].items(), key=lambda kv: -kv[1]):
+            if n:
+                lines.append(f"  {kind:<24}{mib(n):>12}  {100 * n / max(b['predicted_peak_bytes'], 1):5.1f} %")
+        if b["largest"]:
+            lines.append("largest tensors alive there (not parameters or optimizer state):")
+            for t in b["largest"]:
+                lines.append(f"  {t['id']:<32}{mib(t['bytes']):>12}  {t['kind']}, {t['op']}")
+        peaks = b["variants"]
+        if "recompute" in peaks:
+            kept = "with recomputation" if b["recomputed"] else "without recomputation (it did not lower the peak)"
+            lines.append(f"recompute=True: predicted {mib(peaks['recompute'])} with recomputation, "
+                         f"{mib(peaks['plain'])} without; the step runs {kept}")
+        return "\n".join(lines)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.2f} MiB" if abs(n) >= 2**20 else f"{n / 2**10:,.1f} KiB"
+
+
+def _autocast(device_type: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device_type))
+    except TypeError:   # an older signature: CUDA's flag alone
+        return device_type == "cuda" and bool(torch.is_autocast_enabled())
+
+
+#: The kinds `peak_breakdown` books a resident tensor under, by the graph's op.
+_RESIDENT_KINDS = {"parameter": "parameters", "buffer": "buffers", "optimizer_state": "optimizer state",
+                   "input": "inputs", "constant": "constants"}
+
+
+def _breakdown(plan: _Plan, settings: dict) -> dict:
+    from regal.simulate import memory_trace
+    from regal.solution import instance_solution
+    from regal.torch.plan import taken_over, without_reuse
+    from regal.torch.recompute import _loss_position
+    graph, sol = plan.traced.graph, plan.solution
+    if settings.get("order") == "traced":
+        graph = without_reuse(graph)
+    graph, sol = instance_solution(graph, sol)   # an order that runs a node twice: one node per run
+    order = np.asarray(sol.order, dtype=np.int64)
+    n = graph.num_nodes
+    _, trace = memory_trace(graph, sol.placement, order, 1)
+    t = int(np.argmax(trace[:, 0]))
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    last = np.full(n, -1, dtype=np.int64)   # the position of each node's last reader
+    readers = np.repeat(np.arange(n), np.diff(graph.in_ptr))
+    np.maximum.at(last, graph.in_idx, pos[readers])
+    kept = graph.output | (last < 0)   # never freed (SPEC.md section 3)
+    alive = graph.resident | ((pos <= t) & (kept | (last >= t)))
+    w = int(order[t])
+    for u in taken_over(graph, order).get(w, []):   # its bytes are now the op's output
+        alive[u] = False
+    gm = plan.traced.graph_module
+    fx_pos = {nd.name: k for k, nd in enumerate(gm.graph.nodes)}
+    loss_at = _loss_position(gm, {nd: k for k, nd in enumerate(gm.graph.nodes)})
+    grads = set(gm.meta.get("regal_gradients", ()))
+    index = graph.index
+    grad_ids = set()
+    for nd in gm.graph.nodes:
+        if nd.op != "call_function":
+            continue
+        val = nd.meta.get("val")
+        flat = [val] if isinstance(val, torch.Tensor) else [x for x in val if isinstance(x, torch.Tensor)] \
+            if isinstance(val, (tuple, list)) else []
+        for k, x in enumerate(flat):
+            if _storage_key(x) in grads:
+                grad_ids.add(f"{nd.name}:{k}" if f"{nd.name}:{k}" in index else nd.name)
+
+    def kind(v: int) -> str:
+        op, nid = graph.ops[v], graph.ids[v]
+        if graph.resident[v]:
+            return _RESIDENT_KINDS.get(op, op)
+        if "#" in nid:
+            return "recomputed values"
+        if nid in grad_ids:
+            return "gradients"
+        fx = nid.rpartition(":")[0] if op == "alloc" else nid
+        return "activations (forward)" if fx_pos.get(fx, loss_at + 1) <= loss_at else "backward temporaries"
+
+    by_kind: dict = {}
+    for v in np.flatnonzero(alive):
+        k = kind(int(v))
+        by_kind[k] = by_kind.get(k, 0) + int(graph.bytes[v])
+    by_kind["op scratch"] = int(graph.temp_bytes[w])
+    largest = sorted((int(v) for v in np.flatnonzero(alive & ~graph.resident)), key=lambda v: -int(graph.bytes[v]))
+    return {"predicted_peak_bytes": int(trace[t, 0]), "peak_step": t, "steps": n,
+            "peak_op": {"id": graph.ids[w], "op": graph.ops[w]},
+            "by_kind": by_kind,
+            "largest": [{"id": graph.ids[v], "op": graph.ops[v], "bytes": int(graph.bytes[v]), "kind": kind(v)}
+                        for v in largest[:5]],
+            "traced_order_peak_bytes": plan.traced_peak, "recomputed": plan.recomputed, "variants": dict(plan.peaks)}
+
+
+class _Progress:
+    """Planning's stage on one line of standard error, rewritten in place, when it is a terminal
+    and planning has taken more than `after` seconds; nothing otherwise. A thread redraws the
+    line (written to a copy of file descriptor 2, which the profiler's quieting may redirect)."""
+
+    def __init__(self, label: str, after: float = 2.0):
+        self.label, self.after, self.text, self.shown = label, after, "tracing", False
+        try:
+            self.on = sys.stderr.isatty() and os.isatty(2)
+        except (AttributeError, ValueError, OSError):
+            self.on = False
+        if self.on:
+            self.start = time.monotonic()
+            self.fd = os.dup(2)
+            self.done = threading.Event()
+            self.thread = threading.Thread(target=self._run, name="regal-planning-progress", daemon=True)
+            self.thread.start()
+
+    def stage(self, text: str) -> None:
+        self.text = text
+
+    def searching(self, what: str):
+        def callback(p) -> None:
+            self.text = f"{what} {p.evaluations:,}/{p.budget:,}"
+        return callback
+
+    def _run(self) -> None:
+        while not self.done.wait(0.25):
+            elapsed = time.monotonic() - self.start
+            if elapsed >= self.after:
+                self._write(f"\r\x1b[Kplanning {self.label}: {self.text}... ({elapsed:.0f} s)")
+                self.shown = True
+
+    def _write(self, text: str) -> None:
+        try:
+            os.write(self.fd, text.encode())
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if not self.on:
+            return
+        self.done.set()
+        self.thread.join()
+        if self.shown:
+            self._write("\r\x1b[K")
+        os.close(self.fd)
 
 
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
@@ -423,9 +697,11 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     runs forward, backward and the update in that order, updating `model`'s parameters and
     buffers and `optimizer`'s state in place (module docstring: what is traced, what is refused).
 
-    `example_inputs`: a tuple of tensors of the shapes every later batch has (a lone tensor is
-    wrapped); `model(*inputs[:k])` with k the positional arguments `forward` takes, and
-    `loss_fn(outputs, *inputs)` (default: the sum of the means of the floating outputs).
+    `example_inputs`: a tuple of tensors of the shapes batches have (a lone tensor is wrapped);
+    a batch of other shapes, or the model in another train / eval mode, is planned again on
+    first sight (said once on standard error) and that plan kept. `model(*inputs[:k])` with k
+    the positional arguments `forward` takes, and `loss_fn(outputs, *inputs)` (default: the sum
+    of the means of the floating outputs). The step is traced in the modules' own modes.
     `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: also plan the step
     whose backward reads recomputed copies of the normalizations' outputs (BatchNorm, LayerNorm,
     GroupNorm) and their activations instead of keeping them from the forward
@@ -435,10 +711,10 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     `torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)` between `backward()` and
     `step()` does (then no update can start before the last gradient exists); the threshold is
     `step.max_grad_norm`, read at every call. Nothing is run on the real tensors while planning:
-    the ops' scratch is measured on copies.
+    the ops' scratch is measured on copies; the process's random generators, thread count and
+    other global settings are as they were after planning. On a terminal, planning that takes
+    more than 2 s shows its stage on standard error.
     """
-    from regal.simulate import simulate
-    from regal.torch.plan import own_solution, plan_program, without_reuse
     if devices != 1:
         raise UnsupportedError(f"planned_step: devices={devices}: a planned step runs on one device "
                                "(several: regal.torch.dist.run_placed runs a placed plan once)")
@@ -453,27 +729,57 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
         raise UnsupportedError(f"planned_step: max_grad_norm must be a number > 0, got {max_grad_norm!r}")
     layout = _layout(model, optimizer, kind, len(inputs), max_grad_norm is not None)
     name = f"{type(model).__name__.lower()}_{type(optimizer).__name__.lower()}_step"
-    plans = [_plan(_trace(model, optimizer, kind, layout, inputs, loss_fn, name, r), layout, budget, seed)
-             for r in ((False, True) if recompute else (False,))]
-    traced, solution, predicted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
-    program = plan_program(traced, solution, realize_reuse=True)
-    own = own_solution(plans[0][0])
-    traced_peak = int(simulate(without_reuse(plans[0][0].graph), own.placement, own.order, 1).peak_bytes)
-    step = PlannedStep(model, optimizer, kind, layout, traced, solution, program, inputs, predicted, traced_peak)
-    step.recomputed = traced is not plans[0][0]
+    settings = {"loss_fn": loss_fn, "budget": budget, "seed": seed, "recompute": recompute, "name": name,
+                "order": "search"}
+    plan = _plan_step(model, optimizer, kind, layout, inputs, settings)
+    step = PlannedStep(model, optimizer, kind, layout, settings, _signature(inputs, model), plan,
+                       tuple(_Spec(tuple(a.shape), a.dtype, a.device) for a in inputs))
     step.max_grad_norm = max_grad_norm
     return step
 
 
-def _plan(traced: Traced, layout: _Layout, budget: int, seed: int):
-    """`(calibrated traced step, regal's solution, its predicted peak)` for one traced step."""
+def _plan_step(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, settings: dict) -> _Plan:
+    """Trace, measure and order one step for these inputs (and, with `recompute`, its variant
+    that recomputes the normalizations), leaving the process's global state as it was."""
+    from regal.simulate import simulate
+    from regal.torch.plan import global_state_kept, own_solution, plan_program, without_reuse
+    search = settings["order"] == "search"
+    variants = (False, True) if settings["recompute"] and search else (False,)
+    progress = _Progress(settings["name"])
+    try:
+        with global_state_kept():
+            plans = []
+            for r in variants:
+                progress.stage("tracing" + (" the step with recomputation" if r else ""))
+                traced = _trace(model, optimizer, kind, layout, inputs, settings["loss_fn"], settings["name"], r)
+                plans.append(_plan(traced, layout, settings, progress, r))
+            traced, solution, predicted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
+            program = plan_program(traced, solution, realize_reuse=search)
+            base = plans[0][0]
+            own = own_solution(base)
+            traced_peak = int(simulate(without_reuse(base.graph), own.placement, own.order, 1).peak_bytes)
+    finally:
+        progress.close()
+    peaks = {("recompute" if r else "plain"): p[2] for r, p in zip(variants, plans)}
+    return _Plan(_shapes_only(traced), solution, program, predicted, traced_peak, traced is not base, peaks)
+
+
+def _plan(traced: Traced, layout: _Layout, settings: dict, progress: _Progress, recompute: bool):
+    """`(calibrated traced step, its solution, its predicted peak)` for one traced step: regal's
+    order, or PyTorch's traced order (`settings["order"]` "traced", `PlannedStep.in_order(None)`)."""
     from regal.flagship import optimize
     from regal.simulate import simulate
-    from regal.torch.plan import calibrate, measure_nodes, torch_threads_kept
+    from regal.torch.plan import calibrate, measure_nodes, own_solution, without_reuse
     # The ops' scratch, measured on copies with the first step's numbers (any finite ones do).
     traced = traced._replace(args=traced.args + tuple(0.5 for _ in layout.scalars))
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+    progress.stage("measuring the ops' scratch")
     traced = calibrate(traced, measure_nodes(traced, device))
-    with torch_threads_kept():
-        solution = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+    if settings["order"] == "traced":
+        solution = own_solution(traced)
+        return traced, solution, int(simulate(without_reuse(traced.graph), solution.placement, solution.order,
+                                              1).peak_bytes)
+    what = "searching the order" + (" with recomputation" if recompute else "")
+    solution = optimize(traced.graph, devices=1, budget=settings["budget"], seed=settings["seed"],
+                        callback=progress.searching(what))
     return traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
