@@ -5,7 +5,8 @@ FILE.py` would see it) and `FN()` returns `(module, example_inputs)`. The comman
 (`regal.torch.trace`: the forward pass, or one training step with `--train sgd|adam`), runs it
 in its own order and in the order (and on the devices) regal's flagship chooses, measures eager
 PyTorch running the same program, and reports each device's peak as regal predicts it and as
-PyTorch's allocator measured it (`regal.torch.compare.compare`). What the program prints goes to
+measured in the process (`regal.torch.compare.compare`: every tensor the process holds + the
+allocator's high mark during the run, as `regal.torch.eager` measures every anchor). What the program prints goes to
 standard error, so `--json` stays one JSON object on standard output.
 """
 
@@ -153,3 +154,5 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
             label = "regal plan" if devices == 1 else f"regal plan, device {k}"
             click.echo(f"{label:24}{_mb(p):>14}{_mb(m):>14}")
         click.echo(f"outputs   {'equal to PyTorch order' if cmp.regal.outputs_match else 'DIFFER from PyTorch order'}")
+        click.echo("measured  as the process sees it: every tensor it holds + the allocator's high mark during the run"
+                   + ("" if devices == 1 else " (several devices: each worker's arguments + its high mark)"))

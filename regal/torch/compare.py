@@ -3,9 +3,11 @@
     cmp = regal.torch.compare.compare(model, (x,), devices=1, training="adam")
     cmp.pytorch.measured_peak_bytes, cmp.regal.measured_peak_bytes, cmp.regal.outputs_match
 
-What `regal torch FILE.py:FN` runs: trace, measure each op's scratch in one own-order run
-(`regal.torch.plan.calibrate`), run the own order, optimize with the flagship, run the plan
-(one device: `regal.torch.plan.run_plan`; several: `regal.torch.dist.run_placed`).
+What `regal torch FILE.py:FN` runs: trace, measure eager PyTorch (`eager_peak`), measure each
+op's scratch in one own-order run (`regal.torch.plan.calibrate`), run the own order, optimize
+with the flagship, run the plan (one device: `measure_program`; several:
+`regal.torch.dist.run_placed`). One device's figures are measured as the process sees it, as
+`regal.torch.eager` measures every anchor: every tensor alive + the allocator's high mark.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import torch
 
 from regal.flagship import optimize
 from regal.graph import Graph
+from regal.simulate import simulate
 from regal.solution import Solution
-from regal.torch.dist import colocate_writes, run_placed
-from regal.torch.plan import (PlanRun, calibrate, measure_nodes, measure_peak, own_solution, plan_program, run_plan,
-                              torch_threads_kept, trace_for, without_reuse)
+from regal.torch.dist import colocate, run_placed
+from regal.torch.eager import storages_of
+from regal.torch.plan import (Measured, PlanRun, calibrate, global_state_kept, measure_nodes, outputs_equal,
+                              own_solution, plan_program, trace_for, without_reuse)
 
-__all__ = ["Comparison", "compare", "deterministic", "eager_peak", "module_device", "to_device"]
+__all__ = ["Comparison", "compare", "deterministic", "eager_peak", "measure_program", "module_device", "to_device"]
 
 
 class Comparison(NamedTuple):
@@ -72,29 +76,52 @@ def to_device(module, example_inputs, device):
     return module.to(device), tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs), device
 
 
-def eager_peak(module, inputs, training: str | None, device, seed: int = 0) -> int:
-    """Eager PyTorch's peak for the program `compare` runs, measured as a plan is (resident
-    tensors + the allocator's high mark; `regal.torch.eager`): a forward under `no_grad`, or one
-    `loss.backward()` + torch.optim step (SGD momentum 0.9 / Adam, lr 1e-3, the loss of
-    `regal.torch.trace`) after a warm-up step, on a copy of the module."""
-    from regal.torch.eager import _loss_step, copy_setup, measure_step, resident_bytes
+def eager_peak(module, inputs, training: str | None, device, seed: int = 0, exclude=()) -> int:
+    """Eager PyTorch's peak for the program `compare` runs, measured as the process sees it
+    (`regal.torch.eager.measure_step`: every tensor alive + the allocator's high mark): a forward
+    under `no_grad` on the module itself, or one `loss.backward()` + torch.optim step (SGD
+    momentum 0.9 / Adam, lr 1e-3, the loss of `regal.torch.trace`) after a warm-up step, on a
+    copy of the module (the module's own tensors then left out). `exclude`: other tensors that
+    are not eager's (the traced program's), left out."""
+    from regal.torch.eager import _loss_step, copy_setup, measure_step
     from regal.torch.importer import _default_loss, _forward_arity
-    from regal.torch.plan import peak_during
     torch.manual_seed(seed)
     if training is None:
         was = module.training
         module.eval()
         try:
             with torch.no_grad():
-                high, _, _ = peak_during(lambda: module(*inputs), device)
+                return measure_step(lambda *xs: module(*xs), inputs, device, warmup=0, exclude=exclude)
         finally:
             module.train(was)
-        return resident_bytes(module, [], inputs) + high
     params = [p for p in module.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9) if training == "sgd" else torch.optim.Adam(params, lr=1e-3)
     m, o = copy_setup(module, opt)
     m.train()
-    return measure_step(_loss_step(m, o, _default_loss, _forward_arity(m)), m, [o], inputs, device)
+    return measure_step(_loss_step(m, o, _default_loss, _forward_arity(m)), inputs, device,
+                        exclude=[*module.parameters(), *module.buffers(), *exclude])
+
+
+def measure_program(program, args, device, exclude=()) -> Measured:
+    """`program(*args)` run once on fresh copies of `args` under `no_grad`, its peak measured as
+    the process sees it (`regal.torch.eager.measure_step`'s rule: every tensor alive before the
+    run + the allocator's high mark during it); `args` themselves and `exclude` (another run's
+    results kept to compare with) are left out: they are the measurement's, not the run's."""
+    from regal.torch.eager import measure_step
+    device = torch.device(device)
+    fresh = tuple(a.detach().to(device).clone() if isinstance(a, torch.Tensor) else a for a in args)
+    got = []
+
+    def run():
+        with torch.no_grad():
+            got.append(program(*fresh))
+    peak = measure_step(run, (), device, warmup=0, exclude=[*args, *_tensors(exclude)])
+    reserved = int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else peak
+    return Measured(peak, reserved, got[0], fresh)
+
+
+def _tensors(x) -> list:
+    return [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
 
 
 def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
@@ -103,6 +130,13 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     """Trace `module` (forward, or one training step with `training` = "sgd" / "adam"), run
     it in PyTorch's own order, optimize it with the flagship on `devices`, run regal's plan,
     and measure both with PyTorch's allocator; `eager`: measure eager PyTorch's peak too.
+
+    Measured as the process sees it (`regal.torch.eager`): every tensor alive in the process
+    plus the allocator's high mark during the run, less what belongs to the comparison itself
+    (the traced program's own arguments, each order runs on fresh copies of them; the other
+    order's results kept to compare outputs). On several devices each device's figure is its
+    worker process's (`regal.torch.dist.run_placed`: its program's arguments + its allocator's
+    high mark).
 
     `device`: where to run (default: where the module is); the module is moved there first
     (`Module.to`, in place) and traced there. Both orders run under PyTorch's deterministic
@@ -113,24 +147,33 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     takes none over, and the plan's 0-byte in-place writes run on the home device of what they
     write (`colocate_writes`: on the zoo of `experiments.torch_plans` that lowered the largest
     measured device peak of most training steps and brought more device peaks within 2 % of
-    the prediction).
+    the prediction). The process's random generators and settings are as they were after.
     """
     module, inputs, device = to_device(module, example_inputs, device)
-    traced = trace_for(module, inputs, training, split_outputs=devices == 1)
-    with deterministic():
-        if calibrate_temps:
-            traced = calibrate(traced, measure_nodes(traced, device))
-        plain = traced._replace(graph=without_reuse(traced.graph))
-        own = own_solution(plain)
-        reference = measure_peak(plan_program(plain, own), plain.args, device)
-        pytorch = PlanRun([int(own.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
-        base = eager_peak(module, inputs, training, device, seed) if eager else None
-        if devices == 1:
-            with torch_threads_kept():
-                sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
-            run, _ = run_plan(traced, sol, device=device, realize_reuse=True, reference=reference)
-            return Comparison(1, pytorch, run, sol, traced.graph, base)
-        with torch_threads_kept():
-            sol = colocate_writes(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
-        run, _ = run_placed(plain, sol, device_type=device.type)
-        return Comparison(devices, pytorch, run, sol, plain.graph, base)
+    with global_state_kept():
+        traced = trace_for(module, inputs, training, split_outputs=True)
+        with deterministic():
+            return _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager)
+
+
+def _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager) -> Comparison:
+    # the traced program's own tensors (its optimizer state): not eager's
+    mine = set(storages_of([*module.parameters(), *module.buffers(), *inputs]))
+    own = [a for a in traced.args if isinstance(a, torch.Tensor) and storages_of([a]).keys() - mine]
+    base = eager_peak(module, inputs, training, device, seed, exclude=own) if eager else None
+    if calibrate_temps:
+        traced = calibrate(traced, measure_nodes(traced, device))
+    plain = traced._replace(graph=without_reuse(traced.graph))
+    mine_order = own_solution(plain)
+    reference = measure_program(plan_program(plain, mine_order), plain.args, device)
+    pytorch = PlanRun([int(mine_order.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
+    if devices == 1:
+        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+        got = measure_program(plan_program(traced, sol, realize_reuse=True), traced.args, device,
+                              exclude=(reference.outputs, reference.args))
+        predicted = int(simulate(traced.graph, sol.placement, sol.order, 1).peak_bytes)
+        run = PlanRun([predicted], [got.peak_bytes], [got.reserved_bytes], outputs_equal(got, reference))
+        return Comparison(1, pytorch, run, sol, traced.graph, base)
+    sol = colocate(plain, optimize(plain.graph, devices=devices, budget=budget, seed=seed))
+    run, _ = run_placed(plain, sol, device_type=device.type)
+    return Comparison(devices, pytorch, run, sol, plain.graph, base)
