@@ -49,7 +49,7 @@ def _alias(traced: Traced) -> _Alias:
     index = graph.index
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     regal = {ph: index[i] for ph, i in zip(phs, traced.arg_ids)}
-    ids: dict = {}
+    ids: dict = {}     # fake storage -> [storage index]: several for arguments passed twice (tied weights)
     al = _Alias({}, [], [], [], {}, {}, {}, regal)
     for n in gm.graph.nodes:
         if n.op == "get_attr" and str(n.target) in index:
@@ -59,18 +59,45 @@ def _alias(traced: Traced) -> _Alias:
         ts = []
         for path, t in _flat_tensors(n.meta.get("val")):
             key = t.untyped_storage()._cdata
-            if key not in ids:
+            # Each placeholder is an argument of its own (a plan runs on a copy of each, as
+            # `measure_peak` and the worker processes do; SPEC.md counts each resident node):
+            # a tied weight passed under two names is two storages, one on each name's device.
+            if key not in ids or n.op == "placeholder" and not any(s in al.creates.get(n, ()) for s in ids[key]):
                 if n not in regal:
                     raise ValueError(f"FX node '{n.name}' makes a tensor but is no regal node")
-                ids[key] = len(al.nbytes)
+                ids.setdefault(key, []).append(len(al.nbytes))
                 al.nbytes.append(int(t.untyped_storage().nbytes()))
                 al.kind.append({"placeholder": "arg", "get_attr": "const"}.get(n.op, "node"))
-                al.home_node.append(regal[n])
-                al.creates.setdefault(n, []).append(ids[key])
-            ts.append(_Tensor(path, ids[key], t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset())))
+                al.home_node.append(_home(graph, n, path, regal[n]))
+                al.creates.setdefault(n, []).append(ids[key][-1])
+            s = _which(al, n, ids[key])
+            ts.append(_Tensor(path, s, t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset())))
         al.tensors[n] = ts
     for n in gm.graph.nodes:
         if n.op == "call_function" and n in regal:
             al.reads[n] = sorted({t.storage for a in n.all_input_nodes for t in al.tensors.get(a, ())})
             al.writes[n] = sorted({t.storage for a in _written_args(n) for t in al.tensors.get(a, ())})
     return al
+
+
+def _home(graph, n, path: tuple, op: int) -> int:
+    """The regal node whose bytes a new storage is: with `split_outputs`, output k of a
+    multi-output op other than its largest is its alloc node `NAME:k`; else the op itself."""
+    if path and n.op == "call_function":
+        return graph.index.get(f"{n.name}:{path[0]}", op)
+    return op
+
+
+def _which(al: _Alias, n, candidates: list) -> int:
+    """The storage index of a tensor over a fake storage that several arguments share: the one
+    `n` makes, else the one one of its inputs holds (a view of the second name reads that one)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    made = [s for s in al.creates.get(n, ()) if s in candidates]
+    if made:
+        return made[0]
+    for a in n.all_input_nodes:
+        for t in al.tensors.get(a, ()):
+            if t.storage in candidates:
+                return t.storage
+    return candidates[0]

@@ -31,6 +31,7 @@ both sides, so NCCL, which matches by order, pairs them as gloo does by tag.
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -44,8 +45,8 @@ from regal.torch._storage import _Alias, _alias
 from regal.torch.importer import UNDECLARED_WRITES, Traced  # noqa: F401 - UNDECLARED_WRITES re-exported
 from regal.torch.plan import Measured, PlanRun, measure_peak, outputs_equal, own_order, plan_program
 
-__all__ = ["Transfer", "PlacedPlan", "colocate_writes", "placed_plan", "device_programs", "program_peak_bytes", "run_placed",
-           "storage_order_edges", "UNDECLARED_WRITES"]
+__all__ = ["Transfer", "PlacedPlan", "alloc_ops", "colocate", "colocate_allocs", "colocate_writes", "placed_plan",
+           "device_programs", "program_peak_bytes", "run_placed", "storage_order_edges", "UNDECLARED_WRITES"]
 
 
 # ---------------------------------------------------------------------------- the plan
@@ -115,6 +116,12 @@ def placed_plan(traced: Traced, solution: Solution) -> PlacedPlan:
     pos[order] = np.arange(len(order))
     _check_accesses(traced, pos)
     calls = {al.regal[n]: n for n in al.reads}
+    for n, made in al.creates.items():   # split outputs: each alloc node where its op makes it
+        for s in made:
+            if n in al.reads and placement[al.home_node[s]] != placement[al.regal[n]]:
+                raise ValueError(f"'{graph.ids[al.home_node[s]]}' is placed on device "
+                                 f"{int(placement[al.home_node[s]])} but '{n.name}', which makes it, on device "
+                                 f"{int(placement[al.regal[n]])}: colocate(traced, solution) puts it there")
     version = [0] * len(al.nbytes)
     made = {}                                   # (storage, version) -> (device, position)
     held: list[dict] = [{} for _ in range(d)]  # device -> storage -> version it holds
@@ -195,6 +202,7 @@ class _Emitter:
         self.sizes: list = []    # buffer id -> bytes
         self.alloc: dict = {}    # new node -> [(buffer id, bytes)] it allocates
         self.aliases: dict = {}  # new node -> {buffer ids} its value keeps alive
+        self.split = bool(traced.graph.meta.get("split_outputs"))
 
     def _stamp(self, n) -> dict:
         return {t.storage: self.gen.get(t.storage) for t in self.al.tensors.get(n, ())
@@ -312,6 +320,19 @@ class _Emitter:
             path = next(t.path for t in self.al.tensors[n] if t.storage == s)
             self._hold(s, node, path, None if n.op == "placeholder" else self.al.nbytes[s])
         self._set(n, self._keeps(node, n))
+        if self.split and n.op == "call_function" and isinstance(n.meta.get("val"), (tuple, list)):
+            # Each part out of the tuple at once (`regal.torch.plan.plan_program` does the same):
+            # the tuple dies here, each output lives to its own last reader and send, as the
+            # importer's `split_outputs` books it, and a send of one part holds that part only.
+            for m in n.users:
+                if m.target is operator.getitem and m.all_input_nodes == [n] and m not in self.al.regal:
+                    part = self.get(m)
+                    for t in self.al.tensors.get(m, ()):
+                        if t.storage in self.al.creates[n] and self.cur[t.storage][0] is node:
+                            whole = next(x for x in self.al.tensors[n] if x.storage == t.storage)
+                            if (t.dtype, t.size, t.stride, t.offset) == (whole.dtype, whole.size, whole.stride,
+                                                                       whole.offset):
+                                self.cur[t.storage] = (part, ())
 
     def _receive(self, x: Transfer) -> None:
         if x.into_resident:
@@ -434,6 +455,55 @@ def _gather(traced: Traced, programs, got: list[dict]) -> Measured:
             args[i] = a
     peak = max(int(r["peak"]) for r in got)
     return Measured(peak, max(int(r["reserved"]) for r in got), outputs, tuple(args))
+
+
+def alloc_ops(graph) -> dict[int, int]:
+    """The importer's alloc nodes (`split_outputs`: output k of a multi-output op other than its
+    largest, id `OP:k`) -> the op that makes that output."""
+    out = {}
+    for v, op in enumerate(graph.ops):
+        if op == "alloc":
+            u = graph.index.get(graph.ids[v].rpartition(":")[0])
+            if u is not None:
+                out[v] = u
+    return out
+
+
+def colocate_allocs(traced: Traced, solution: Solution) -> Solution:
+    """`solution` with every alloc node (`split_outputs`) on its op's device, right before it.
+
+    An alloc node books the bytes of an output its op makes; the op makes it on its own device,
+    at its own step. Placed elsewhere, section 3 books those bytes on a device that never holds
+    them and copies them to one that makes them (the runtime cannot do that: `placed_plan`
+    refuses it); earlier in the order, it books them sooner than they exist. Moved, the model
+    books the output where and when the op makes it. The order stays topological (an alloc
+    node's inputs are its op's); the peaks are re-simulated."""
+    graph = traced.graph
+    owner = alloc_ops(graph)
+    order = np.asarray(solution.order)
+    if not owner or len(order) != graph.num_nodes:
+        return solution
+    placement = np.asarray(solution.placement, dtype=np.int32).copy()
+    moved = sum(int(placement[a] != placement[u]) for a, u in owner.items())
+    for a, u in owner.items():
+        placement[a] = placement[u]
+    before: dict = {}
+    for a in sorted(owner):
+        before.setdefault(owner[a], []).append(a)
+    new = np.asarray([w for v in order if int(v) not in owner for w in before.get(int(v), []) + [int(v)]],
+                     dtype=np.int32)
+    if not moved and np.array_equal(new, order):
+        return solution
+    info = {**solution.info, "colocated_allocs": moved}
+    return make_solution(graph, placement, new, solution.num_devices, solution.method, solution.evaluations,
+                         solution.seconds, info)
+
+
+def colocate(traced: Traced, solution: Solution) -> Solution:
+    """`colocate_allocs`, then `colocate_writes`: the plan `run_placed` runs as section 3 books it
+    (alloc nodes where their ops make the outputs; 0-byte in-place writes on their targets'
+    homes). What `regal.torch.compare` runs at d > 1."""
+    return colocate_writes(traced, colocate_allocs(traced, solution))
 
 
 def colocate_writes(traced: Traced, solution: Solution) -> Solution:
