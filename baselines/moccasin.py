@@ -33,6 +33,11 @@ edge u -> w, with u non-resident, not an output, bytes > 0:
   slot comes first): E2[u] >= R(w) + 1 if b[w] and d, else E1[u] >= R(w) + 1 if b[w];
 - b[u] => some reader of the second instance: c for the last consumer, or b[w] and d for a
   consumer w that may run again.
+Redundant cover constraints (they cut no solution; they give CP-SAT's linear relaxation a
+bound): at a step t where the order without recomputation holds E bytes more than the
+capacity, only a first instance made before t and read at or after t can leave t's count, and
+only if its node runs again, while nothing else holds fewer bytes at t than without
+recomputation: sum of bytes(v) b[v] over those v >= E.
 Objective: minimize sum over v of weight(v) b[v], weight = op_costs (the graph's `cost` or the
 stand-in of SPEC 3b) scaled so the costliest recomputable node weighs WEIGHT_RESOLUTION
 (rounded: the proven bound and optimum are those of the rounded weights); then, among
@@ -172,6 +177,7 @@ class MoccasinModel:
         self.capacity = int(memory_limit_bytes) - int(nbytes[res].sum())
         if intervals:
             m.add_cumulative(intervals, demands, self.capacity)
+        self._covers(nbytes, temp)
         recomputable = np.flatnonzero(may)
         top = float(cost[recomputable].max()) if recomputable.size else 0.0
         self.scale = WEIGHT_RESOLUTION / top if top > 0 else 0.0
@@ -183,6 +189,42 @@ class MoccasinModel:
         """The extra cost (op_costs units, the rounded weights') of a value of the objective (or of
         its bound: rounded down to the weights' units, so still a bound)."""
         return float(np.floor(objective / self.ties + 1e-9)) / self.scale if self.scale > 0 else 0.0
+
+    def _covers(self, nbytes: np.ndarray, temp: np.ndarray) -> None:
+        """Redundant cover constraints (module docstring): at each step t of the order over the
+        capacity without recomputation, sum of bytes(v) b[v] over the nodes v that may run again
+        and are held across t (made before t, read at or after t) >= the excess."""
+        g, n, pos, m = self.g, self.n, self.pos, self.m
+        run = np.flatnonzero(~g.resident & (nbytes > 0))
+        last = np.full(n, -1, dtype=np.int64)
+        for v in run.tolist():
+            last[v] = n - 1 if g.kept[v] else int(pos[g.consumers(v)].max())
+        diff = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(diff, pos[run], nbytes[run])
+        np.add.at(diff, last[run] + 1, -nbytes[run])
+        mem = np.cumsum(diff)[:n] + np.where(g.resident[self.order], 0, temp[self.order])
+        over = np.flatnonzero(mem > self.capacity)
+        self.covers = int(over.shape[0])
+        terms = [[] for _ in over]
+        for v in np.flatnonzero(self.may).tolist():
+            lo, hi = np.searchsorted(over, [pos[v] + 1, last[v] + 1])
+            for j in range(int(lo), int(hi)):
+                terms[j].append(v)
+        for j, t in enumerate(over.tolist()):
+            need = int(mem[t]) - self.capacity
+            if terms[j]:
+                m.add(sum(int(nbytes[v]) * self.b[v] for v in terms[j]) >= need)
+            else:
+                m.add_bool_or([])  # nothing held across t can go: no sequence fits
+
+    def hint(self, seq: np.ndarray) -> None:
+        """A sequence of the model's form (the order with recomputations inserted before positions,
+        as section 5b's `recompute_sequence` makes) as CP-SAT's first guess; a recomputation the
+        model leaves out (a node without bytes) is left out of the guess."""
+        at = insertion_points(self.order, self.pos, seq)
+        for v, t in self.t.items():
+            self.m.add_hint(t, at.get(v, self.n))
+            self.m.add_hint(self.b[v], v in at)
 
     def extract(self, solver: cp_model.CpSolver) -> np.ndarray:
         """int32[m]: the fixed order with each recomputation inserted before its position t
@@ -196,6 +238,36 @@ class MoccasinModel:
             seq.extend(sorted(before[t], key=lambda x: self.pos[x]))
             seq.append(v)
         return np.asarray(seq, dtype=np.int32)
+
+
+def insertion_points(order: np.ndarray, pos: np.ndarray, seq) -> dict[int, int]:
+    """{node: position in `order` before which it runs again} of a sequence that is `order` with
+    recomputations inserted (each node at most twice)."""
+    seen, at, pending = set(), {}, []
+    for x in np.asarray(seq).tolist():
+        if x in seen:
+            pending.append(x)
+            continue
+        seen.add(x)
+        for v in pending:
+            at[v] = int(pos[x])
+        pending = []
+    return at
+
+
+def _hints(graph: Graph, order: np.ndarray, limit: int) -> list[tuple[float, int, str, np.ndarray]]:
+    """(extra cost, the model's peak, method, sequence) of the two simple baselines over `order`
+    (checkpoint-sqrt, recompute-pointwise), cheapest first among those whose model peak fits."""
+    from regal.recompute import recompute_stats
+    from regal.recompute_search import recompute_sequence
+    from regal_baselines.recompute import pointwise_nodes, sqrt_checkpoints
+    found = []
+    for name, chosen in (("checkpoint-sqrt", ~sqrt_checkpoints(graph, order)[0]),
+                         ("recompute-pointwise", pointwise_nodes(graph, order))):
+        seq = recompute_sequence(graph, order, chosen)
+        if seq.shape[0] > graph.num_nodes:
+            found.append((recompute_stats(graph, seq).extra_cost, _model_peak(graph, seq), name, seq))
+    return sorted(found, key=lambda h: (h[1] > limit, h[0] if h[1] <= limit else h[1]))
 
 
 def _model_peak(graph: Graph, seq: np.ndarray) -> int:
@@ -221,13 +293,17 @@ def _timed(graph: Graph, sol: Solution, device_model, limit: int) -> dict:
 
 def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
           memory_limit_bytes=None, order=None, num_workers: int = 2, device_model=None,
-          log: bool = False) -> Solution:
+          hint: bool = True, log: bool = False) -> Solution:
     """Moccasin: the least extra recomputation cost with peak <= memory_limit_bytes, over a fixed
     order (module docstring), one device.
 
     order: node ids or indices (default: node order when topological, else the topological
     order: `regal_baselines.recompute.traced_order`). time_limit_s: CP-SAT's wall time (default
     10 s). num_workers: CP-SAT threads. device_model: the timed model's, for info["timed"].
+    hint: give CP-SAT the cheaper of checkpoint-sqrt's and recompute-pointwise's sequences over the
+    order that fits the limit in the model's count (else the one nearest to fitting) as its
+    first guess (info["hint"]); when CP-SAT finds nothing in time and that guess fits, it is
+    returned (info["source"] = "hint"; otherwise "cpsat").
     Returns a Solution whose order may list nodes again (info["recompute"]); info: status
     (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN), feasible, objective and bound (extra cost, in the
     units of info["recompute"], of the model's rounded weights), solve_seconds, model_peak_bytes
@@ -267,6 +343,12 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | No
     if built.capacity < 0:  # the resident bytes alone are over the limit
         return done(fixed, status="INFEASIBLE", feasible=False, objective=None, bound=None, solve_seconds=0.0,
                     model_peak_bytes=None)
+    hints = _hints(graph, fixed, limit) if hint else []
+    fitting = hints[0] if hints and hints[0][1] <= limit else None
+    if hints:
+        built.hint(hints[0][3])
+        info["hint"] = {"method": hints[0][2], "extra_cost": float(hints[0][0]),
+                        "model_peak_bytes": int(hints[0][1]), "fits": fitting is not None}
     solver = cp_model.CpSolver()
     limit_s = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
     solver.parameters.max_time_in_seconds = max(0.1, limit_s - (time.perf_counter() - t0))
@@ -279,6 +361,9 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | No
         raise RuntimeError(f"{METHOD}: CP-SAT rejects the model of graph '{graph.name}': "
                            f"{built.m.validate().splitlines()[0]}")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if fitting is not None:
+            return done(fitting[3], status=name, feasible=True, source="hint", objective=None, bound=None,
+                        solve_seconds=solver.wall_time, model_peak_bytes=int(fitting[1]))
         return done(fixed, status=name, feasible=False, objective=None, bound=None, solve_seconds=solver.wall_time,
                     model_peak_bytes=None)
     seq = built.extract(solver)
@@ -286,6 +371,6 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | No
     if model_peak > limit:  # the model under-counts some sequence: a bug
         raise AssertionError(f"{METHOD}: graph '{graph.name}': the model's sequence holds {model_peak} bytes, "
                              f"over the limit {limit}")
-    return done(seq, status=name, feasible=True, objective=built.cost_of(solver.objective_value),
+    return done(seq, status=name, feasible=True, source="cpsat", objective=built.cost_of(solver.objective_value),
                 bound=built.cost_of(solver.best_objective_bound), solve_seconds=solver.wall_time,
                 model_peak_bytes=model_peak)

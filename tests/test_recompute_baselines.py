@@ -16,7 +16,8 @@ from randgraph import random_dag
 from regal.graph import Graph
 from regal.recompute import SequenceError, check_sequence, op_costs
 from regal.simulate import check_any, simulate
-from regal_baselines.moccasin import MoccasinModel
+from regal.recompute_search import recompute_sequence
+from regal_baselines.moccasin import MoccasinModel, insertion_points
 from regal_baselines.recompute import (candidates, is_pointwise, pointwise_nodes, sqrt_checkpoints,
                                        traced_order)
 
@@ -228,12 +229,12 @@ def _tiny(kind: str, seed: int) -> Graph:
 TINY = [("train", seed) for seed in range(12)] + [("random", seed) for seed in range(6)]
 
 
-@pytest.mark.parametrize("kind, seed", TINY)
-def test_moccasin_optimum_equals_brute_force(kind, seed):
+@pytest.mark.parametrize("kind, seed, hint", [k + (True,) for k in TINY] + [k + (False,) for k in TINY[::3]])
+def test_moccasin_optimum_equals_brute_force(kind, seed, hint):
     """On tiny graphs without `reuse` (where the model is exact), at every limit between the least
     peak any such sequence reaches and the order's own peak, CP-SAT's proven optimum costs what a
     brute force over every recompute choice and insertion point costs, and its sequence fits;
-    below the least peak both find nothing."""
+    below the least peak both find nothing. With or without the hint."""
     g = _tiny(kind, seed)
     order, _ = traced_order(g)
     frontier = _brute_force(g, order)
@@ -243,7 +244,7 @@ def test_moccasin_optimum_equals_brute_force(kind, seed):
     for limit in sorted({least, (least + plain) // 2, plain - 1} | set(p for p in frontier if p < plain)):
         if limit < 1:
             continue
-        sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=int(limit), time_limit_s=10)
+        sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=int(limit), time_limit_s=10, hint=hint)
         want = _cheapest_within(frontier, limit)
         if want is None:
             assert sol.info["status"] == "INFEASIBLE" and not sol.info["feasible"], (limit, sol.info)
@@ -256,8 +257,8 @@ def test_moccasin_optimum_equals_brute_force(kind, seed):
 
 def test_moccasin_makes_a_chain_again_input_first():
     """z reads a, b and e: a limit of 23 needs a and b made again before z, a first (b reads the
-    new a: the peak, 23, is at b's second step, with its temp); 27 needs only b (reading the first
-    a, kept alive); 22 is out of reach."""
+    new a: the peak, 23, is at b's second step, with its temp); 27 needs one of them; 22 is out of
+    reach."""
     recs = [{"id": "x", "bytes": 2, "resident": True},
             {"id": "a", "bytes": 8, "inputs": ["x"], "cost": 1.0},
             {"id": "b", "bytes": 8, "inputs": ["a"], "cost": 1.0, "temp_bytes": 4},
@@ -271,7 +272,7 @@ def test_moccasin_makes_a_chain_again_input_first():
     assert [g.ids[v] for v in sol.order] == ["x", "a", "b", "c", "d", "e", "a", "b", "z"]
     assert sol.peak_bytes == 23 and sol.info["status"] == "OPTIMAL"
     sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=30)
-    assert [g.ids[v] for v in sol.order] == ["x", "a", "b", "c", "d", "e", "b", "z"] and sol.peak_bytes == 27
+    assert sol.info["recompute"]["extra_cost"] == 1.0 and sol.peak_bytes == 27
     assert regal.methods.solve("moccasin", g, 1, memory_limit_bytes=22).info["status"] == "INFEASIBLE"
 
 
@@ -356,6 +357,20 @@ def test_moccasin_with_reuse_fits_the_limit(seed):
     sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=_limit_between(g), time_limit_s=5)
     if sol.info["feasible"]:
         assert sol.peak_bytes <= sol.info["model_peak_bytes"] <= sol.info["memory_limit_bytes"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_section_5b_sequences_are_of_the_models_form(seed):
+    """recompute_sequence's sequences (the hints) are the order with recomputations inserted
+    before positions, several before one in the order's order: what the model decodes."""
+    g = random_dag(seed, num_nodes=25, resident_fraction=0.1, control_fraction=0.2)
+    rng = np.random.default_rng(seed)
+    order = g.topological_order().astype(np.int32)
+    pos = np.empty(g.num_nodes, dtype=np.int64)
+    pos[order] = np.arange(g.num_nodes)
+    seq = recompute_sequence(g, order, rng.random(g.num_nodes) < 0.6)
+    at = insertion_points(order, pos, seq)
+    assert _sequence(order, at) == seq.tolist()
 
 
 def test_moccasin_model_leaves_out_what_cannot_run_again():
