@@ -37,7 +37,7 @@ RUNNER = "experiments.runner"
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
     ("primitives", ["regal._jit", "regal.threads", "regal._lean_start", "regal._heap", "regal._takeover", "regal._io",
-                    "regal._ops", "regal._stop"]),
+                    "regal._ops", "regal._stop", "regal._args"]),
     ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
                  "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
                  "regal._heft", "regal._remat", "regal._remat_climb"]),

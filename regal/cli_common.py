@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from regal import _args
 from regal._lean_start import skip_flax_interop, start_numba  # noqa: F401  (the commands import them here)
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ def parse_dims(dims: tuple[str, ...]) -> dict[str, int]:
         if not sep or not key or not value.strip().isdigit():
             raise click.BadParameter(f"expected NAME=VALUE with a non-negative integer, got {item!r}",
                                      param_hint="--dim")
+        if int(value) > _args.MAX_DIMENSION:
+            raise click.BadParameter(f"{key.strip()}={int(value):,} is not in "
+                                     f"{_args.range_text(0, _args.MAX_DIMENSION)}", param_hint="--dim")
         out[key.strip()] = int(value)
     return out
 
@@ -94,7 +98,8 @@ def _friendly_errors(fn):
 
 
 class _Seconds(click.ParamType):
-    """A finite, non-negative number of seconds (click's FloatRange lets NaN through)."""
+    """A finite, non-negative number of seconds, at most `regal._args.MAX_SECONDS` (click's
+    FloatRange lets NaN through)."""
     name = "seconds"
 
     def convert(self, value, param, ctx):
@@ -102,12 +107,87 @@ class _Seconds(click.ParamType):
             x = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(x) or x < 0:
-            self.fail(f"{value!r} is not a finite, non-negative number of seconds", param, ctx)
+        if not math.isfinite(x) or not 0 <= x <= _args.MAX_SECONDS:
+            self.fail(f"{value!r} is not a finite number of seconds in 0..{_args.MAX_SECONDS:.0e}", param, ctx)
         return x
 
 
 TIME_LIMIT = _Seconds()
+
+
+class Count(click.ParamType):
+    """An integer option in low..high (`regal._args`'s ranges: the library refuses the same
+    values in the same words), refused in one line naming the option and the range; `what` is
+    the unit said after it. Unlike click's IntRange it has an upper bound for every option, so
+    no number reaches a kernel that cannot hold it."""
+    name = "integer"
+
+    def __init__(self, low: int, high: int, what: str = ""):
+        self.low, self.high, self.what = low, high, what
+
+    def convert(self, value, param, ctx):
+        unit = f" ({self.what})" if self.what else ""
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if isinstance(value, int):
+            v = value
+        else:
+            try:
+                v = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not an integer in {_args.range_text(self.low, self.high)}{unit}", param, ctx)
+        if not self.low <= v <= self.high:
+            self.fail(f"{v:,} is not in {_args.range_text(self.low, self.high)}{unit}", param, ctx)
+        return v
+
+    def __repr__(self) -> str:
+        return f"Count({self.low}, {self.high})"
+
+
+class Fraction(click.ParamType):
+    """A finite number in low..high, the ends open where asked (click's FloatRange lets NaN
+    through: every comparison with NaN is false)."""
+    name = "float"
+
+    def __init__(self, low: float, high: float | None = None, low_open: bool = False, high_open: bool = False):
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def convert(self, value, param, ctx):
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        high = math.inf if self.high is None else self.high
+        ok = math.isfinite(x) and (x > self.low if self.low_open else x >= self.low) and \
+            (x < high if self.high_open else x <= high)
+        if not ok:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open or self.high is None else "]"
+            self.fail(f"{value!r} is not a finite number in {left}{self.low:g}, "
+                      f"{'inf' if self.high is None else format(self.high, 'g')}{right}", param, ctx)
+        return x
+
+
+class OutputPath(click.Path):
+    """click.Path for a file (or, with file_okay=False, a directory) a command writes; an empty
+    path is refused in one line (it was taken as "no output" and nothing was written)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("dir_okay", False)
+        super().__init__(**kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is an empty path: give a {'file' if self.file_okay else 'directory'} name",
+                      param, ctx)
+        return super().convert(value, param, ctx)
+
+
+#: The option types of the counts the commands share (their ranges: `regal._args`).
+BUDGET = Count(1, _args.MAX_EVALUATIONS, "evaluations")
+SEED = Count(0, _args.MAX_SEED)
+DEVICES = Count(1, _args.MAX_DEVICES)
+POPULATION = Count(2, _args.MAX_POPULATION)
+SEED_HELP = f"the random seed, in {_args.range_text(0, _args.MAX_SEED)} (what every method's generator takes)"
 
 DIM_OPTION = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                           help="value of a symbolic ONNX dimension (repeat the option)")

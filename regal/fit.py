@@ -80,16 +80,19 @@ def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s
     """Whether `graph` runs on `devices` devices of `memory_limit_bytes` each (module docstring).
 
     The search goes on in rounds until a plan fits, a bound proves that none does, or the time
-    is up: each round runs the flagship (`budget` evaluations, seed `seed + round`, stopped once
-    its peak is within the limit), packs its schedule (up to pack_time_s per device) and, when
+    is up: each round runs the flagship (`budget` evaluations, seed `seed + round` modulo 2**31,
+    stopped once its peak is within the limit), packs its schedule (up to pack_time_s per device) and, when
     the peak fits but the arena does not, climbs on the packed arena (`regal.arena_search`).
     time_limit_s: seconds for all of it (None: one round); deadline: a `regal._stop.Deadline`
     (a signal's stop request, a command's time limit) that every step polls: once it has
     expired the best plan so far is returned, undecided unless it fits."""
+    from regal._args import MAX_MEMORY_BYTES, MAX_SEED, check_int, check_search_args, check_seconds
     from regal._stop import as_deadline
-    limit = int(memory_limit_bytes)
-    if limit < 0:
-        raise ValueError(f"memory limit must be non-negative, got {memory_limit_bytes!r}")
+    check_search_args(devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s)
+    check_seconds(pack_time_s, "pack_time_s", none=False)
+    if isinstance(memory_limit_bytes, float) and memory_limit_bytes.is_integer():
+        memory_limit_bytes = int(memory_limit_bytes)
+    limit = check_int(memory_limit_bytes, "memory_limit_bytes", 0, MAX_MEMORY_BYTES, "bytes")
     refused = _over(graph, devices, limit)
     if refused is not None:
         return refused
@@ -102,7 +105,7 @@ def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s
     best = None  # (solution, plan) with the smallest largest arena, among schedules within the limit
     closest = None  # the schedule of lowest peak, while none is within the limit
     for r in itertools.count():
-        sol, mp = _round(graph, devices, limit, budget, seed + r, pack_time_s, deadline)
+        sol, mp = _round(graph, devices, limit, budget, (seed + r) % (MAX_SEED + 1), pack_time_s, deadline)
         if closest is None or sol.peak_bytes < closest.peak_bytes:
             closest = sol
         if mp is not None and (best is None or mp.arena_bytes.max() < best[1].arena_bytes.max()):

@@ -76,6 +76,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
     `FlagshipConfig.restart_stall`), "history"
     ([evaluations, best peak, seconds] at each new best: the anytime curve) and "stopped".
     """
+    from regal._args import check_search_args
+    check_search_args(devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s)
     common = dict(seeding=seeding, polish=polish, config=config, policy=policy, priors=priors,
                   time_limit_s=time_limit_s, callback=callback, num_threads=num_threads, initial=initial,
                   method=method, deadline=deadline)

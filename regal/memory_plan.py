@@ -160,6 +160,9 @@ def plan(graph: Graph, placement, order, devices: int, time_limit_s: float | Non
     heuristic alone; quick: two greedy placements alone), each packing checked. deadline: a
     `regal._stop.Deadline` that cuts every device's packing short (`pack`: still valid)."""
     import time
+
+    from regal._args import check_seconds
+    check_seconds(time_limit_s)
     t0 = time.perf_counter()
     bufs = buffers(graph, placement, order, devices)
     offsets = np.zeros(bufs.size.shape[0], dtype=np.int64)

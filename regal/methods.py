@@ -105,6 +105,8 @@ def solve(name: str, graph, devices: int, *, seed: int = 0, time_limit_s: float 
     budget: evaluations, for the methods that take one (`get(name).takes_budget`); None keeps the
     method's default. A budget given to a method without one is a ValueError, not ignored.
     """
+    from regal._args import check_search_args
+    check_search_args(devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s)
     spec = get(name)
     if budget is not None:
         if not spec.takes_budget:

@@ -342,6 +342,8 @@ def pack(inst: Instance, time_limit_s: float | None = 10.0, quick: bool = False,
     limit) that cuts every step short, the greedy placements included (their unplaced buffers
     are then stacked above the others: the packing stays valid), less the time the check takes.
     PackingError when some time more than MAX_VALUE bytes are live (sums are never wrapped)."""
+    from regal._args import check_seconds
+    check_seconds(time_limit_s)
     t0 = time.perf_counter()
     m = inst.size.shape[0]
     hard = float("inf")

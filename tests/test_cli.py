@@ -68,7 +68,7 @@ def test_evaluate_accepts_a_valid_file(graph_file, tmp_path):
     (lambda d: d["placement"].pop(next(iter(d["placement"]))), "is not placed"),
     (lambda d: d["placement"].update({next(iter(d["placement"])): 7}), "outside 0..1"),
     (lambda d: d.update(peak_bytes=d["peak_bytes"] - 1), "claims peak_bytes"),
-    (lambda d: d["order"].append(d["order"][0]), "twice"),
+    (lambda d: d["order"].append(d["order"][0]), "2 times"),
     (lambda d: d.update(format="other/1"), "not a regal-solution/1 file"),
 ])
 def test_evaluate_rejects_invalid_solutions_with_one_line(graph_file, tmp_path, edit, reason):

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from regal.cli_common import DIM_OPTION, _friendly_errors, human_bytes, load_graph
+from regal.cli_common import DIM_OPTION, OutputPath, _friendly_errors, human_bytes, load_graph
 from regal.commands.report import _allocation
 
 
@@ -60,7 +60,7 @@ def evaluate_cmd(graph_path, solution_path, as_json, dims):
 @click.command("plot", short_help="draw memory over the schedule of a solution (PNG)")
 @click.argument("graph_path", metavar="GRAPH")
 @click.argument("solution_path", metavar="SOLUTION")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="FIG.png")
+@click.option("-o", "--output", required=True, type=OutputPath(), help="FIG.png")
 @DIM_OPTION
 @_friendly_errors
 def plot_cmd(graph_path, solution_path, output, dims):

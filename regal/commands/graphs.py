@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.cli_common import DIM_OPTION, GRAPH_HELP, _friendly_errors, human_bytes, load_graph, parse_dims
+from regal.cli_common import (DEVICES, DIM_OPTION, GRAPH_HELP, OutputPath, _friendly_errors, human_bytes, load_graph,
+                              parse_dims)
 from regal.cli_common import dim_option_advice as _dim_option_advice
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 @click.command("info", short_help="size, depth and lower bound on peak memory of a graph", help=f"Size, depth and memory lower bound of GRAPH ({GRAPH_HELP}).")
 @click.argument("graph_path", metavar="GRAPH")
-@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1),
+@click.option("--devices", "-d", default=1, show_default=True, type=DEVICES,
               help="devices for the lower bound")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @DIM_OPTION
@@ -71,7 +72,7 @@ def _xla_schedule(g: Graph) -> dict | None:
 
 @click.command("import-hlo", short_help="XLA HLO text -> regal-graph/1 file")
 @click.argument("module", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="GRAPH.json or GRAPH.json.gz to write")
 @click.option("--name", default=None, help="graph name (default: the HLO module's name)")
 @_friendly_errors
@@ -87,7 +88,7 @@ def import_hlo_cmd(module, output, name):
 
 @click.command("import-onnx", short_help="ONNX model -> regal-graph/1 file (weights not read)")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="GRAPH.json or GRAPH.json.gz to write")
 @click.option("--name", default=None, help="graph name (default: the file name)")
 @DIM_OPTION

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors,
-                              _load_or_exit, command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
+from regal import _args
+from regal.cli_common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, POPULATION, RUNTIME_OPTIONS,
+                              SEED, SEED_HELP, OutputPath, TIME_LIMIT, Count, Fraction, _friendly_errors, _load_or_exit,
+                              command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
 from regal.commands.report import _runtime_options, _write_and_report
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 
@@ -28,40 +30,41 @@ if TYPE_CHECKING:
     f"GRAPH is {GRAPH_HELP}. Ctrl-C, SIGTERM or SIGHUP stops the search, still writes the best "
     "solution so far and exits with status 3."))
 @click.argument("graph_path", metavar="GRAPH")
-@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
-@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+@click.option("--devices", "-d", default=1, show_default=True, type=DEVICES, help="number of devices")
+@click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET,
               help="evaluations (one decode or local move + one simulation each), seeds included")
-@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
               help="'none' (the default: no learned part measured better inside the flagship on sources it never saw); 'learned' (a GNN's start choice and move proposals for the climb, trained at 1,000 evaluations: -0.01 / +0.23 % against none there on left-out sources, d = 2 / 4, docs/learned-priors.md); priors for the mutants: 'default' (REGAL's shipped priors, for `regal solve regal-paper`: a scheduling head imitating the teacher; on sources it never saw +6 to +12 % over plain BRKGA on HLO graphs, -1.08 % at worst; docs/learned-priors.md), 'runtime' (for --objective runtime, with a transfer-priority head), 'gas' (the graph-as-sequence baseline's, Table 1), 'teacher' or 'teacher-schedule' (the structural teacher's, no network: Table 3's ablation); 'transfer' (a leave-one-source-out experiment's, kept for its results); or a policy file")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="improve the best solution with the local search between generations")
-@click.option("--population", type=click.IntRange(2), default=None,
+@click.option("--population", type=POPULATION, default=None,
               help="BRKGA population size, exactly [default: 100, fewer for a short budget: one member per "
                    "40 evaluations, at least 10: regal.FlagshipConfig]")
-@click.option("--elites", "elite_fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--elites", "elite_fraction", type=Fraction(0, 1, low_open=True, high_open=True),
               default=0.2, show_default=True, help="BRKGA elite fraction")
-@click.option("--mutants", "mutant_fraction", type=click.FloatRange(0, 1, max_open=True), default=0.1,
+@click.option("--mutants", "mutant_fraction", type=Fraction(0, 1, high_open=True), default=0.1,
               show_default=True, help="BRKGA mutant fraction")
-@click.option("--inheritance", "elite_inheritance", type=click.FloatRange(0, 1), default=0.7, show_default=True,
+@click.option("--inheritance", "elite_inheritance", type=Fraction(0, 1), default=0.7, show_default=True,
               help="BRKGA probability that a child's gene comes from its elite parent")
-@click.option("--prior-share", "prior_share", type=click.FloatRange(0, 1), default=None,
+@click.option("--prior-share", "prior_share", type=Fraction(0, 1), default=None,
               help="share of the mutants drawn from the priors, the rest uniform [default: 0.5 with "
                    "seeding or polish, else 1]")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
               help="seconds from the start to the end of the report: the search stops 5 % before it, "
                    "the report ends within 5 % after it (what it leaves out, it says)")
-@click.option("--threads", type=click.IntRange(1), default=None, help="Numba threads (default: all)")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("--threads", type=Count(1, _args.MAX_COUNT), default=None,
+              help="Numba threads, at most NUMBA_NUM_THREADS (default: all)")
+@click.option("-o", "--output", type=OutputPath(), default=None,
               help="write the regal-solution/1 file here")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @click.option("--objective", type=click.Choice(["memory", "runtime", "arena"]), default="memory", show_default=True,
               help="memory: the lowest peak (SPEC section 3); runtime: the shortest makespan under "
                    "--memory-limit (section 4, docs/timed-model.md); arena: the smallest packed arena "
                    "(docs/packing.md)")
-@click.option("--recompute-budget", "recompute_budget", type=click.FloatRange(0), default=0.0, show_default=True,
+@click.option("--recompute-budget", "recompute_budget", type=Fraction(0), default=0.0, show_default=True,
               help="extra compute the search may spend recomputing values instead of keeping them, as a "
                    "fraction of one run's cost (0.1: at most 10 % more; SPEC section 3b); with --objective "
                    "runtime and --memory-limit (one device), the recomputation allowed while the step time "
@@ -82,10 +85,13 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
-    if recompute_budget != recompute_budget or recompute_budget == float("inf"):
-        raise click.BadParameter(f"{recompute_budget} is not a finite number >= 0", param_hint="--recompute-budget")
     if recompute_budget:
         runtime = {**runtime, "recompute_budget": recompute_budget}
+    if threads is not None:
+        from numba import config as numba_config
+        if threads > numba_config.NUMBA_NUM_THREADS:
+            raise click.BadParameter(f"{threads:,} is not in 1..{numba_config.NUMBA_NUM_THREADS} (Numba's threads "
+                                     "here: NUMBA_NUM_THREADS)", param_hint="--threads")
     if output:
         check_writable(output, inputs=[graph_path])  # before the search, not after it
     from regal._stop import stop_on_signals

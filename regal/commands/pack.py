@@ -16,7 +16,8 @@ import sys
 
 import click
 
-from regal.cli_common import _friendly_errors  # PackingError is a ValueError: one line, exit 1
+# PackingError is a ValueError: `_friendly_errors` makes it one line, exit 1
+from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP, TIME_LIMIT, OutputPath, _friendly_errors
 
 __all__ = ["pack_cmd", "fit_cmd", "EXIT_FITS", "EXIT_DOES_NOT_FIT", "EXIT_UNDECIDED", "packed_summary",
            "exit_for_limit"]
@@ -42,18 +43,11 @@ class _Size(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-def _seconds(ctx, param, value):
-    import math
-    if value is not None and (not math.isfinite(value) or value < 0):
-        raise click.BadParameter(f"{value!r} is not a finite, non-negative number of seconds")
-    return value
-
-
 @click.command("pack", short_help="pack buffers into one arena (MiniMalloc's CSV in, offsets out)")
 @click.argument("csv_path", metavar="FILE.csv", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", type=OutputPath(), default=None,
               help="OUT.csv: the same rows with an `offset` column")
-@click.option("--time-limit", "time_limit_s", type=float, default=10.0, show_default=True, callback=_seconds,
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=10.0, show_default=True,
               help="seconds from the start until the offsets are written: reading, the greedy placements, "
                    "MiniMalloc's exact search, the check (0: the greedy placements alone, however long)")
 @click.option("--json", "as_json", is_flag=True, help='print {"packed_bytes", "bound_bytes", "optimal"}')
@@ -102,15 +96,15 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
 @click.argument("graph_path", metavar="GRAPH")
 @click.option("--memory", "memory", required=True, type=_Size(), metavar="LIMIT",
               help="bytes per device, e.g. 16GiB, 1.5GB, 512MiB")
-@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("--devices", "-d", default=1, show_default=True, type=DEVICES)
+@click.option("-o", "--output", type=OutputPath(), default=None,
               help="PLAN.json: the regal-solution/1 file with its memory_plan, when it fits")
-@click.option("--time-limit", "time_limit_s", type=float, default=120.0, show_default=True, callback=_seconds,
+@click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=120.0, show_default=True,
               help="seconds from the start until the answer: the searches go on until a plan fits, a bound "
                    "proves that none does, or this ends")
-@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+@click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET,
               help="the flagship's evaluations per round (each round a new seed)")
-@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--json", "as_json", is_flag=True, help='print {"fits", "arena_bytes", "bound_bytes", "proof"}')
 @_friendly_errors
 def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_json):

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from regal.cli_common import (DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, TIME_LIMIT, _friendly_errors, _load_or_exit,
-                               command_deadline)
+from regal.cli_common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, SEED, SEED_HELP, TIME_LIMIT,
+                              OutputPath, _friendly_errors, _load_or_exit, command_deadline)
 from regal.commands.report import _runtime_options, _write_and_report
 
 
@@ -16,15 +16,15 @@ from regal.commands.report import _runtime_options, _write_and_report
     "write its regal-solution/1 file. `regal solve --list` names and describes them."))
 @click.argument("method", required=False)
 @click.argument("graph_path", metavar="GRAPH", required=False)
-@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1))
-@click.option("--budget", "-n", type=click.IntRange(1), default=None,
+@click.option("--devices", "-d", default=1, show_default=True, type=DEVICES)
+@click.option("--budget", "-n", type=BUDGET, default=None,
               help="evaluations, for the methods that take a budget (default: the method's); the others "
                    "refuse it (their effort: --time-limit)")
 @click.option("--time-limit", "time_limit_s", type=TIME_LIMIT, default=None,
               help="seconds from the start to the end of the report: the search stops 5 % before it, "
                    "the report ends within 5 % after it (what it leaves out, it says)")
-@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+@click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
+@click.option("-o", "--output", type=OutputPath(), default=None)
 @click.option("--list", "list_methods", is_flag=True, help="list the methods and exit")
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @RUNTIME_OPTIONS

@@ -21,6 +21,8 @@ import sys
 
 import click
 
+from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP
+
 __all__ = ["torch_cmd", "load_program"]
 
 #: The most devices `regal torch` runs a plan on: a process each on the CPU (CUDA: the GPUs seen).
@@ -88,13 +90,13 @@ def _mb(n: int) -> str:
                     "regal's plan and eager PyTorch, and report each device's peak as predicted and as PyTorch's "
                     "allocator measured it. To train with a plan, see regal.torch.planned_step.")
 @click.argument("program", metavar="FILE.py:FN")
-@click.option("--devices", "-d", default=1, show_default=True, type=click.IntRange(1), help="number of devices")
+@click.option("--devices", "-d", default=1, show_default=True, type=DEVICES, help="number of devices")
 @click.option("--device", "device", default=None, metavar="cpu|cuda[:N]",
               help="where to run (the module is moved there first; default: where FN() put it)")
 @click.option("--train", type=click.Choice(["sgd", "adam"]), default=None,
               help="one training step with this optimizer (default: the forward pass)")
-@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1), help="evaluations")
-@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0), help="random seed")
+@click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET, help="evaluations")
+@click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def torch_cmd(program, devices, device, train, budget, seed, as_json):
     try:

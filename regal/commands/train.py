@@ -7,7 +7,9 @@ import sys
 
 import click
 
-from regal.cli_common import _exit_stopped, _friendly_errors, command_deadline, skip_flax_interop
+from regal import _args
+from regal.cli_common import (BUDGET, SEED, Count, Fraction, OutputPath, _exit_stopped, _friendly_errors, command_deadline,
+                              skip_flax_interop)
 
 
 _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples": "--samples", "budget": "--budget",
@@ -30,17 +32,17 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("--valid-split", default="valid", show_default=True)
 @click.option("--synthetic/--no-synthetic", default=False, show_default=True,
               help="also train on the synthetic data set's training split")
-@click.option("--max-nodes", default=2000, show_default=True, type=int, help="skip larger training graphs")
-@click.option("--max-valid", default=12, show_default=True, type=int, help="validation graphs used")
+@click.option("--max-nodes", default=2000, show_default=True, type=Count(1, _args.MAX_COUNT), help="skip larger training graphs")
+@click.option("--max-valid", default=12, show_default=True, type=Count(0, _args.MAX_COUNT), help="validation graphs used")
 @click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(1, 2), show_default=True,
               help="device counts, cycled over steps (repeat the option)")
-@click.option("--steps", default=400, show_default=True, type=click.IntRange(1))
-@click.option("--samples", default=6, show_default=True, type=click.IntRange(2))
-@click.option("--budget", "-n", default=5000, show_default=True, type=click.IntRange(1),
+@click.option("--steps", default=400, show_default=True, type=Count(1, _args.MAX_COUNT))
+@click.option("--samples", default=6, show_default=True, type=Count(2, _args.MAX_POPULATION))
+@click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET,
               help="evaluations of each BRKGA run (each sample's and the plain reference's)")
-@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=float)
-@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=float)
-@click.option("--imitate", "imitation_steps", default=400, show_default=True, type=click.IntRange(0),
+@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=Fraction(0, low_open=True))
+@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=Fraction(0))
+@click.option("--imitate", "imitation_steps", default=400, show_default=True, type=Count(0, _args.MAX_COUNT),
               help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
 @click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
@@ -50,14 +52,14 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
               help="active heads: any of placement, scheduling, elite")
 @click.option("--features", type=click.Choice(["v1", "v2"]), default="v2", show_default=True,
               help="node features: v2 is source-invariant (regal.policy.features), v1 REGAL's original")
-@click.option("--workers", default=None, type=click.IntRange(1), help="local Dask workers (default: cores)")
+@click.option("--workers", default=None, type=Count(1, _args.MAX_WORKERS), help="local Dask workers (default: cores)")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
-@click.option("--seed", "-s", default=0, show_default=True, type=click.IntRange(0),
+@click.option("--seed", "-s", default=0, show_default=True, type=SEED,
               help="the network's initialization, the order of the graphs and the BRKGA seeds drawn")
 @click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT")
-@click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "out_dir", default=None, type=OutputPath(file_okay=False, dir_okay=True),
               help="OUT: the directory to write (and resume from); one run at a time")
-@click.option("--out", "out_alias", default=None, type=click.Path(file_okay=False), hidden=True)  # the old spelling
+@click.option("--out", "out_alias", default=None, type=OutputPath(file_okay=False, dir_okay=True), hidden=True)  # the old spelling
 @_friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
               budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,

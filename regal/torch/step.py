@@ -715,6 +715,8 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     other global settings are as they were after planning. On a terminal, planning that takes
     more than 2 s shows its stage on standard error.
     """
+    from regal._args import check_search_args
+    check_search_args(devices=devices, budget=budget, seed=seed)
     if devices != 1:
         raise UnsupportedError(f"planned_step: devices={devices}: a planned step runs on one device "
                                "(several: regal.torch.dist.run_placed runs a placed plan once)")
