@@ -46,6 +46,7 @@ import gc
 from typing import Callable, Iterable
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from regal.torch.plan import global_state_kept, peak_during
 from regal.torch.step import _forward_arity, planned_step
@@ -65,6 +66,8 @@ def _optimizer_tensors(optimizer) -> list:
 def _storage(t):
     """`(data_ptr, nbytes, device)` of a tensor's storage; None for one without memory of its own
     (meta and fake tensors, wrapper subclasses, sparse tensors)."""
+    if isinstance(t, FakeTensor) or t.is_meta:
+        return None
     try:
         s = t.untyped_storage()
         ptr = s.data_ptr()
