@@ -2,9 +2,11 @@
 
 Every model comes from its constructor with random weights: torchvision CNNs and a ViT
 (`torchvision.models.*(weights=None)`), BERT and GPT-2 from small Hugging Face configs (the
-constructors of `data.torch_corpus`), and an MLP-Mixer and a U-Net written here. Nothing is
-downloaded. Each program is `(module, example_inputs, mode)`, mode None (forward) or the
-optimizer of one training step ("sgd" / "adam"). Sizes are small enough for a 2-core CPU.
+constructors of `data.torch_corpus`), an MLP-Mixer, a U-Net and a small GPT written here, and
+the dense-connectivity CNN of `experiments.torch_steps`. Nothing is downloaded. Each program is
+`(module, example_inputs, mode)`, mode None (forward) or the optimizer of one training step
+("sgd" / "adam"). Sizes are small enough for a 2-core CPU. `TORCH_ONLY`: the programs that need
+nothing beyond torch.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["PROGRAMS", "make", "MlpMixer", "UNet"]
+__all__ = ["PROGRAMS", "TORCH_ONLY", "make", "MlpMixer", "SmallGPT", "UNet"]
 
 
 class _MixerBlock(nn.Module):
@@ -67,6 +69,44 @@ class UNet(nn.Module):
         return self.out(x)
 
 
+class _GPTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.n1(x)).split(d, 2))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.n2(x))
+
+
+class SmallGPT(nn.Module):
+    """A GPT written here (no transformers needed): token and position embeddings, pre-norm
+    causal attention blocks, GELU MLPs, a language-model head tied to the token embedding."""
+
+    def __init__(self, vocab: int = 2000, dim: int = 128, layers: int = 4, heads: int = 4, ctx: int = 128):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(ctx, dim)
+        self.blocks = nn.Sequential(*[_GPTBlock(dim, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        return self.head(self.norm(self.blocks(x)))
+
+
+def _dense_cnn():
+    from experiments.torch_steps import DenseCNN
+    return DenseCNN(), (torch.randn(8, 3, 32, 32),)
+
+
 def _corpus(name: str):
     from data.torch_corpus import MODELS
     _, make_model, inputs, wrap, _, _ = MODELS[name]
@@ -98,7 +138,17 @@ PROGRAMS = {
     "mixer_sgd": (lambda: (MlpMixer(), (torch.randn(8, 3, 64, 64),)), "sgd", "MLP-Mixer, 4 blocks, d=128, batch 8, SGD step"),
     "unet_fwd": (lambda: (UNet(), (torch.randn(4, 3, 64, 64),)), None, "U-Net, 3 levels, width 16, batch 4, forward"),
     "unet_sgd": (lambda: (UNet(), (torch.randn(4, 3, 64, 64),)), "sgd", "U-Net, 3 levels, width 16, batch 4, SGD step"),
+    # plain torch only (no torchvision / transformers): the six programs of the d = 2 and 4 run (issue 55)
+    "gpt_small_fwd": (lambda: (SmallGPT(), (torch.randint(0, 2000, (4, 128)),)), None,
+                      "GPT written here, 4 layers, d=128, tied head, 4x128 tokens, forward"),
+    "gpt_small_adam": (lambda: (SmallGPT(), (torch.randint(0, 2000, (4, 128)),)), "adam",
+                       "GPT written here, 4 layers, d=128, tied head, 4x128 tokens, Adam step"),
+    "dense_cnn_sgd": (_dense_cnn, "sgd", "dense-connectivity CNN (experiments.torch_steps), BatchNorm, batch 8, "
+                      "32x32, SGD step"),
 }
+
+#: The zoo programs that need nothing beyond torch (the core venv runs them).
+TORCH_ONLY = ("mixer_sgd", "unet_fwd", "unet_sgd", "gpt_small_fwd", "gpt_small_adam", "dense_cnn_sgd")
 
 
 def make(name: str):

@@ -23,6 +23,14 @@ last on another device is sent back into its resident tensor at home right after
 so the updated arguments are where the caller expects them. Where this costs other bytes than
 section 3 books, and why no plan deadlocks: docs/plans-that-run.md, "Several devices".
 
+**Split outputs.** On a graph imported with `split_outputs` (what `regal torch` runs at every
+d), output k of a multi-output op is an alloc node of its own: its storage's home is that node,
+and a device program takes each part out of the op's tuple at once, so each part lives to its
+own last reader and send. The op makes every output on its own device at its own step, so an
+alloc node must be placed with its op (`placed_plan` refuses one that is not); `colocate`
+moves alloc nodes there, right before their ops, and 0-byte in-place writes to their targets'
+homes, and the peaks are re-simulated: the plan then runs as section 3 books it.
+
 CPU: gloo, one process per device (started by a fork server, which has run no op: a process
 forked after OpenMP ran hangs in its first parallel op). CUDA: NCCL, one device per
 process (spawn). Sends and receives between each pair of devices are posted in one order on
