@@ -113,9 +113,12 @@ def fixed_order(graph: Graph, order, method: str) -> tuple[np.ndarray, str]:
     indices, each node once, topological), checked; ValueError (one line, naming `order`) else."""
     if order is None:
         return traced_order(graph)
-    items = list(order) if not isinstance(order, (str, bytes)) else None
+    try:
+        items = None if isinstance(order, (str, bytes)) else list(order)
+    except TypeError:
+        items = None
     if items is None:
-        raise ValueError(f"{method}: order must be a list of node ids or indices, got {order!r}")
+        raise ValueError(f"{method}: order must be a list of node ids or indices, got {type(order).__name__}")
     if items and all(isinstance(x, str) for x in items):
         index = graph.index
         missing = next((x for x in items if x not in index), None)

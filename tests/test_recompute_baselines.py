@@ -356,7 +356,26 @@ def test_moccasin_with_reuse_fits_the_limit(seed):
     g = random_dag(seed, num_nodes=16, resident_fraction=0.2, reuse_fraction=0.5)
     sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=_limit_between(g), time_limit_s=5)
     if sol.info["feasible"]:
+        assert sol.peak_bytes <= sol.info["memory_limit_bytes"]
+    if sol.info.get("source") == "cpsat":
         assert sol.peak_bytes <= sol.info["model_peak_bytes"] <= sol.info["memory_limit_bytes"]
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_moccasin_is_never_costlier_than_a_simple_baseline_that_fits(seed):
+    """At the real peak of checkpoint-sqrt's (or recompute-pointwise's) sequence, Moccasin returns
+    something no costlier; on graph 11 the model over-counts the cheapest fitting sequence (its
+    `reuse`), and a simple baseline's sequence is what comes back (source "hint")."""
+    g = random_dag(seed, num_nodes=12, resident_fraction=0.1, reuse_fraction=0.7)
+    for name in ("checkpoint-sqrt", "recompute-pointwise"):
+        simple = regal.methods.solve(name, g, 1)
+        if simple.info["recompute"]["count"] == 0:
+            continue
+        sol = regal.methods.solve("moccasin", g, 1, memory_limit_bytes=int(simple.peak_bytes), time_limit_s=5)
+        assert sol.info["feasible"] and sol.peak_bytes <= simple.peak_bytes
+        assert sol.info["recompute"]["extra_cost"] <= simple.info["recompute"]["extra_cost"] + 1e-12
+        if seed == 11 and name == "checkpoint-sqrt":
+            assert sol.info["source"] == "hint" and sol.info["model_peak_bytes"] > sol.info["memory_limit_bytes"]
 
 
 @pytest.mark.parametrize("seed", range(10))
