@@ -489,3 +489,18 @@ def test_a_tied_weight_under_two_names_is_an_argument_on_each_device():
     plan = placed_plan(traced, sol)
     assert not any(x.nbytes == int(g.bytes[head]) for x in plan.transfers)
     assert program_peak_bytes(traced, sol) == [int(x) for x in sol.device_peak_bytes]
+
+
+@pytest.mark.slow
+def test_compare_at_two_devices_runs_split_outputs_colocated():
+    """`regal torch --devices 2`'s path (`regal.torch.compare.compare`): the graph has split
+    outputs, the plan keeps every alloc node with its op, and each device's measured peak is
+    within 2 % of its prediction (dense CNN with BatchNorm, SGD step)."""
+    from regal.torch.compare import compare
+    from regal.torch.dist import alloc_ops
+    torch.manual_seed(0)
+    cmp = compare(DenseBN(), (torch.randn(8, 3, 16, 16),), 2, training="sgd", budget=300, eager=False)
+    assert cmp.graph.meta.get("split_outputs") and cmp.regal.outputs_match
+    assert all(cmp.solution.placement[a] == cmp.solution.placement[u] for a, u in alloc_ops(cmp.graph).items())
+    for p, m in zip(cmp.regal.predicted_peak_bytes, cmp.regal.measured_peak_bytes):
+        assert abs(m - p) <= 0.02 * p
