@@ -56,7 +56,8 @@ LAYERS = [
     ("tools", ["regal.methods", "regal.parallel", "regal.dataset", "regal.plot", "regal.training",
                "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
-               "regal.torch.step", "regal.torch.eager", "regal.torch.recompute"]),
+               "regal.torch._step_trace", "regal.torch._step_report", "regal.torch.step", "regal.torch.eager",
+               "regal.torch.recompute"]),
     ("front", ["regal.__init__", "regal.cli_common", "regal.cli", "regal.commands"]),
 ]
 
