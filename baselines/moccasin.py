@@ -330,8 +330,9 @@ def solve(graph: Graph, devices: int, *, seed: int = 0, time_limit_s: float | No
     first guess (info["hint"]); the cheaper of them whose real peak fits is returned when CP-SAT
     finds nothing cheaper (info["source"] = "hint"; otherwise "cpsat").
     Returns a Solution whose order may list nodes again (info["recompute"]); info: status
-    (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN), feasible, objective and bound (extra cost, in the
-    units of info["recompute"], of the model's rounded weights), solve_seconds, model_peak_bytes
+    (CP-SAT's on the model: OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN), feasible, source, objective
+    and bound (extra cost, in the units of info["recompute"], of the model's rounded weights; with
+    `reuse` the bound is the model's, not one of SPEC's problem), solve_seconds, model_peak_bytes
     (the model's count: the peak with `reuse` ignored), memory_limit_bytes, timed.
     """
     t0 = time.perf_counter()
