@@ -3,7 +3,7 @@
     .venv-torch/bin/python -m experiments.torch_plans --out experiments/results/torch-plans
     python -m experiments.torch_plans --device cuda --devices 1 --out OUT     # on a GPU machine
     .venv/bin/python -m experiments.torch_plans --torch-only --devices 2 4 --no-inductor \
-        --out experiments/results/torch-plans/dist                            # core venv: torch only
+        --out experiments/results/torch-plans/d2d4                            # core venv: torch only
 
 For each program of `experiments.torch_zoo` (torchvision CNNs and a ViT, BERT and GPT-2 from
 Hugging Face configs, an MLP-Mixer, a U-Net; forward passes and SGD / Adam training steps):
@@ -166,7 +166,7 @@ def table(records: list[dict], devices: list[int]) -> str:
     mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
     head = ("| program | nodes | eager MB | PyTorch order: measured MB (pred. err.) | regal d=1: measured MB "
             "(pred. err.) | regal vs PyTorch | Inductor MB | outputs |")
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * 8] if any("regal_d1" in r or "error" in r for r in records) else []
     for r in records:
         if "error" in r:
             lines.append(f"| {r['program']} | | | failed: {r['error'][:80]} | | | | |")
@@ -185,8 +185,9 @@ def table(records: list[dict], devices: list[int]) -> str:
                          f"{'equal' if g['outputs_match'] else 'DIFFER'} |")
     multi = [d for d in devices if d > 1]
     if multi:
-        lines += ["", "| program | d | per-device measured MB | per-device predicted MB | worst error | outputs | "
-                      "the search's own prediction, max MB (alloc nodes, writes moved) |", "|---|---|---|---|---|---|---|"]
+        lines += [""] if lines else []
+        lines += ["| program | d | per-device measured MB | per-device predicted MB | worst error | outputs | "
+                  "the search's own prediction, max MB (alloc nodes, writes moved) |", "|---|---|---|---|---|---|---|"]
         for r in records:
             for d in multi:
                 g = r.get(f"regal_d{d}")
