@@ -54,7 +54,7 @@ def _print_recompute(sol) -> None:
         return
     cost = "" if rc.get("cost_model", "cost") == "cost" else f"; {rc['cost_model']}"
     budget = sol.info.get("recompute_budget")
-    within = "" if budget is None else f" (budget {budget * 100:g} %{cost})"
+    within = f" (budget {budget * 100:g} %{cost})" if budget else (f" ({cost[2:]})" if cost else "")
     click.echo(f"recompute {rc['count']:,} run{'' if rc['count'] == 1 else 's'} again, "
                f"+{rc['extra_fraction'] * 100:.2f} % compute{within}")
 
