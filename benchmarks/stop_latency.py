@@ -25,6 +25,17 @@ signal, or never). Phases:
   imitation warm start, the first validation, a REINFORCE step ("file written": the checkpoint).
 
 Prints a Markdown table; the numbers depend on the machine's load (say it with them).
+
+    python -m benchmarks.stop_latency --tries 10 --load 2 [--only LABEL]
+
+The other table (issue 55): every command, and the library's long calls, `--tries` times each,
+the signal (alternately SIGINT and SIGTERM for the commands, SIGINT, i.e. Ctrl-C, for the
+library) sent at a random moment of the run (start-up, loading, kernels, search: `TRIAL_WINDOW`),
+with `--load` busy processes (one per core: a loaded machine) beside: latency (signal -> exit;
+median, max), the exit statuses, and whether every try ended as documented (docs/terminal.md,
+"Exit statuses": 3 with the best result written, else 128 + the signal's number and nothing
+written; the library: KeyboardInterrupt, the model and optimizer untouched). A try that runs
+`--timeout` seconds past its signal is killed and counted as lost.
 """
 
 from __future__ import annotations
@@ -270,13 +281,208 @@ def train_cases(tmp: str) -> list[tuple[str, Probe]]:
     return rows
 
 
+#: The library's long calls, as a program: `planned_step` (the README's model, a long search)
+#: and `regal.optimize` on a graph file; a KeyboardInterrupt is caught, the model's parameters
+#: and the optimizer's state checked untouched, and the exit status is 130 (0: it finished, the
+#: interrupt lost; 1: touched). The trial's clock starts at "@ready" (imports done: a Ctrl-C in
+#: `import torch` is PyTorch's), its latency ends at "@caught" (the caller has control back).
+LIBRARY_PROGRAM = r"""
+import os, sys, time
+which = sys.argv[1]
+import regal
+if which == "planned_step":
+    import torch, regal.torch
+print("@ready", time.time(), file=sys.stderr, flush=True)  # the trial's clock starts here
+
+def caught(code):
+    print("@caught", time.time(), file=sys.stderr, flush=True)
+    os._exit(code)
+
+try:
+    if which == "planned_step":
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                    torch.nn.Flatten(), torch.nn.Linear(16 * 30 * 30, 10))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+        before = [p.detach().clone() for p in model.parameters()] + [b.clone() for b in model.buffers()]
+        loss_fn = lambda out, x, y: torch.nn.functional.cross_entropy(out, y)
+        try:
+            regal.torch.planned_step(model, opt, (x, y), loss_fn=loss_fn, budget=10**9)
+        except KeyboardInterrupt:
+            after = [p.detach() for p in model.parameters()] + list(model.buffers())
+            same = all(torch.equal(a, b) for a, b in zip(before, after)) and not opt.state
+            print("@untouched" if same else "@touched", file=sys.stderr, flush=True)
+            caught(130 if same else 1)
+    else:
+        g = regal.load(sys.argv[2])
+        try:
+            regal.optimize(g, 2, budget=10**9)
+        except KeyboardInterrupt:
+            caught(130)
+except KeyboardInterrupt:
+    caught(130)
+os._exit(0)
+"""
+
+#: (lo, hi): the signal is sent at a moment drawn uniformly in this window (seconds after the
+#: process started; the library's, after its imports), per trial case; the windows cover each
+#: command's start-up, loading, kernels and main work on this 2-core machine. They begin at 0.3 s:
+#: before that the interpreter's own start runs (site, .pth files), before any code of regal
+#: can install a handler: there a signal has its default action (killed by SIGTERM; SIGINT's
+#: KeyboardInterrupt in an import).
+TRIAL_WINDOW = {"optimize": (0.3, 6.0), "solve": (0.3, 6.0), "pack": (0.3, 4.0), "fit": (0.3, 6.0),
+                "evaluate": (0.3, 20.0), "info": (0.3, 15.0), "import-onnx": (0.3, 2.0),
+                "torch": (0.3, 20.0), "planned_step": (0.0, 8.0), "regal.optimize": (0.0, 5.0)}
+
+
+def trial_cases(tmp: str, nodes: int, big_nodes: int) -> list[tuple[str, list[str], str, set]]:
+    """(label, argv, key of TRIAL_WINDOW, the exit statuses that are as documented) for every
+    command and library call of the trials' table, on graphs written under `tmp` (the
+    `big_nodes` one for evaluate and info, cached in ~/.cache/regal/bench: minutes to make)."""
+    from regal.graph import save
+    exe = [sys.executable, "-m", "regal.cli"]
+    mid = os.path.join(tmp, "trial.json.gz")
+    save(layered_graph(nodes, seed=3), mid)
+    cache = os.path.join(os.path.expanduser("~"), ".cache", "regal", "bench")
+    os.makedirs(cache, exist_ok=True)
+    big, sol = os.path.join(cache, f"layered{big_nodes}.json.gz"), os.path.join(cache, f"layered{big_nodes}.sol.json")
+    if not os.path.exists(sol):
+        from regal.solution import make_solution
+        g = layered_graph(big_nodes)
+        save(g, big)
+        make_solution(g, np.zeros(g.num_nodes, dtype=np.int64), np.arange(g.num_nodes), 1, method="trial").save(sol)
+    csv = os.path.join(tmp, "trial.csv")
+    pack_instance(csv, 100_000)
+    out = os.path.join(tmp, "trial-out")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stop = {3, 129, 130, 143}   # 3: the best so far written; else nothing written
+    nothing = {129, 130, 143}
+    from regal.graph import load
+    limit = str(load(mid).lower_bound(2))
+    return [
+        ("regal optimize", exe + ["optimize", mid, "-d", "2", "-n", "100000000", "-o", out + ".json"], "optimize", stop),
+        ("regal solve local-search", exe + ["solve", "local-search", mid, "-d", "2", "-n", "100000000",
+                                            "-o", out + ".json"], "solve", stop),
+        ("regal pack (100,000 buffers)", exe + ["pack", csv, "--time-limit", "60", "-o", out + ".csv"], "pack", stop),
+        ("regal fit (limit at the bound)", exe + ["fit", mid, "-d", "2", "--memory", limit, "--time-limit", "60"],
+         "fit", stop),
+        (f"regal evaluate ({big_nodes:,} nodes)", exe + ["evaluate", big, sol], "evaluate", nothing),
+        (f"regal info ({big_nodes:,} nodes)", exe + ["info", big], "info", nothing),
+        ("regal import-onnx (resnet50)", exe + ["import-onnx", os.path.join(root, "data", "onnx", "resnet50.onnx.gz"),
+                                               "--dim", "batch=8", "-o", out + ".graph.json"], "import-onnx", nothing),
+        ("regal torch (small_resnet, sgd)", exe + ["torch", os.path.join(root, "data", "programs", "small_resnet.py") +
+                                                  ":make", "--train", "sgd", "--budget", "100000000"], "torch", nothing),
+        ("planned_step (library, Ctrl-C)", [sys.executable, "-c", LIBRARY_PROGRAM, "planned_step"], "planned_step",
+         {130}),
+        ("regal.optimize (library, Ctrl-C)", [sys.executable, "-c", LIBRARY_PROGRAM, "optimize", mid],
+         "regal.optimize", {130}),
+    ]
+
+
+def trial(args: list[str], at_s: float, signame: str, timeout_s: float, ready: bool = False) -> dict:
+    """One run: `signame` sent `at_s` seconds after the start (ready: after its "@ready" line);
+    {"rc", "latency_s" (to its exit, or to its "@caught" line), "lost", "finished_first",
+    "traceback", "untouched"}."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "REGAL_JAX_CACHE": "0"})
+    err: list[str] = []
+    started = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            err.append(line)
+            if line.startswith("@ready"):
+                started.set()
+        started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if ready:
+        started.wait(timeout_s)
+    try:
+        proc.wait(at_s)
+        finished_first = True
+    except subprocess.TimeoutExpired:
+        finished_first = False
+    sent, sent_wall = time.perf_counter(), time.time()
+    if not finished_first:
+        proc.send_signal(getattr(signal, signame))
+    lost = False
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        lost = True
+        proc.kill()
+        proc.wait()
+    latency = time.perf_counter() - sent
+    reader.join(5)
+    text = "".join(err)
+    caught = [float(line.split()[1]) for line in err if line.startswith("@caught")]
+    if caught:
+        latency = caught[0] - sent_wall
+    return {"rc": proc.returncode, "latency_s": latency, "lost": lost, "finished_first": finished_first,
+            "traceback": "Traceback" in text, "untouched": "@touched" not in text, "stderr": text}
+
+
+class _Load:
+    """`n` busy processes (a loaded machine) while the body runs."""
+
+    def __init__(self, n: int):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def trials_table(tmp: str, tries: int, load: int, timeout_s: float, only: str | None, nodes: int, big_nodes: int,
+                 seed: int = 0) -> None:
+    """The trials' Markdown table (module docstring)."""
+    rng = np.random.default_rng(seed)
+    cases = [c for c in trial_cases(tmp, nodes, big_nodes) if not only or only in c[0]]
+    print("| command | tries | signals | load | median (s) | max (s) | exit statuses | as documented |\n"
+          "|---|---:|---|---:|---:|---:|---|---|", flush=True)
+    busy = _Load(load)
+    try:
+        for label, args, key, good in cases:
+            lo, hi = TRIAL_WINDOW[key]
+            library = args[1] == "-c"
+            rows = []
+            for k in range(tries):
+                signame = "SIGINT" if library or k % 2 == 0 else "SIGTERM"
+                rows.append(trial(args, float(rng.uniform(lo, hi)), signame, timeout_s, ready=library))
+            sent = [r for r in rows if not r["finished_first"]]
+            lat = np.array([r["latency_s"] for r in sent]) if sent else np.array([np.nan])
+            codes = sorted({r["rc"] for r in sent})
+            ok = all(r["rc"] in good and not r["lost"] and not r["traceback"] and r["untouched"] for r in sent)
+            bad = [r for r in sent if not (r["rc"] in good and not r["lost"] and not r["traceback"] and r["untouched"])]
+            print(f"| {label} | {len(sent)} | {'SIGINT' if library else 'SIGINT, SIGTERM'} | {load} | "
+                  f"{np.median(lat):.2f} | {lat.max():.2f} | {', '.join(map(str, codes))} | "
+                  f"{'yes' if ok else f'no ({len(bad)})'} |", flush=True)
+            for r in bad[:2]:
+                print("    rc", r["rc"], "lost" if r["lost"] else "", r["stderr"].strip()[-400:].replace("\n", "\n    "),
+                      flush=True)
+    finally:
+        busy.close()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=60_000)
     ap.add_argument("--signal", default="SIGTERM")
     ap.add_argument("--only", default=None, help="rows whose label contains this text")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds after which a run is killed")
+    ap.add_argument("--tries", type=int, default=0,
+                    help="the trials' table instead: every command and library call this many times each")
+    ap.add_argument("--load", type=int, default=0, help="busy processes beside the trials (one per core: loaded)")
+    ap.add_argument("--big-nodes", type=int, default=300_000, help="the graph of the trials' evaluate and info")
     args = ap.parse_args(argv)
+    if args.tries:
+        with tempfile.TemporaryDirectory() as tmp:
+            trials_table(tmp, args.tries, args.load, min(args.timeout, 120.0), args.only, args.nodes, args.big_nodes)
+        return 0
     print("| phase | signal | in phase | latency (s) | exit | file written |\n|---|---|---|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, probe in cases(tmp, args.nodes):

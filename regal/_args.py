@@ -17,8 +17,8 @@ import math
 import numbers
 
 __all__ = ["MAX_EVALUATIONS", "MAX_SEED", "MAX_DEVICES", "MAX_POPULATION", "MAX_SECONDS", "MAX_COUNT", "MAX_DIMENSION",
-           "MAX_WORKERS", "MAX_MEMORY_BYTES", "check_int", "check_seconds", "check_budget", "check_seed", "check_devices", "range_text",
-           "check_search_args"]
+           "MAX_WORKERS", "MAX_MEMORY_BYTES", "check_int", "check_seconds", "check_budget", "check_seed",
+           "check_devices", "range_text", "check_search_args"]
 
 #: The most evaluations a search may be given: 10**12 (at a microsecond each, eleven days).
 MAX_EVALUATIONS = 10**12

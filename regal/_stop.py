@@ -11,18 +11,32 @@ Work that cannot poll (one long call into C) runs through `interruptible`: in a 
 while the caller's thread watches the deadline, so the caller gets control back within a poll
 interval even though the call itself goes on until it returns (its result is then dropped).
 A Numba kernel that reads a stop flag runs through `KernelWatch` instead: cut short, it returns.
+
+Interrupts that are never lost (issue 55): Python's own SIGINT handler raises KeyboardInterrupt
+wherever the main thread is, and an exception raised inside a ctypes callback is printed and
+dropped; llvmlite calls back into Python while Numba compiles or loads a cached kernel, so a
+Ctrl-C there was lost (planning went on). `interrupt_handler` raises KeyboardInterrupt as
+Python's does, except inside llvmlite, where it keeps the signal and raises it as soon as the
+main thread is out (`keyboard_interrupts`, `stops_on_interrupt`: the library's long calls);
+`exit_on_signals` is the same for the `regal` commands that have nothing to write, with a
+watchdog that ends the process if the main thread does not come out within a grace period.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import functools
+import os
 import signal
+import sys
 import threading
 import time
 from typing import Callable, Iterator, TypeVar
 
 __all__ = ["Deadline", "Stopped", "expired", "as_deadline", "stop_on_signals", "interruptible", "KernelWatch",
-           "STOP_SIGNALS"]
+           "STOP_SIGNALS", "interrupt_handler", "keyboard_interrupts", "stops_on_interrupt", "exit_on_signals",
+           "signal_status", "last_signal", "take_early_signals"]
 
 T = TypeVar("T")
 
@@ -47,10 +61,10 @@ class Deadline:
     `expired()` is true; None: no limit. `request_stop(reason)` makes it true at once (a signal
     handler may call it: it only sets attributes). `reason` says why it expired (None while it
     has not): "time_limit" or the stop request's reason. `requests` counts the stop requests
-    (a second Ctrl-C is the second).
+    (a second Ctrl-C is the second); `signum`: the first request's signal number, if a signal.
     """
 
-    __slots__ = ("at", "reason", "requests")
+    __slots__ = ("at", "reason", "requests", "signum")
 
     def __init__(self, time_limit_s: float | None = None, *, start: float | None = None):
         if time_limit_s is None:
@@ -59,12 +73,14 @@ class Deadline:
             self.at = (time.perf_counter() if start is None else start) + float(time_limit_s)
         self.reason: str | None = None
         self.requests = 0
+        self.signum: int | None = None
 
-    def request_stop(self, reason: str = "stopped") -> None:
+    def request_stop(self, reason: str = "stopped", signum: int | None = None) -> None:
         """Expire now (the first request's reason is kept; it replaces the time limit's)."""
         self.requests += 1
         if self.reason is None or self.reason == "time_limit":
             self.reason = reason
+            self.signum = signum
 
     @property
     def stop_requested(self) -> bool:
@@ -133,7 +149,7 @@ def stop_on_signals(deadline: Deadline, signals=STOP_SIGNALS) -> Iterator[Deadli
     previous handlers come back afterwards. A second signal is counted, never raised: what the
     first one started (writing the best result) finishes."""
     def handler(signum, frame):
-        deadline.request_stop(f"interrupted ({signal.Signals(signum).name})")
+        deadline.request_stop(f"interrupted ({signal.Signals(signum).name})", signum)
 
     if threading.current_thread() is not threading.main_thread():
         yield deadline
@@ -223,3 +239,189 @@ class KernelWatch:
         if ok:
             return value
         raise value
+
+
+# ------------------------------------------------------------ interrupts that are never lost
+#: Signals kept while the main thread ran inside llvmlite, not raised yet (`interrupt_handler`).
+_PENDING: list = []
+_PENDING_LOCK = threading.Lock()
+#: The last signal `interrupt_handler` turned into KeyboardInterrupt, or that `exit_on_signals`'s
+#: watchdog saw (its number), for the program's exit status.
+_LAST_SIGNAL: list = [None]
+#: Seconds between two re-deliveries of a kept signal (`_redeliver`).
+REDELIVER_S = 0.02
+
+
+def _inside_llvm(frame) -> bool:
+    """Whether `frame` or a frame below it runs llvmlite's code: Numba compiling or loading a
+    kernel, where llvmlite calls back into Python through ctypes, which drops an exception."""
+    marker = os.sep + "llvmlite" + os.sep
+    while frame is not None:
+        if marker in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _redeliver(signum: int) -> None:
+    """Signal the main thread again every REDELIVER_S while a kept signal waits (each time the
+    handler looks again whether it is out of llvmlite)."""
+    while True:
+        time.sleep(REDELIVER_S)
+        with _PENDING_LOCK:
+            if not _PENDING:
+                return
+            _thread.interrupt_main(signum)
+
+
+def interrupt_handler(signum, frame):
+    """A signal handler that raises KeyboardInterrupt, as Python's own SIGINT handler does, for
+    SIGINT, SIGTERM or SIGHUP; but while the main thread runs inside llvmlite (where Python would
+    drop it) the signal is kept and raised within REDELIVER_S of the main thread coming out."""
+    if _inside_llvm(frame):
+        with _PENDING_LOCK:
+            if not _PENDING:
+                threading.Thread(target=_redeliver, args=(signum,), name="regal-interrupt", daemon=True).start()
+            _PENDING.append(signum)
+        return
+    with _PENDING_LOCK:
+        _PENDING.clear()
+    _LAST_SIGNAL[0] = signum
+    raise KeyboardInterrupt
+
+
+def last_signal() -> int | None:
+    """The number of the last signal turned into KeyboardInterrupt (None: none)."""
+    return _LAST_SIGNAL[0]
+
+
+def signal_status(signum: int | None) -> int:
+    """The exit status of a run ended by signal `signum` with nothing to write: 128 + its
+    number, the shell's convention (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
+    return 128 + int(signal.SIGINT if signum is None else signum)
+
+
+@contextlib.contextmanager
+def keyboard_interrupts() -> Iterator[None]:
+    """While the body runs in the main thread where SIGINT has Python's own handler,
+    `interrupt_handler` in its place: Ctrl-C raises KeyboardInterrupt as before, but never gets
+    lost inside Numba's kernel loading or compilation; a signal still kept when the body
+    ends is raised then. Anywhere else (another thread, a handler of the program's own) the
+    body runs as it is."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, interrupt_handler)
+    try:
+        yield
+    except BaseException:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with _PENDING_LOCK:
+            _PENDING.clear()
+        raise
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with _PENDING_LOCK:
+        kept = bool(_PENDING)
+        _PENDING.clear()
+    if kept:
+        raise KeyboardInterrupt
+
+
+def stops_on_interrupt(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` run under `keyboard_interrupts`: a long library call (a search, planning a step)
+    that Ctrl-C stops with KeyboardInterrupt wherever it is, Numba's kernel loading included."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with keyboard_interrupts():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@contextlib.contextmanager
+def exit_on_signals(grace_s: float | None = None, signals=STOP_SIGNALS, on_exit: Callable[[int], None] | None = None):
+    """For a command with nothing worth finishing (it writes nothing, or writes atomically): each
+    of `signals` raises KeyboardInterrupt in the main thread (`interrupt_handler`; the caller
+    turns it into exit status `signal_status`). grace_s (the program only): a watchdog thread,
+    woken by the signal itself (`signal.set_wakeup_fd`, written by the C-level handler whatever
+    the main thread is doing: inside a long call into C, the handler's KeyboardInterrupt waits for
+    it to return), ends the process `grace_s` after the signal if it still runs: `on_exit(signum)`
+    (the caller's last words, its children ended), then `os._exit(signal_status(signum))`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {name: signal.signal(getattr(signal, name), interrupt_handler) for name in signals
+                if hasattr(signal, name)}
+    watch = None
+    if grace_s is not None:
+        watch = _Watchdog(grace_s, on_exit)
+    try:
+        yield
+    finally:
+        if watch is not None:
+            watch.close()
+        for name, old in previous.items():
+            signal.signal(getattr(signal, name), old)
+
+
+class _Watchdog:
+    """`exit_on_signals`'s watchdog: a pipe that the C-level signal handler writes each signal's
+    number to, read by a daemon thread that ends the process `grace_s` later."""
+
+    def __init__(self, grace_s: float, on_exit):
+        self.grace_s, self.on_exit = grace_s, on_exit
+        self.read, self.write = os.pipe()
+        os.set_blocking(self.write, False)
+        try:
+            self.old = signal.set_wakeup_fd(self.write, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            self.old = None
+            os.close(self.read)
+            os.close(self.write)
+            self.read = None
+            return
+        threading.Thread(target=self._run, name="regal-signal-watchdog", daemon=True).start()
+
+    def _run(self) -> None:
+        ours = {int(getattr(signal, name)) for name in STOP_SIGNALS if hasattr(signal, name)}
+        signum = None
+        while signum not in ours:  # (another signal with a Python handler writes its number too)
+            try:
+                data = os.read(self.read, 1)
+            except OSError:
+                data = b""
+            if not data:
+                os.close(self.read)
+                return
+            signum = data[0]
+        _LAST_SIGNAL[0] = _LAST_SIGNAL[0] or signum
+        time.sleep(self.grace_s)
+        if self.on_exit is not None:
+            try:
+                self.on_exit(signum)
+            except BaseException:  # noqa: BLE001  (the process ends now whatever happens)
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(signal_status(signum))
+
+    def close(self) -> None:
+        if self.read is None:
+            return
+        signal.set_wakeup_fd(self.old if self.old is not None else -1)
+        os.close(self.write)  # the thread's read ends (end of file), or it has its signal already
+
+
+#: Signals that arrived before the program installed its handlers: `regal.cli` records them
+#: while its modules load, run as the program, and hands its list over here.
+_EARLY_SIGNALS: list = []
+
+
+def take_early_signals() -> list:
+    """The signals recorded before the command's handlers were installed (emptied)."""
+    out = list(_EARLY_SIGNALS)
+    _EARLY_SIGNALS.clear()
+    return out

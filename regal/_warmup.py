@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+from regal._stop import stops_on_interrupt
+
 __all__ = ["warmup", "warmup_packing", "warmup_report", "kernel_modules", "kernels", "cache_misses"]
 
 #: The modules that hold the library's Numba kernels.
@@ -90,6 +92,7 @@ def warmup_report() -> None:
     warmup_packing()
 
 
+@stops_on_interrupt  # Ctrl-C while loading the kernels: KeyboardInterrupt, never lost inside llvmlite
 def warmup(devices: int | None = None, *, seeding: bool = True, polish: bool = True) -> None:
     """Compile (or load from Numba's cache) the kernels, so that the first real search is fast and
     the `seconds` it reports count its search, not the loading. By default every kernel any

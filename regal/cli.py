@@ -8,11 +8,23 @@ Every expected failure (a bad graph, HLO, CSV or solution file, a bad option) en
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import time
 
 #: When this module began to load: run as the program, a command's time limit counts from here
 #: (the interpreter's start is ~0.02 s before it; the imports below, ~0.2 s, are inside the limit).
 _PROGRAM_START = time.perf_counter()
+
+#: Run as the program: the signals that come while the modules below load, recorded (first
+#: thing, before any import that takes time), for the command to act on once its handlers are
+#: in place (`regal._stop.take_early_signals`): no KeyboardInterrupt traceback from an import.
+_EARLY_SIGNALS: list = []
+if __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "regal":
+    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, _name):
+            signal.signal(getattr(signal, _name), lambda signum, frame: _EARLY_SIGNALS.append(signum))
 
 import click  # noqa: E402
 
@@ -28,6 +40,14 @@ def main():
 
 
 main.program_start = _PROGRAM_START
+
+
+def _hand_over_early_signals() -> None:
+    import regal._stop
+    regal._stop._EARLY_SIGNALS = _EARLY_SIGNALS
+
+
+_hand_over_early_signals()
 
 
 def _register() -> None:

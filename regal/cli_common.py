@@ -210,7 +210,8 @@ def RUNTIME_OPTIONS(fn):
 
 
 #: Exit status of a search stopped by SIGINT, SIGTERM or SIGHUP: the best solution so far was
-#: written (1 is an error, 2 a usage error).
+#: written (1 is an error, 2 a usage error). Stopped before it had any result, a command writes
+#: nothing and exits with 128 + the signal's number (`regal._stop.signal_status`: 130 for Ctrl-C).
 EXIT_INTERRUPTED = 3
 
 #: (Deadline, start) of the stoppable command this process runs, set by `regal.cli._Main.main`.
@@ -260,23 +261,29 @@ def _load_or_exit(graph_path, dims, deadline):
     except Stopped:
         if deadline.stop_requested:
             click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            _exit_stopped(nothing=deadline)
         return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
     if deadline.at is not None:
         deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes + REPORT_SHARE * max(0.0, deadline.at - command_start())
     return g
 
 
-def _exit_stopped() -> None:
-    """Exit with status 3 (EXIT_INTERRUPTED). Run as the program, at once (`os._exit`, the output
-    flushed): what the stop left behind (a training step in a helper thread, a Dask cluster whose
-    workers end with this process) is not waited for; else by SystemExit."""
+def _exit_stopped(nothing=None) -> None:
+    """Exit with status 3 (EXIT_INTERRUPTED: the best result so far was written), or, given
+    `nothing` (the stopped `Deadline` of a command that had no result yet), with 128 + the
+    signal's number. Run as the program, at once (`os._exit`, the output flushed): what the stop
+    left behind (a training step in a helper thread, a Dask cluster whose workers end with this
+    process) is not waited for; else by SystemExit."""
+    code = EXIT_INTERRUPTED
+    if nothing is not None:
+        from regal._stop import signal_status
+        code = signal_status(nothing.signum)
     if _COMMAND_DEADLINE and _COMMAND_DEADLINE[-1][2]:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-        os._exit(EXIT_INTERRUPTED)
-    sys.exit(EXIT_INTERRUPTED)
+        os._exit(code)
+    sys.exit(code)
 
 
 def warm_up(deadline, fn, *args, what: str = "the kernels", nothing: str = "nothing to write", **kwargs) -> bool:
@@ -296,7 +303,7 @@ def warm_up(deadline, fn, *args, what: str = "the kernels", nothing: str = "noth
         interruptible(fn, deadline, *args, requests_only=True, **kwargs)
     except Stopped:
         click.echo(f"stopped ({deadline.reason}) while loading {what}: {nothing}", err=True)
-        _exit_stopped()
+        _exit_stopped(nothing=deadline)
     if cache_misses() == before:
         return False
     spent = time.perf_counter() - t

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regal._stop import stops_on_interrupt
 from regal.graph import Graph
 
 __all__ = ["FitResult", "fit", "named_bounds", "largest_bound"]
@@ -75,6 +76,7 @@ def _over(graph: Graph, devices: int, limit: int) -> FitResult | None:
                                     f"above the limit of {limit:,} B")
 
 
+@stops_on_interrupt
 def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s: float | None = 120.0,
         budget: int = 5000, seed: int = 0, pack_time_s: float = 5.0, deadline=None) -> FitResult:
     """Whether `graph` runs on `devices` devices of `memory_limit_bytes` each (module docstring).

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from regal._stop import Deadline
+from regal._stop import Deadline, stops_on_interrupt
 from regal.brkga import BrkgaConfig
 from regal.config import FlagshipConfig
 from regal.graph import Graph
@@ -28,6 +28,7 @@ __all__ = ["optimize", "warmup", "solve_flagship", "solve_regal_paper", "DEFAULT
 DEFAULT_POLICY = DEFAULT_POLICY_NAME
 
 
+@stops_on_interrupt  # Ctrl-C: KeyboardInterrupt, never lost in Numba's kernel loading (issue 55)
 def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, *, policy=DEFAULT_POLICY,
              priors: Priors | None = None, seeding: bool = True, polish: bool = True,
              config: FlagshipConfig | BrkgaConfig | None = None, time_limit_s: float | None = None,

@@ -23,6 +23,8 @@ import importlib
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
+from regal._stop import stops_on_interrupt
+
 __all__ = ["MethodSpec", "get", "names", "solve", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "regal.methods"
@@ -98,6 +100,7 @@ def get(name: str) -> MethodSpec:
     return specs[name]
 
 
+@stops_on_interrupt
 def solve(name: str, graph, devices: int, *, seed: int = 0, time_limit_s: float | None = None,
           budget: int | None = None, **options):
     """Run method `name` on `graph` with `devices` devices.

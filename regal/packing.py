@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import time
 from typing import NamedTuple
 
@@ -130,11 +131,19 @@ def live_bytes_bound(lower, upper, size) -> int:
     return _live_peak(lower, upper, size)[0]
 
 
-def check(inst: Instance, offsets) -> int:
+#: `check` compares the buffers live at each start time with NumPy (issue 55: the sweep in
+#: Python took 2 s for 100,000 buffers, after a stop request) while the pairs (start time,
+#: buffer live then) are at most this many; past it, the sweep.
+CHECK_VECTOR_PAIRS = 10_000_000
+
+
+def check(inst: Instance, offsets, vectorized: bool = True) -> int:
     """The arena of a valid packing of `inst`; PackingError naming two buffers that collide (or
     a missing, negative or too large offset: every end, offset + size, is at most MAX_VALUE).
-    Independent of the packer: a sweep over time that keeps the live buffers sorted by offset,
-    in Python ints."""
+    Independent of the packer: two live buffers overlap in time iff both are live at the later
+    one's start, so the buffers live at each start time, sorted by offset, must not overlap
+    their neighbour (NumPy, up to CHECK_VECTOR_PAIRS pairs; vectorized=False, or more pairs: a
+    sweep over time that keeps the live buffers sorted by offset, in Python ints)."""
     offsets = np.asarray(offsets)
     m = inst.size.shape[0]
     if offsets.shape != (m,):
@@ -149,7 +158,18 @@ def check(inst: Instance, offsets) -> int:
         if offs[i] + sizes[i] > MAX_VALUE:
             raise PackingError(f"buffer {inst.ids[i]!r} ends at {offs[i] + sizes[i]} (offset {offs[i]} + size "
                                f"{sizes[i]}), over 2**62, the largest value a packing holds exactly")
-    live = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower)).tolist()
+    live_at = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
+    if vectorized and live_at.size:
+        pair = _collision(inst.lower[live_at], inst.upper[live_at], np.asarray(offs, dtype=np.int64)[live_at],
+                          inst.size[live_at])
+        if pair is not None:
+            if pair[0] < 0:
+                return int(max(offs[i] + sizes[i] for i in live_at.tolist()))
+            i, other = int(live_at[pair[0]]), int(live_at[pair[1]])
+            a, b = (offs[i], offs[i] + sizes[i]), (offs[other], offs[other] + sizes[other])
+            raise PackingError(f"buffers {inst.ids[i]!r} and {inst.ids[other]!r} are live at the same time "
+                               f"and overlap in [{max(a[0], b[0])}, {min(a[1], b[1])})")
+    live = live_at.tolist()
     lo, up = inst.lower.tolist(), inst.upper.tolist()
     events = sorted([(lo[i], 1, i) for i in live] + [(up[i], 0, i) for i in live])
     import bisect
@@ -167,6 +187,32 @@ def check(inst: Instance, offsets) -> int:
                                    f"and overlap in [{max(item[0], active[j][0])}, {min(item[1], active[j][1])})")
         active.insert(k, item)
     return max((offs[i] + sizes[i] for i in live), default=0)
+
+
+def _collision(lo, up, off, size):
+    """`check`'s NumPy test of live buffers (lo < up, size > 0): (i, j), two that are live at
+    the same time and overlap in space; (-1, -1) when none; None when the pairs (start time,
+    buffer live then) are over CHECK_VECTOR_PAIRS (the caller sweeps instead)."""
+    starts = np.unique(lo)
+    first = np.searchsorted(starts, lo, side="left")   # the buffer's own start
+    last = np.searchsorted(starts, up, side="left")    # the starts before its end
+    span = last - first
+    total = int(span.sum())
+    if total > CHECK_VECTOR_PAIRS:
+        return None
+    n = lo.shape[0]
+    by_offset = np.argsort(off, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_offset] = np.arange(n)
+    # one int64 key per pair, (start index, the buffer's rank by offset): one sort, not a lexsort
+    key = (np.repeat(first - np.cumsum(span) + span, span) + np.arange(total)) * n + np.repeat(rank, span)
+    key.sort()
+    at, owner = key // n, by_offset[key % n]
+    # sorted by offset, a buffer that overlaps a later one overlaps its next: neighbours suffice
+    clash = np.flatnonzero((at[1:] == at[:-1]) & (off[owner[1:]] < off[owner[:-1]] + size[owner[:-1]]))
+    if clash.size == 0:
+        return -1, -1
+    return int(owner[clash[0] + 1]), int(owner[clash[0]])
 
 
 # ---------------------------------------------------------------- the packer
@@ -201,10 +247,13 @@ def _part(inst: Instance, members: np.ndarray, watch: "KernelWatch | None" = Non
     full = (lo <= lo.min()) & (up >= up.max())
     base_members, rest = members[full], members[~full]
     lo, up, sz = inst.lower[rest], inst.upper[rest], inst.size[rest]
-    ptr, idx = (watch or KernelWatch()).run(K.overlaps, lo, up)
-    if ptr[-1] < 0:
+    watch = watch or KernelWatch()
+    ptr, idx = watch.run(K.overlaps, lo, up)
+    if ptr[-1] < 0 or watch.expired():  # cut short, or no time left for its sections (a second at 100K)
         return None
     sections = _sections(lo, up)
+    if watch.expired():
+        return None
     sec_lo, sec_hi, sec_ptr, sec_idx = sections
     totals = np.add.reduceat(sz[sec_idx], sec_ptr[:-1]) if sec_idx.size else np.zeros(0, dtype=np.int64)
     busiest = K.busiest(np.ascontiguousarray(totals, dtype=np.int64), sec_lo, sec_hi)
@@ -440,7 +489,7 @@ def read_csv(path: str | os.PathLike) -> Instance:
     ids, cols = [], {"lower": [], "upper": [], "size": []}
     with f:
         try:
-            reader = csv.reader(f)
+            reader = csv.reader(f, skipinitialspace=True)  # "b0, 0, 10, 5" reads as "b0,0,10,5"
             header = next(reader, None)
             if header is None:
                 raise PackingError(f"{p}: empty file (expected the header id,lower,upper,size)")
@@ -455,7 +504,7 @@ def read_csv(path: str | os.PathLike) -> Instance:
                     continue
                 if len(row) < len(header):
                     raise PackingError(f"{p}: row {row_no}: {len(row)} fields, expected {len(header)}")
-                bid = row[where["id"]].strip()
+                bid = row[where["id"]]   # as written: a quoted " a" keeps its space (RFC 4180)
                 if bid in seen:
                     raise PackingError(f"{p}: row {row_no}: field 'id': buffer {bid!r} listed twice")
                 seen.add(bid)
@@ -483,12 +532,23 @@ def read_csv(path: str | os.PathLike) -> Instance:
                     np.asarray(cols["size"], dtype=np.int64), ids)
 
 
+_QUOTED = re.compile(r'[,"\r\n]|^\s|\s$')
+
+
+def _csv_field(text: str) -> str:
+    """An id as a CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break, or
+    begins or ends with white space (which a reader that trims fields would drop)."""
+    if _QUOTED.search(text):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def write_csv(path: str | os.PathLike, inst: Instance, offsets) -> None:
     """Write the instance's rows with an `offset` column (MiniMalloc's solution CSV); an id that
-    holds a comma, a quote or a line break is quoted (RFC 4180), so that `read_csv` reads it back."""
+    holds a comma, a quote or a line break, or begins or ends with a space, is quoted (RFC
+    4180), so that `read_csv` reads it back as it was."""
     from regal._io import atomic_text
     cols = (inst.lower.tolist(), inst.upper.tolist(), inst.size.tolist(), np.asarray(offsets).tolist())
     with atomic_text(path) as f:
-        out = csv.writer(f, lineterminator="\n")
-        out.writerow(("id", "lower", "upper", "size", "offset"))
-        out.writerows(zip(inst.ids, *cols))
+        f.write("id,lower,upper,size,offset\n")
+        f.writelines(f"{_csv_field(b)},{lo},{up},{sz},{off}\n" for b, lo, up, sz, off in zip(inst.ids, *cols))

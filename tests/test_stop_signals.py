@@ -1,7 +1,13 @@
-"""A real signal sent to a real `regal` process in each phase (issue 37): the stop takes effect
-within a second, the exit status is 3, and the best solution so far is written when there is
-one. The probe (`benchmarks.stop_latency`) wraps each phase's function to learn when it began."""
+"""A real signal sent to a real `regal` process in each phase (issue 37): the exit status is 3
+and the best solution so far is written when there is one, else 128 + the signal's number
+(130 for SIGINT, 143 for SIGTERM) and nothing written (issue 55). The probe
+(`benchmarks.stop_latency`) wraps each phase's function to learn when it began.
 
+How fast a stop takes effect is measured, not asserted (a shared machine's load decides it):
+`python -m benchmarks.stop_latency` (per phase; `--tries 10 --load 2`: every command under load,
+docs/terminal.md). The tests bound it by HANG_S, which only a stop that never comes breaks."""
+
+import signal
 
 import pytest
 
@@ -10,10 +16,9 @@ from randgraph import random_dag
 from regal.graph import save
 from regal.solution import load_solution
 
-#: The promise: a stop takes effect within this many seconds of the signal. The probes measure
-#: signal -> process exit, on a shared machine, so they allow a margin for the exit itself.
-STOP_S = 1.0
-MARGIN_S = 1.0
+#: A stop that has not ended the process this long after the signal is lost (a hang); the
+#: latency itself is the benchmark's (benchmarks/stop_latency.py), not a test's.
+HANG_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +33,12 @@ def _optimize(path, out, *extra):
     return ["optimize", path, "-d", "2", "-n", "100000000", "-o", str(out), *extra]
 
 
-def _check(r, stop_s=STOP_S):
+def _check(r, signame="SIGTERM"):
+    """Stopped as documented: 3 with the best result written, or 128 + the signal's number with
+    nothing written; no traceback; not a hang."""
     assert r["in_phase"], r["phases"]
-    assert r["rc"] == 3, r["stderr"]
-    assert r["latency_s"] < stop_s + MARGIN_S, r["latency_s"]
+    assert r["rc"] == (3 if r["written"] else 128 + getattr(signal, signame)), (r["rc"], r["written"], r["stderr"])
+    assert r["latency_s"] < HANG_S, r["latency_s"]
     assert "Traceback" not in r["stderr"]
 
 
@@ -45,10 +52,10 @@ def test_the_old_stop_helper_is_gone():
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_a_signal_at_the_start_of_main_exits_3(small, tmp_path, signame):
-    """A signal as `main` begins (before the command's own code) ends it with status 3, not the
-    signal's default (143, or a KeyboardInterrupt's 'Aborted!'); what it writes, if anything,
-    is the best solution so far (on an idle machine the 300-node graph is loaded and seeded
+def test_a_signal_at_the_start_of_main_stops_it(small, tmp_path, signame):
+    """A signal as `main` begins (before the command's own code) ends it as documented: status
+    3 with the best solution so far written, or 128 + the signal's number before there is one
+    (never the signal's default action, nor a KeyboardInterrupt's 'Aborted!') (on an idle machine the 300-node graph is loaded and seeded
     within 0.1 s of `main`)."""
     g, path = small
     out = tmp_path / "sol.json"
@@ -56,14 +63,14 @@ def test_a_signal_at_the_start_of_main_exits_3(small, tmp_path, signame):
     # the interpreter and `import regal.cli` come before `main`, where no handler can be (0.4 s;
     # the signal's default then ends the process, nothing begun)
     r = Probe(_optimize(path, out, "--policy", "none"), "main", 0.1, signame, output=str(out)).run()
-    _check(r)
+    _check(r, signame)
     if r["written"]:
         assert load_solution(out, g).info["stopped"] == f"interrupted ({signame})"
 
 
-def test_a_signal_while_the_kernels_compile_exits_within_a_second(small, tmp_path):
+def test_a_signal_while_the_kernels_compile_stops_it(small, tmp_path):
     """With Numba's cache empty the warm-up compiles for tens of seconds; a SIGTERM during it ends
-    the command within a second, status 3, saying that there is no solution yet."""
+    the command (status 143: nothing written), saying that there is no solution yet."""
     g, path = small
     out = tmp_path / "sol.json"
     r = Probe(_optimize(path, out, "--policy", "none"), "warm-up", 0.5,
@@ -76,7 +83,7 @@ def test_a_signal_while_the_policy_runs_writes_a_solution(small, tmp_path):
     """A SIGTERM while the trained policy's priors are computed (JAX starting in a child
     process, seconds: the GAS policy's GRU runs in JAX; "gnn" policies run in NumPy in a tenth
     of a second) drops the policy: the search stops at its first slice and its best is
-    written, within a second, status 3."""
+    written, status 3."""
     g, path = small
     out = tmp_path / "sol.json"
     r = Probe(_optimize(path, out, "--policy", "gas"), "policy", 0.0, output=str(out)).run()
@@ -86,11 +93,11 @@ def test_a_signal_while_the_policy_runs_writes_a_solution(small, tmp_path):
 
 
 def test_a_signal_mid_search_writes_the_best(small, tmp_path):
-    """A SIGINT mid-search writes the best so far within a second, status 3."""
+    """A SIGINT mid-search writes the best so far, status 3."""
     g, path = small
     out = tmp_path / "sol.json"
     r = Probe(_optimize(path, out, "--policy", "none"), "search", 1.0, "SIGINT", output=str(out)).run()
-    _check(r)
+    _check(r, "SIGINT")
     assert load_solution(out, g).info["stopped"] == "interrupted (SIGINT)"
 
 
@@ -108,8 +115,8 @@ def large(tmp_path_factory):
 @pytest.mark.parametrize("phase,graph,delay", [
     ("loading", "layered", 0.05), ("seeding", "flat", 0.5), ("search", "layered", 1.0)])
 def test_a_signal_in_each_phase_of_a_large_graph(large, tmp_path, phase, graph, delay):
-    """Loading, seeding and search on 60,000 nodes: status 3 within a second; past loading the
-    best so far is written."""
+    """Loading, seeding and search on 60,000 nodes: past loading the best so far is written
+    (status 3); while loading, nothing (143)."""
     out = tmp_path / "sol.json"
     r = Probe(_optimize(large[graph], out, "--policy", "none"), phase, delay, output=str(out)).run()
     _check(r)
@@ -119,7 +126,7 @@ def test_a_signal_in_each_phase_of_a_large_graph(large, tmp_path, phase, graph, 
 @pytest.mark.slow
 def test_a_signal_during_the_report_keeps_the_file(large, tmp_path):
     """Once the file is written, a SIGTERM during the report (allocation, packed arena) cuts it
-    short: status 3 within a second, the file complete."""
+    short: status 3, the file complete."""
     out = tmp_path / "sol.json"
     args = ["optimize", large["layered"], "-d", "2", "--time-limit", "3", "--policy", "none", "-o", str(out)]
     r = Probe(args, "report", 0.05, output=str(out)).run()
@@ -129,7 +136,7 @@ def test_a_signal_during_the_report_keeps_the_file(large, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["local-search", "brkga", "cpsat"])
-def test_regal_solve_stops_within_a_second(large, tmp_path, method):
+def test_regal_solve_stops(large, tmp_path, method):
     """`regal solve` on 60,000 nodes, SIGTERM 6 s in (local search: in its seeds; brkga: mid-search;
     cpsat, which takes no deadline: left behind): status 3, a valid solution written."""
     out = tmp_path / "sol.json"
@@ -141,8 +148,8 @@ def test_regal_solve_stops_within_a_second(large, tmp_path, method):
 
 
 def test_regal_train_stops_at_the_start_of_main(tmp_path):
-    """`regal train` sent SIGTERM as `main` begins exits 3 within a second, saying that there is
-    no checkpoint yet (it had no handler at all: status 143), and leaves its directory unlocked."""
+    """`regal train` sent SIGTERM as `main` begins stops, saying that there is no checkpoint yet
+    (status 143: nothing written), and leaves its directory unlocked."""
     import json
     from regal._io import directory_lock
     for i in range(3):

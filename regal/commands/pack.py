@@ -58,9 +58,9 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
     found: the greedy heuristic, then MiniMalloc's exact search within the time limit. Every
     packing is checked; one at the live-bytes bound (the most bytes live at once) is optimal.
     Ctrl-C, SIGTERM or SIGHUP stops it: the best packing so far is written, exit status 3."""
-    from regal._stop import stop_on_signals
+    from regal._stop import Stopped, interruptible, stop_on_signals
     from regal._warmup import warmup_packing
-    from regal.cli_common import EXIT_INTERRUPTED, command_deadline, warm_up
+    from regal.cli_common import EXIT_INTERRUPTED, _exit_stopped, command_deadline, warm_up
     from regal.packing import PackingError, pack, read_csv, write_csv
     if output:
         from regal._io import check_writable
@@ -68,10 +68,13 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
     deadline = command_deadline(time_limit_s or None)  # from the program's start
     with stop_on_signals(deadline):
         warm_up(deadline, warmup_packing, what="the packer's kernels")
-        inst = read_csv(csv_path)
-        if deadline.stop_requested:
+        try:  # a second per 100,000 rows: a stop request leaves it behind
+            inst = interruptible(read_csv, deadline, csv_path, requests_only=True)
+        except Stopped:
+            inst = None
+        if inst is None or deadline.stop_requested:
             click.echo(f"stopped ({deadline.reason}) while reading {csv_path}: nothing to write", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            _exit_stopped(nothing=deadline)
         try:
             res = pack(inst, time_limit_s=0.0 if time_limit_s == 0 else None, deadline=deadline)
         except PackingError as e:

@@ -24,25 +24,61 @@ STOPPABLE_COMMANDS = ("optimize", "solve", "train", "pack", "fit")
 #: they hold no cluster, server or child process when they return.
 QUICK_EXIT_COMMANDS = ("optimize", "solve", "info", "evaluate", "plot", "import-hlo", "import-onnx", "pack", "fit")
 
+#: Seconds a command with nothing to write (info, evaluate, plot, import-*, torch) is given,
+#: once signalled, to unwind from its KeyboardInterrupt before the watchdog ends the process
+#: (`regal._stop.exit_on_signals`): the main thread may be inside one long call into C.
+GRACE_S = 1.0
+
 
 @contextlib.contextmanager
 def _stop_from_the_start(argv, start: float, program: bool = False):
     """For a stoppable command (`argv[0]`), a `Deadline` that SIGINT, SIGTERM and SIGHUP expire
     from here on, while the command's modules are still loading, its time limit counted from
-    `start`; nothing for other commands (they keep the default signals: nothing of theirs is
-    worth finishing). program: run as the program itself (`_exit_stopped` may then end the
-    process at once)."""
-    from regal._stop import Deadline, stop_on_signals
+    `start`; for the other commands (nothing of theirs is worth finishing) each of the signals
+    raises KeyboardInterrupt (`RegalGroup.invoke` makes it exit status 128 + the signal's
+    number), never lost (`regal._stop.exit_on_signals`, with its watchdog when run as the
+    program). A signal that came before (`regal._stop.record_early_signals`) counts as coming
+    now. program: run as the program itself (`_exit_stopped` may then end the process at once)."""
+    from regal._stop import Deadline, exit_on_signals, stop_on_signals, take_early_signals
     if not argv or argv[0] not in STOPPABLE_COMMANDS:
-        yield
+        with exit_on_signals(GRACE_S if program else None, on_exit=_last_words):
+            _raise_early(take_early_signals())
+            yield
         return
     deadline = Deadline()
     _COMMAND_DEADLINE.append((deadline, start, program))
     try:
         with stop_on_signals(deadline):
+            for signum in take_early_signals():
+                import signal
+                deadline.request_stop(f"interrupted ({signal.Signals(signum).name})", signum)
             yield
     finally:
         _COMMAND_DEADLINE.pop()
+
+
+def _raise_early(signals: list) -> None:
+    if signals:
+        from regal._stop import _LAST_SIGNAL
+        _LAST_SIGNAL[0] = signals[0]
+        raise KeyboardInterrupt
+
+
+def _interrupted_line(signum) -> str:
+    import signal
+    return f"stopped (interrupted ({signal.Signals(signum or signal.SIGINT).name})): nothing written"
+
+
+def _last_words(signum: int) -> None:
+    """The watchdog's, before it ends the process: the children a command started (`regal
+    torch`'s device processes) ended, and the line a KeyboardInterrupt would have printed."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        for child in mp.active_children():
+            with contextlib.suppress(Exception):
+                child.kill()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(_interrupted_line(signum) + "\n")
 
 
 def runs_a_command(argv) -> bool:
@@ -69,8 +105,45 @@ class RegalGroup(click.Group):
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         program = args is None and standalone_mode
         start = self.program_start if program and self.program_start is not None else time.perf_counter()
-        with _stop_from_the_start(sys.argv[1:] if args is None else list(args), start, program):
-            return self._main(args, *rest, standalone_mode=standalone_mode, **kwargs)
+        from regal._stop import _LAST_SIGNAL
+        _LAST_SIGNAL[0] = None
+        self._program = program
+        try:
+            with _stop_from_the_start(sys.argv[1:] if args is None else list(args), start, program):
+                return self._main(args, *rest, standalone_mode=standalone_mode, **kwargs)
+        except KeyboardInterrupt:  # before the command began (an early signal): as in `invoke`
+            self._exit_interrupted(standalone_mode)
+
+    def invoke(self, ctx):
+        """The command; a KeyboardInterrupt (a signal to a command with nothing to write: its
+        handler raises it) is one line on stderr and exit status 128 + the signal's number
+        (130 for Ctrl-C), not click's 'Aborted!' and 1. So is a command that finished although
+        a signal came (the handler's exception was lost inside a call into C)."""
+        from regal._stop import last_signal
+        try:
+            out = super().invoke(ctx)
+        except KeyboardInterrupt:
+            self._exit_interrupted()
+        if last_signal() is not None and not _COMMAND_DEADLINE:
+            self._exit_interrupted()
+        return out
+
+    def _exit_interrupted(self, standalone_mode: bool = True):
+        """One line, then exit status 128 + the signal's number; run as the program, at once
+        (`os._exit`: the interpreter's teardown with PyTorch loaded takes a second), the
+        children a command started (`regal torch`'s device processes) ended first."""
+        from regal._stop import last_signal, signal_status
+        signum = last_signal()
+        if getattr(self, "_program", False):
+            _last_words(signum)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(signal_status(signum))
+        click.echo(_interrupted_line(signum), err=True)
+        if not standalone_mode:
+            raise click.exceptions.Exit(signal_status(signum))
+        raise SystemExit(signal_status(signum))
 
     def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         command = set(sys.argv[1:2])

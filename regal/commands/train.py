@@ -108,7 +108,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
                     pol = train(train_paths, valid_paths, out_dir, pc, tc, client=client, resume=not fresh,
                                 log=click.echo, deadline=deadline)
                 except Stopped as e:
-                    _stopped_before_training(e)
+                    _stopped_before_training(e, deadline)
                 if "stopped" in pol.meta:
                     click.echo(f"stopped ({pol.meta['stopped']}) at step {pol.meta['step']}: the same command "
                                f"resumes from {os.path.join(out_dir, 'checkpoint.npz')}", err=True)
@@ -117,14 +117,14 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
         option = _RESUME_OPTIONS.get(getattr(e, "field", None))
         raise click.ClickException(f"{e} ({'option ' + option + '; ' if option else ''}--fresh starts over)") from None
     except Stopped as e:
-        _stopped_before_training(e)
+        _stopped_before_training(e, deadline)
     click.echo(f"best policy: {os.path.join(out_dir, 'best.npz')} "
                f"(step {pol.meta.get('step')}, valid {pol.meta.get('valid_improvement_pct', float('nan')):+.3f}%)")
 
 
-def _stopped_before_training(e) -> None:
+def _stopped_before_training(e, deadline) -> None:
     click.echo(f"stopped ({e.reason}) before the first step: no checkpoint written", err=True)
-    _exit_stopped()
+    _exit_stopped(nothing=deadline)
 
 
 def _start_jax() -> None:

@@ -67,6 +67,7 @@ from regal.torch._step_trace import (_FLAG_NAMES, _SCALARS, UnsupportedError, _K
                                      _state_keys, _structure, _trace, _zeros_state)
 from regal.torch.importer import _forward_arity  # noqa: F401  (regal.torch.eager and the experiments read it here)
 from regal._stop import stops_on_interrupt
+from regal._stop import stops_on_interrupt
 from regal.torch.importer import Traced
 
 __all__ = ["PlannedStep", "UnsupportedError", "planned_step"]
@@ -293,6 +294,7 @@ class PlannedStep:
         return "\n".join(lines)
 
 
+@stops_on_interrupt  # Ctrl-C while planning: KeyboardInterrupt, never lost in Numba's kernel loading
 @stops_on_interrupt  # Ctrl-C while planning: KeyboardInterrupt, never lost in Numba's kernel loading
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
                  loss_fn: Callable | None = None, devices: int = 1, budget: int = 5000, seed: int = 0,
