@@ -271,3 +271,54 @@ def test_a_recomputing_plan_runs_in_pytorch():
     assert run.outputs_match   # the same numbers as PyTorch's own order
     # exact with the scratch calibrated (without it, a recomputed LayerNorm's scratch at the peak: +2.6 %)
     assert abs(run.measured_peak_bytes[0] - run.predicted_peak_bytes[0]) <= 0.02 * run.predicted_peak_bytes[0]
+
+
+def test_planned_step_recomputes_what_the_search_chose_and_trains_as_eager():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    import torch.nn.functional as F
+    import regal.torch as rt
+    from regal.torch.eager import measure_step
+
+    class Block(nn.Module):
+        def __init__(self, d=32):
+            super().__init__()
+            self.ln = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            return x + self.mlp(self.ln(x))
+
+    def make():
+        torch.manual_seed(0)
+        m = nn.Sequential(Block(), Block(), Block(), nn.Linear(32, 10))
+        return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(64, 32, generator=g), torch.randint(0, 10, (64,), generator=g)) for _ in range(3)]
+    loss = lambda out, x, y: F.cross_entropy(out, y)   # noqa: E731
+    m0, o0 = make()
+    eager = []
+    for x, y in data:
+        o0.zero_grad(set_to_none=True)
+        out = loss(m0(x), x, y)
+        out.backward()
+        o0.step()
+        eager.append(float(out))
+    m1, o1 = make()
+    plain = rt.planned_step(m1, o1, data[0], loss_fn=loss, budget=600, recompute=False)
+    m2, o2 = make()
+    step = rt.planned_step(m2, o2, data[0], loss_fn=loss, budget=600)   # the default: recompute=0.1
+    assert step.solution.recomputes and step.predicted_peak_bytes < plain.predicted_peak_bytes
+    assert 0 < step.solution.info["recompute"]["extra_fraction"] <= 0.1
+    losses = [float(step(x, y)) for x, y in data]
+    assert losses == pytest.approx(eager, rel=1e-5)
+    for a, b in zip(m0.state_dict().values(), m2.state_dict().values()):
+        # the search's recomputations run the same kernels on the same values: bit for bit, unless
+        # the normalizations' rewrite won (step.recomputed): then to rounding
+        assert torch.equal(a, b) if not step.recomputed else torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+    o0.zero_grad(set_to_none=True)   # what the other models of this test hold is not the step's
+    held = [*m0.parameters(), *m1.parameters(), *[t for s in (o0, o1) for st in s.state.values() for t in st.values()]]
+    measured = measure_step(step, data[0], "cpu", exclude=held + [*data[1], *data[2]])
+    assert abs(measured - step.predicted_peak_bytes) <= 0.02 * measured
+    assert "the search recomputes" in step.explain()

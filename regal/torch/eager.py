@@ -31,9 +31,10 @@ the update, the best case for eager). The anchors:
   min-cut partitioner, `reorder_for_peak_memory` on while it compiles and runs, put back after),
   eager `optimizer.step()`; a string saying why where it does not compile.
 - `traced`: the traced step in PyTorch's own order; `planned`: regal's planned step (and
-  `predicted`: its SPEC.md section 3 peak); `planned_recompute`: the planned step with
-  `recompute=True` (BatchNorm's outputs and activations recomputed in the backward:
-  `regal.torch.recompute`), and `predicted_recompute`.
+  `predicted`: its SPEC.md section 3 peak), both with `recompute=False` (the order alone);
+  `planned_recompute`: the planned step as `planned_step` plans it by default (`recompute=True`:
+  the search may spend 10 % more compute on recomputation, and the rewrite that recomputes the
+  normalizations is tried beside it), and `predicted_recompute`.
 
 Measuring leaves the process as it was: random generators, thread counts, grad mode and the
 Inductor settings (`regal.torch.plan.global_state_kept`).
@@ -271,7 +272,7 @@ def _anchor(name, model, optimizer, inputs, loss_fn, budget, seed, device, compi
     if name in ("traced", "planned", "planned_recompute"):
         m, o = copy_setup(model, optimizer) if copy_ else (model, optimizer)
         step = planned_step(m, o, inputs, loss_fn=loss_fn, budget=budget, seed=seed,
-                            recompute=name == "planned_recompute")
+                            recompute=name == "planned_recompute")   # True: the default budget (0.1)
         if name == "traced":
             step = step.in_order(None)
         got = measure_step(step, inputs, device, exclude=originals)

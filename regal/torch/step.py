@@ -67,10 +67,13 @@ from regal.torch._step_trace import (_FLAG_NAMES, _SCALARS, UnsupportedError, _K
                                      _state_keys, _structure, _trace, _zeros_state)
 from regal.torch.importer import _forward_arity  # noqa: F401  (regal.torch.eager and the experiments read it here)
 from regal._stop import stops_on_interrupt
-from regal._stop import stops_on_interrupt
 from regal.torch.importer import Traced
 
-__all__ = ["PlannedStep", "UnsupportedError", "planned_step"]
+__all__ = ["PlannedStep", "UnsupportedError", "planned_step", "RECOMPUTE_DEFAULT"]
+
+#: `planned_step`'s default `recompute` (and what `recompute=True` means): the search may spend up
+#: to 10 % more compute recomputing values of the step instead of keeping them.
+RECOMPUTE_DEFAULT = 0.1
 
 
 class _Plan(NamedTuple):
@@ -288,17 +291,21 @@ class PlannedStep:
                 lines.append(f"  {t['id']:<32}{mib(t['bytes']):>12}  {t['kind']}, {t['op']}")
         peaks = b["variants"]
         if "recompute" in peaks:
-            kept = "with recomputation" if b["recomputed"] else "without recomputation (it did not lower the peak)"
-            lines.append(f"recompute=True: predicted {mib(peaks['recompute'])} with recomputation, "
-                         f"{mib(peaks['plain'])} without; the step runs {kept}")
+            kept = "the rewrite" if b["recomputed"] else "the step as traced (the rewrite did not lower the peak)"
+            lines.append(f"normalizations recomputed by the rewrite: predicted {mib(peaks['recompute'])}, "
+                         f"{mib(peaks['plain'])} without it; the step runs {kept}")
+        rc = self.solution.info.get("recompute")
+        if rc is not None:
+            lines.append(f"the search recomputes {rc['count']:,} op run{'' if rc['count'] == 1 else 's'} "
+                         f"(+{rc['extra_fraction'] * 100:.1f} % compute of a budget of "
+                         f"{self._settings['recompute'] * 100:g} %)")
         return "\n".join(lines)
 
 
 @stops_on_interrupt  # Ctrl-C while planning: KeyboardInterrupt, never lost in Numba's kernel loading
-@stops_on_interrupt  # Ctrl-C while planning: KeyboardInterrupt, never lost in Numba's kernel loading
 def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", example_inputs, *,
                  loss_fn: Callable | None = None, devices: int = 1, budget: int = 5000, seed: int = 0,
-                 recompute: bool = False, max_grad_norm: float | None = None) -> PlannedStep:
+                 recompute: bool | float = RECOMPUTE_DEFAULT, max_grad_norm: float | None = None) -> PlannedStep:
     """Trace one training step of `model` with `optimizer`, order it with regal's flagship for
     the lowest peak memory, and return a callable that trains with it: `loss = step(*inputs)`
     runs forward, backward and the update in that order, updating `model`'s parameters and
@@ -309,12 +316,16 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     first sight (said once on standard error) and that plan kept. `model(*inputs[:k])` with k
     the positional arguments `forward` takes, and `loss_fn(outputs, *inputs)` (default: the sum
     of the means of the floating outputs). The step is traced in the modules' own modes.
-    `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: also plan the step
-    whose backward reads recomputed copies of the normalizations' outputs (BatchNorm, LayerNorm,
-    GroupNorm) and their activations instead of keeping them from the forward
-    (`regal.torch.recompute`: torch.compile's trade), and keep it if its predicted peak is lower
-    (`step.recomputed` says which; gradients then equal eager's to float tolerance, not bit for
-    bit). `max_grad_norm`: clip the gradients' total 2-norm to it before the update, as
+    `budget`: the flagship's evaluations; `seed`: its seed. `recompute`: the extra compute the
+    search may spend recomputing values of the step instead of keeping them (SPEC.md section 3b:
+    any op of the traced step but those a second run would change, `recompute: false`), as a
+    fraction of one step's cost: default RECOMPUTE_DEFAULT (0.1, at most 10 % more), `True` the
+    same, `False` or 0 none (then the step is bit for bit eager's on the CPU). With it, the step
+    is also planned with the normalizations' outputs and their activations recomputed by a
+    rewrite (`regal.torch.recompute`; BatchNorm updates its running statistics, so it may not
+    simply run again), and the variant of lower predicted peak is kept (`step.recomputed` says
+    whether the backward reads rewritten values: its gradients then equal eager's to float
+    tolerance, not bit for bit). `max_grad_norm`: clip the gradients' total 2-norm to it before the update, as
     `torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)` between `backward()` and
     `step()` does (then no update can start before the last gradient exists); the threshold is
     `step.max_grad_norm`, read at every call. Nothing is run on the real tensors while planning:
@@ -338,13 +349,28 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
         raise UnsupportedError(f"planned_step: max_grad_norm must be a number > 0, got {max_grad_norm!r}")
     layout = _layout(model, optimizer, kind, len(inputs), max_grad_norm is not None)
     name = f"{type(model).__name__.lower()}_{type(optimizer).__name__.lower()}_step"
-    settings = {"loss_fn": loss_fn, "budget": budget, "seed": seed, "recompute": recompute, "name": name,
+    settings = {"loss_fn": loss_fn, "budget": budget, "seed": seed, "recompute": _recompute_budget(recompute),
+                "name": name,
                 "order": "search"}
     plan = _plan_step(model, optimizer, kind, layout, inputs, settings)
     step = PlannedStep(model, optimizer, kind, layout, settings, _signature(inputs, model), plan,
                        tuple(_Spec(tuple(a.shape), a.dtype, a.device) for a in inputs))
     step.max_grad_norm = max_grad_norm
     return step
+
+
+def _recompute_budget(recompute) -> float:
+    """`planned_step`'s `recompute` as the search's budget (a float >= 0), or UnsupportedError."""
+    from regal.recompute_search import check_recompute_budget
+    if recompute is True:
+        return RECOMPUTE_DEFAULT
+    if recompute is False or recompute is None:
+        return 0.0
+    try:
+        return check_recompute_budget(recompute)
+    except ValueError:
+        raise UnsupportedError(f"planned_step: recompute must be False, True or a finite number >= 0 (the extra "
+                               f"compute allowed, a fraction of one step's), got {recompute!r}") from None
 
 
 def _plan_step(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, settings: dict) -> _Plan:
@@ -388,7 +414,7 @@ def _plan(traced: Traced, layout: _Layout, settings: dict, progress: _Progress, 
         solution = own_solution(traced)
         return traced, solution, int(simulate(without_reuse(traced.graph), solution.placement, solution.order,
                                               1).peak_bytes)
-    what = "searching the order" + (" with recomputation" if recompute else "")
+    what = "searching the order" + (" with recomputation" if settings["recompute"] else "")
     solution = optimize(traced.graph, devices=1, budget=settings["budget"], seed=settings["seed"],
-                        callback=progress.searching(what))
+                        callback=progress.searching(what), recompute_budget=settings["recompute"])
     return traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
