@@ -1,21 +1,26 @@
-"""Planned training steps against what a PyTorch user runs (issue 46): the evaluation set.
+"""Planned training steps against what a PyTorch user runs (issues 46, 53): the evaluation set.
 
-    .venv-torch/bin/python -m experiments.torch_steps --out experiments/results/torch-steps     # CPU
-    python -m experiments.torch_steps --device cuda --out OUT                                  # on a GPU
+    python -m experiments.torch_steps --out experiments/results/torch-steps                  # CPU
+    python -m experiments.torch_steps --device cuda --out OUT                                # on a GPU
 
 Every program here is new to the repository's development: none of them is in the zoo of
 `experiments/torch_zoo.py` (ResNet-18/50, MobileNetV3-Small, DenseNet-121, ViT, BERT, GPT-2,
 MLP-Mixer, U-Net), on which the planned step was developed. Each is a model built from its
 constructor or config with random weights (torchvision, Hugging Face transformers, written
-here), a batch, a loss and a torch.optim optimizer. For each, `regal.torch.eager.measure_anchors`
-measures one training step's peak under eager PyTorch (default foreach and foreach=False),
-the optimizer-in-backward recipe, torch.compile (Inductor, reorder_for_peak_memory on),
-PyTorch's traced order and regal's planned step (flagship, d = 1, 5,000 evaluations), and the
-planned step trains 20 steps beside eager from the same weights (`equal_20`).
+here), a batch, a loss and a torch.optim optimizer. For each, `regal.torch.eager.measure_anchor`
+measures one training step's peak under eager PyTorch (default foreach; foreach=False too on
+CUDA, where the default differs), the optimizer-in-backward recipe, torch.compile (Inductor,
+reorder_for_peak_memory on), PyTorch's traced order and regal's planned step (flagship, d = 1,
+5,000 evaluations; default and recompute=True), and the planned step trains 20 steps beside
+eager from the same weights (`equal_20`).
 
-Each program runs in a process of its own with a time limit; its record is kept in
-OUT/cells/NAME.json, so a rerun resumes (`--force` measures again). OUT/table_DEVICE.md is
-written from the records.
+The measure is the user's process's (`regal.torch.eager`): every tensor storage alive in the
+process + the allocator's high mark during the step. So that each anchor's process holds only
+what a user running it would hold, every anchor of every program runs in a process of its own
+(`--one NAME --anchor A`), on the program's model itself, with a time limit; the checks of the
+numbers run in one more. A program's record is OUT/cells/NAME.json; a rerun resumes from the
+records (`--force` measures again; records of the earlier measure are measured again, their
+checks kept unless run anew). OUT/table_DEVICE.md is written from the records.
 """
 
 from __future__ import annotations
@@ -299,40 +304,51 @@ def _recompute_1step(model, opt_factory, inputs, loss_fn, budget: int) -> dict:
     return {"max_abs_diff": diff(ms[0], ms[1]), "perturbed_eager_max_abs_diff": diff(ms[0], ms[2])}
 
 
-def run_one(name: str, device: str, budget: int, compile: bool, anchors=None) -> dict:
-    from regal.torch.eager import measure_anchors
+#: What a record's anchors were measured with (`regal.torch.eager`); records without it (the
+#: earlier measure: parameters, buffers, optimizer state and batch + the allocator's high mark,
+#: every anchor in one process) are measured again.
+MEASURE = "process: every tensor storage alive (gc) + the allocator's high mark; one process per anchor"
+
+#: The anchors measured per device: on the CPU torch.optim's default is foreach=False already,
+#: so `eager_foreach_false` is `eager` there.
+def anchors_for(device: str) -> tuple:
+    from regal.torch.eager import ANCHORS
+    return tuple(a for a in ANCHORS if device != "cpu" or a != "eager_foreach_false")
+
+
+def _build(name: str, device: str):
     build, opt_factory, desc = PROGRAMS[name]
     torch.manual_seed(0)
     model, inputs, loss_fn = build()
     model = model.to(device)
     inputs = tuple(a.to(device) for a in inputs)
+    return model, opt_factory, inputs, loss_fn
+
+
+def run_anchor(name: str, anchor: str, device: str, budget: int, compile: bool) -> dict:
+    """One anchor of one program, in this process, on the program's model itself (nothing else
+    of the program's is in the process: the measure counts what the process holds)."""
+    from regal.torch.eager import measure_anchor
+    model, opt_factory, inputs, loss_fn = _build(name, device)
     t0 = time.perf_counter()
-    rec = {"program": name, "description": desc, "device": device, "budget": budget, "torch": torch.__version__,
-           "parameters": sum(p.numel() for p in model.parameters())}
-    if anchors is not None:   # more anchors for a program measured before: its record updated
-        with open(anchors[1]) as f:
-            old = json.load(f)
-        got = measure_anchors(model, opt_factory(model.parameters()), inputs, loss_fn=loss_fn, budget=budget,
-                              device=device, compile=compile, anchors=anchors[0])
-        old["anchors"].update(got)
-        if "planned_recompute" in anchors[0] and device == "cpu":
-            try:
-                old["recompute_1step"] = _recompute_1step(model, opt_factory, inputs, loss_fn, budget)
-            except Exception as e:  # noqa: BLE001 - recorded, not fatal
-                old["recompute_1step"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
-        return old
-    rec["anchors"] = measure_anchors(model, opt_factory(model.parameters()), inputs, loss_fn=loss_fn, budget=budget,
-                                     device=device, compile=compile)
-    rec["anchors_seconds"] = round(time.perf_counter() - t0, 1)
-    if device == "cpu":
-        rec["recompute_1step"] = _recompute_1step(model, opt_factory, inputs, loss_fn, budget)
-        t0 = time.perf_counter()
+    got = measure_anchor(anchor, model, opt_factory(model.parameters()), inputs, loss_fn=loss_fn, budget=budget,
+                         device=device, compile=compile, copy=False)
+    return {"anchors": got, "seconds": round(time.perf_counter() - t0, 1),
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def run_checks(name: str, device: str, budget: int) -> dict:
+    """The numbers' checks (CPU): 20 planned steps beside eager, one recompute=True step."""
+    model, opt_factory, inputs, loss_fn = _build(name, device)
+    out = {}
+    t0 = time.perf_counter()
+    for key, fn in (("recompute_1step", _recompute_1step), ("equal_20", _equal_20)):
         try:
-            rec["equal_20"] = _equal_20(model, opt_factory, inputs, loss_fn, budget)
+            out[key] = fn(model, opt_factory, inputs, loss_fn, budget)
         except Exception as e:  # noqa: BLE001 - recorded, not fatal
-            rec["equal_20"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
-        rec["equal_seconds"] = round(time.perf_counter() - t0, 1)
-    return rec
+            out[key] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    out["checks_seconds"] = round(time.perf_counter() - t0, 1)
+    return out
 
 
 def _mib(v) -> str:
@@ -385,24 +401,35 @@ def _one_step(r: dict) -> str:
     return f"{one['max_abs_diff']:.1e} ({one['perturbed_eager_max_abs_diff']:.1e})"
 
 
-def table(records: list[dict], command: str) -> str:
+def table(records: list[dict], command: str, device: str = "cpu") -> str:
+    foreach = device != "cpu"   # on the CPU torch.optim's default is foreach=False: the eager column
+    checks = sorted({r.get("checks_from") for r in records if r.get("checks_from")})
     lines = [f"`{command}`", "",
-             "One training step's peak (MiB): resident tensors + the allocator's high mark above them during the step "
-             "(regal.torch.eager). planned = regal.torch.planned_step (flagship, d = 1); recompute = the same with "
-             "recompute=True; predicted = SPEC.md section 3's peak of the plan. 20 steps: the planned step (default) "
-             "trained beside eager from the same weights. 1 step, recompute: the largest parameter difference after "
-             "one step with recompute=True against eager, and (in brackets) two eager steps whose weights differ by "
-             "one part in 10^7.", "",
-             "| program | eager | foreach=False | opt. in backward | torch.compile | traced order | planned | "
-             "predicted | recompute | predicted | planned vs eager | vs compile | recompute vs eager | vs compile | "
-             "20 steps, planned vs eager | 1 step, recompute |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+             "One training step's peak (MiB) as the user's process sees it (regal.torch.eager): every tensor storage "
+             "alive in the process before the step (found through the garbage collector, each storage once: the "
+             "model, the optimizer's state, the batch and whatever a step object or torch.compile keeps) + the "
+             "allocator's high mark above it during the step"
+             + (" (CUDA: max_memory_allocated, nothing left out)" if device != "cpu" else "")
+             + "; each anchor in a process of its own, on the program's model itself. planned = "
+             "regal.torch.planned_step (flagship, d = 1); recompute = the same with recompute=True; predicted = "
+             "SPEC.md section 3's peak of the plan (the program's arguments and constants + what it allocates). "
+             "20 steps: the planned step (default) trained beside eager from the same weights. 1 step, recompute: "
+             "the largest parameter difference after one step with recompute=True against eager, and (in brackets) "
+             "two eager steps whose weights differ by one part in 10^7."
+             + (f" The two checks' columns of programs marked * are from the previous run (torch {', '.join(checks)});"
+                " the numbers a planned step computes did not change since." if checks else ""), "",
+             "| program | eager | " + ("foreach=False | " if foreach else "") + "opt. in backward | torch.compile | "
+             "traced order | planned | predicted | recompute | predicted | planned vs eager | vs compile | "
+             "recompute vs eager | vs compile | 20 steps, planned vs eager | 1 step, recompute |",
+             "|---|---:|" + ("---:|" if foreach else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in records:
         a = r["anchors"]
         if not a:
-            lines.append(f"| {r['program']} | {r.get('error', 'not run')} |" + " |" * 15)
+            lines.append(f"| {r['program']} | {r.get('error', 'not run')} |" + " |" * (15 if foreach else 14))
             continue
-        lines.append(f"| {r['program']} | {_mib(a.get('eager'))} | {_mib(a.get('eager_foreach_false'))} | "
+        star = " *" if r.get("checks_from") else ""
+        lines.append(f"| {r['program']}{star} | {_mib(a.get('eager'))} | "
+                     + (f"{_mib(a.get('eager_foreach_false'))} | " if foreach else "") +
                      f"{_mib(a.get('optimizer_in_backward'))} | {_mib(a.get('compile'))} | {_mib(a.get('traced'))} | "
                      f"{_mib(a.get('planned'))} | {_mib(a.get('predicted'))} | {_mib(a.get('planned_recompute'))} | "
                      f"{_mib(a.get('predicted_recompute'))} | {_pct(a.get('planned'), a.get('eager'))} | "
@@ -417,6 +444,19 @@ def table(records: list[dict], command: str) -> str:
     return "\n".join(lines)
 
 
+def _child(args, name: str, what: list) -> tuple[dict | None, str]:
+    """Run `--one NAME what...` in a process of its own: (its JSON answer, status)."""
+    cmd = [sys.executable, "-m", "experiments.torch_steps", "--out", args.out, "--device", args.device,
+           "--budget", str(args.budget), "--one", name, *what] + (["--no-compile"] if args.no_compile else [])
+    try:
+        rc = subprocess.run(cmd, timeout=args.timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {args.timeout} s"
+    if rc.returncode != 0:
+        return None, f"rc {rc.returncode}: {rc.stderr.strip().splitlines()[-1:]}"
+    return json.loads(rc.stdout.strip().splitlines()[-1]), "ok"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.torch_steps", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True)
@@ -424,50 +464,69 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=int, default=5000)
     p.add_argument("--programs", nargs="*", default=list(PROGRAMS))
     p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per program")
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per anchor (per process)")
+    p.add_argument("--force", action="store_true", help="measure again what the records have")
     p.add_argument("--anchors", nargs="*", default=None,
                    help="measure only these anchors of regal.torch.eager.ANCHORS into the programs' records")
+    p.add_argument("--no-checks", action="store_true",
+                   help="keep the records' 20-step and recompute checks instead of running them")
     p.add_argument("--one", help=argparse.SUPPRESS)
+    p.add_argument("--anchor", help=argparse.SUPPRESS)
+    p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     cells = os.path.join(args.out, "cells")
     os.makedirs(cells, exist_ok=True)
-    if args.one:
+    if args.one:   # a child: one anchor, or the checks, of one program; its answer on stdout
         torch.set_num_threads(1)
-        path = os.path.join(cells, f"{args.one}.json")
-        rec = run_one(args.one, args.device, args.budget, not args.no_compile,
-                      (args.anchors, path) if args.anchors else None)
-        with open(os.path.join(cells, f"{args.one}.json"), "w") as f:
-            json.dump(rec, f, indent=1)
+        got = run_checks(args.one, args.device, args.budget) if args.checks else \
+            run_anchor(args.one, args.anchor, args.device, args.budget, not args.no_compile)
+        print(json.dumps(got))
         return 0
+    wanted = tuple(args.anchors) if args.anchors else anchors_for(args.device)
     for name in args.programs:
         path = os.path.join(cells, f"{name}.json")
-        if args.anchors:   # more anchors: only into records that have run and lack them
-            if not os.path.exists(path):
-                continue
+        rec = {}
+        if os.path.exists(path):
             with open(path) as f:
-                have = json.load(f)["anchors"]
-            if not args.force and all(a in have for a in args.anchors):
-                continue
-        elif os.path.exists(path) and not args.force:
-            continue
+                rec = json.load(f)
+        if rec.get("measure") != MEASURE:   # an earlier measure: its anchors are not kept
+            rec = {**{k: rec[k] for k in ("equal_20", "recompute_1step") if k in rec}, "anchors": {},
+                   **({"checks_from": rec.get("torch", "?")} if "equal_20" in rec else {})}
+        rec.update({"program": name, "description": PROGRAMS[name][2], "device": args.device, "budget": args.budget,
+                    "torch": torch.__version__, "measure": MEASURE})
+        rec.setdefault("anchors", {})
+        rec.setdefault("seconds", {})
         t0 = time.perf_counter()
-        cmd = [sys.executable, "-m", "experiments.torch_steps", "--out", args.out, "--device", args.device,
-               "--budget", str(args.budget), "--one", name] + (["--no-compile"] if args.no_compile else []) \
-            + (["--anchors", *args.anchors] if args.anchors else [])
-        try:
-            rc = subprocess.run(cmd, timeout=args.timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
-            status = "ok" if rc.returncode == 0 else f"rc {rc.returncode}: {rc.stderr.strip().splitlines()[-1:]}"
-        except subprocess.TimeoutExpired:
-            status = f"timed out after {args.timeout} s"
-        if status != "ok" and not os.path.exists(path):
-            with open(path, "w") as f:
-                json.dump({"program": name, "description": PROGRAMS[name][2], "anchors": {}, "error": status}, f)
-        print(f"{name}: {status} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        todo = [a for a in wanted if args.force or a not in rec["anchors"] or isinstance(rec["anchors"][a], str)]
+        status = []
+        for anchor in todo:
+            got, st = _child(args, name, ["--anchor", anchor])
+            if got is None:
+                rec["anchors"][anchor] = f"not measured: {st}"
+            else:
+                rec["anchors"].update(got["anchors"])
+                rec["seconds"][anchor] = got["seconds"]
+                rec["parameters"] = got["parameters"]
+            status.append(f"{anchor} {st}")
+            _save(path, rec)
+        if args.device == "cpu" and not args.no_checks and (args.force or "equal_20" not in rec
+                                                              or "checks_from" in rec):
+            got, st = _child(args, name, ["--checks"])
+            if got is not None:
+                rec.update(got)
+                rec.pop("checks_from", None)
+            status.append(f"checks {st}")
+            _save(path, rec)
+        print(f"{name}: {'; '.join(status) or 'kept'} ({time.perf_counter() - t0:.0f} s)", flush=True)
         _write_table(args, argv)   # after each program: a run cut short still leaves its table
     print(_write_table(args, argv))
     return 0
+
+
+def _save(path: str, rec: dict) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(rec, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def _write_table(args, argv) -> str:
@@ -477,9 +536,11 @@ def _write_table(args, argv) -> str:
         path = os.path.join(args.out, "cells", f"{name}.json")
         if os.path.exists(path):
             with open(path) as f:
-                records.append(json.load(f))
+                rec = json.load(f)
+            if rec.get("measure") == MEASURE:   # (a record of the earlier measure is not shown beside these)
+                records.append(rec)
     command = "python -m experiments.torch_steps " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = table(records, command)
+    text = table(records, command, args.device)
     with open(os.path.join(args.out, f"table_{args.device}.md"), "w") as f:
         f.write(text)
     return text
