@@ -34,7 +34,7 @@ import sys
 from typing import NamedTuple
 
 __all__ = ["Method", "Cell", "cells_for", "run_cells", "run_cell", "run_files", "json_job", "load_results", "check_stamp",
-           "graph_digest", "flagship_config", "dataset_graphs", "machine", "commit", "ROOT"]
+           "not_a_cell", "graph_digest", "flagship_config", "dataset_graphs", "machine", "commit", "ROOT"]
 
 ROOT = _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -228,7 +228,10 @@ def run_cells(cells: list[Cell], cache_dir: str, client=None, progress: bool = T
 def run_files(jobs: list[tuple], client=None, progress: bool = True) -> dict:
     """The one back end: run each job `(out, fn, args)` whose file `out` does not exist yet,
     `fn(*args)` writing it (atomically), on the Dask `client` (in this process when None).
-    Returns counts of jobs cached and computed."""
+    Returns counts of jobs cached and computed. A directory (or anything but a file) where a
+    job's file belongs ends the run in one line naming it (`not_a_cell`), before any job runs."""
+    for out, _, _ in jobs:
+        not_a_cell(out)
     todo = [j for j in jobs if not os.path.exists(j[0])]
     bar = None
     if progress:
@@ -251,6 +254,14 @@ def run_files(jobs: list[tuple], client=None, progress: bool = True) -> dict:
     return {"cached": len(jobs) - len(todo), "computed": len(todo)}
 
 
+def not_a_cell(path: str) -> None:
+    """Exit in one line (status 1, no traceback) when `path`, a cached cell's file, is a
+    directory or anything else but a regular file: the cache cannot write it, nor read it."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        what = "a directory" if os.path.isdir(path) else "not a regular file"
+        sys.exit(f"experiments: {path}: {what} where a cached cell's file belongs; move it away and run again")
+
+
 def json_job(fn, out: str, *args) -> None:
     """A `run_files` job for a function that returns a JSON value: run it and write the value to
     `out` (atomically), so the script's cell is cached like a solver's."""
@@ -271,6 +282,7 @@ def load_results(cells: list[Cell], cache_dir: str) -> list[dict]:
     rows = []
     for c in cells:
         path = c.path(cache_dir)
+        not_a_cell(path)
         if not os.path.exists(path) or not _is_current(c, cache_dir):
             continue
         g = cached_graph(c.graph_path)  # a broken graph file is its own error, not the cell's

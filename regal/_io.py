@@ -112,9 +112,13 @@ def _same_file(a: str, b) -> bool:
         return os.path.realpath(a) == os.path.realpath(os.fspath(b))
 
 
-#: A temporary file of `atomic_path`: "<name>.<pid>-<random>.tmp<suffix>", in the target's folder.
-_TEMP = re.compile(r"\.(\d+)-[0-9a-f]{8}\.tmp")
-#: The same, as `tempfile.mkstemp` named them before: cleaned up only once this old (seconds).
+#: A temporary file of `atomic_path`: "<name>.<pid>-<start>-<random>.tmp<suffix>", in the
+#: target's folder; <start> is when the writing process started (`_start_ticks`), so that a pid
+#: the system gave again to another process does not keep the file forever (issue 55).
+_TEMP = re.compile(r"\.(\d+)-(\d+)-[0-9a-f]{8}\.tmp")
+#: As they were named before: "<pid>-<random>" (stale once the pid has ended, or this old), and
+#: `tempfile.mkstemp`'s "<random>" (stale once this old), in seconds.
+_PID_TEMP = re.compile(r"\.(\d+)-[0-9a-f]{8}\.tmp")
 _LEGACY_TEMP = re.compile(r"\.[a-z0-9_]{8}\.tmp")
 LEGACY_TEMP_AGE_S = 3600
 
@@ -129,13 +133,34 @@ def _make_temp(target: str) -> tuple[int, str]:
     gets (0666 less the umask), as `open` would, not tempfile's 0600."""
     folder = os.path.dirname(os.path.abspath(target))
     base = os.path.basename(target)
+    me = f"{os.getpid()}-{_start_ticks(os.getpid()) or 0}"
     for _ in range(100):
-        tmp = os.path.join(folder, f"{base}.{os.getpid()}-{secrets.token_hex(4)}{_temp_suffix(target)}")
+        tmp = os.path.join(folder, f"{base}.{me}-{secrets.token_hex(4)}{_temp_suffix(target)}")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name beside {target}")
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field 22); None
+    where it cannot be read (not Linux, no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _writer_alive(pid: int, start: int) -> bool:
+    """Whether the process that made a temporary file (its pid, and its start: 0 where that was
+    unknown) still runs: the pid runs, and started then (else the pid was given again)."""
+    if not _pid_alive(pid):
+        return False
+    now = _start_ticks(pid)
+    return start == 0 or now is None or now == start
 
 
 def _pid_alive(pid: int) -> bool:
@@ -152,8 +177,9 @@ def _pid_alive(pid: int) -> bool:
 
 def clean_stale_temps(path: str | os.PathLike) -> list[str]:
     """Remove the temporary files that earlier writes of `path` left behind (a process killed
-    mid-write: its pid no longer runs; an old-style name: over an hour old); returns them.
-    A temporary file of a write still running is kept."""
+    mid-write: its pid no longer runs, or runs another process, started later; an old-style
+    name: its pid ended or over an hour old); returns them. A temporary file of a write still
+    running is kept."""
     target = output_path(path)
     folder = os.path.dirname(os.path.abspath(target))
     base = os.path.basename(target)
@@ -167,12 +193,15 @@ def clean_stale_temps(path: str | os.PathLike) -> list[str]:
     for name in names:
         if not (name.startswith(base + ".") and name.endswith(suffix)):
             continue
-        middle = name[len(base):len(name) - len(suffix) + 4]   # ".<pid>-<hex>.tmp"
+        middle = name[len(base):len(name) - len(suffix) + 4]   # ".<pid>-<start>-<hex>.tmp"
         full = os.path.join(folder, name)
         m = _TEMP.fullmatch(middle)
+        old = _PID_TEMP.fullmatch(middle)
         try:
             if m:
-                stale = not _pid_alive(int(m.group(1)))
+                stale = not _writer_alive(int(m.group(1)), int(m.group(2)))
+            elif old:
+                stale = not _pid_alive(int(old.group(1))) or now - os.stat(full).st_mtime > LEGACY_TEMP_AGE_S
             elif _LEGACY_TEMP.fullmatch(middle):
                 stale = now - os.stat(full).st_mtime > LEGACY_TEMP_AGE_S
             else:

@@ -36,7 +36,7 @@ from typing import Callable, Iterator, TypeVar
 
 __all__ = ["Deadline", "Stopped", "expired", "as_deadline", "stop_on_signals", "interruptible", "KernelWatch",
            "STOP_SIGNALS", "interrupt_handler", "keyboard_interrupts", "stops_on_interrupt", "exit_on_signals",
-           "signal_status", "last_signal", "take_early_signals"]
+           "signal_status", "last_signal", "take_early_signals", "request_stop_on_signals"]
 
 T = TypeVar("T")
 
@@ -148,18 +148,27 @@ def stop_on_signals(deadline: Deadline, signals=STOP_SIGNALS) -> Iterator[Deadli
     `deadline.request_stop("interrupted (SIGTERM)")` instead of killing the process; the
     previous handlers come back afterwards. A second signal is counted, never raised: what the
     first one started (writing the best result) finishes."""
-    def handler(signum, frame):
-        deadline.request_stop(f"interrupted ({signal.Signals(signum).name})", signum)
-
     if threading.current_thread() is not threading.main_thread():
         yield deadline
         return
-    previous = {name: signal.signal(getattr(signal, name), handler) for name in signals if hasattr(signal, name)}
+    previous = request_stop_on_signals(deadline, signals)
     try:
         yield deadline
     finally:
         for name, old in previous.items():
             signal.signal(getattr(signal, name), old)
+
+
+def request_stop_on_signals(deadline: Deadline, signals=STOP_SIGNALS) -> dict:
+    """From now on (main thread only) each of `signals` calls `deadline.request_stop`; returns
+    the handlers replaced, by signal name (`stop_on_signals` puts them back; the `regal`
+    program's `exit_on_signals` does, at the command's end)."""
+    def handler(signum, frame):
+        deadline.request_stop(f"interrupted ({signal.Signals(signum).name})", signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {name: signal.signal(getattr(signal, name), handler) for name in signals if hasattr(signal, name)}
 
 
 def interruptible(fn: Callable[..., T], deadline: Deadline | None, *args, poll_s: float = 0.02,

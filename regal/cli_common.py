@@ -88,9 +88,10 @@ def _friendly_errors(fn):
         from regal.solution import SolutionError
         try:
             return fn(*args, **kwargs)
-        except BrokenPipeError:  # `regal ... | head`: the reader left; nothing to report
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(1)
+        except BrokenPipeError:  # `regal ... | head`: the reader left; quietly, 141 as SIGPIPE's
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
         except (GraphError, SolutionError, ScheduleError, ValueError, OSError) as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise click.ClickException(msg) from None
@@ -221,12 +222,14 @@ _COMMAND_DEADLINE: list = []
 def command_deadline(time_limit_s: float | None = None):
     """The `Deadline` a stoppable command polls, with `time_limit_s` counted from the program's
     start (`regal.cli._PROGRAM_START`; from `main`'s call when it is called with arguments): the
-    one `_Main.main` installed the signal handlers for (a signal since then has already expired
-    it), or a fresh one when the command runs without `main`."""
-    from regal._stop import Deadline
+    one `RegalGroup.main` made, or a fresh one when the command runs without `main`. From this
+    call on, SIGINT, SIGTERM and SIGHUP ask it to stop (the command's work begins: a stop then
+    writes its best result); before, a signal ended the command at once."""
+    from regal._stop import Deadline, request_stop_on_signals
     if not _COMMAND_DEADLINE:
         return Deadline(time_limit_s)
     deadline, start, _ = _COMMAND_DEADLINE[-1]
+    request_stop_on_signals(deadline)  # the program's `exit_on_signals` puts its handlers back at the end
     return deadline.limit(time_limit_s, start)
 
 

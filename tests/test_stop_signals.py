@@ -163,6 +163,6 @@ def test_regal_train_stops_at_the_start_of_main(tmp_path):
             "--workers", "1", "-o", str(out)]
     r = Probe(args, "main", 0.05, output=str(out / "checkpoint.npz")).run()
     _check(r)
-    assert not r["written"] and "no checkpoint written" in r["stderr"]
+    assert not r["written"] and ("no checkpoint written" in r["stderr"] or "nothing written" in r["stderr"])
     with directory_lock(out):
         pass

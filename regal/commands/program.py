@@ -24,6 +24,18 @@ STOPPABLE_COMMANDS = ("optimize", "solve", "train", "pack", "fit")
 #: they hold no cluster, server or child process when they return.
 QUICK_EXIT_COMMANDS = ("optimize", "solve", "info", "evaluate", "plot", "import-hlo", "import-onnx", "pack", "fit")
 
+#: Exit status when standard output is a pipe whose reader left (`regal info G | head -1`):
+#: 128 + SIGPIPE's number, what a program the signal killed reports; no message.
+EXIT_BROKEN_PIPE = 141
+
+
+def quiet_stdout() -> None:
+    """Standard output to /dev/null: the reader left, and Python's own flush at exit must not
+    fail ("Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 #: Seconds a command with nothing to write (info, evaluate, plot, import-*, torch) is given,
 #: once signalled, to unwind from its KeyboardInterrupt before the watchdog ends the process
 #: (`regal._stop.exit_on_signals`): the main thread may be inside one long call into C.
@@ -32,14 +44,15 @@ GRACE_S = 1.0
 
 @contextlib.contextmanager
 def _stop_from_the_start(argv, start: float, program: bool = False):
-    """For a stoppable command (`argv[0]`), a `Deadline` that SIGINT, SIGTERM and SIGHUP expire
-    from here on, while the command's modules are still loading, its time limit counted from
-    `start`; for the other commands (nothing of theirs is worth finishing) each of the signals
-    raises KeyboardInterrupt (`RegalGroup.invoke` makes it exit status 128 + the signal's
-    number), never lost (`regal._stop.exit_on_signals`, with its watchdog when run as the
-    program). A signal that came before (`regal._stop.record_early_signals`) counts as coming
-    now. program: run as the program itself (`_exit_stopped` may then end the process at once)."""
-    from regal._stop import Deadline, exit_on_signals, stop_on_signals, take_early_signals
+    """For a stoppable command (`argv[0]`), a `Deadline` with its time limit counted from `start`,
+    which SIGINT, SIGTERM and SIGHUP expire once the command has taken it (`command_deadline`:
+    from then on it has something to finish); before, and for the other commands (nothing of
+    theirs is worth finishing), each of the signals raises KeyboardInterrupt (`RegalGroup.invoke`
+    makes it exit status 128 + the signal's number), never lost (`regal._stop.exit_on_signals`,
+    with its watchdog for the other commands run as the program). A signal that came before
+    (recorded by `regal.cli` while it loaded) counts as coming now. program: run as the program
+    itself (`_exit_stopped` may then end the process at once)."""
+    from regal._stop import Deadline, exit_on_signals, take_early_signals
     if not argv or argv[0] not in STOPPABLE_COMMANDS:
         with exit_on_signals(GRACE_S if program else None, on_exit=_last_words):
             _raise_early(take_early_signals())
@@ -48,10 +61,10 @@ def _stop_from_the_start(argv, start: float, program: bool = False):
     deadline = Deadline()
     _COMMAND_DEADLINE.append((deadline, start, program))
     try:
-        with stop_on_signals(deadline):
-            for signum in take_early_signals():
-                import signal
-                deadline.request_stop(f"interrupted ({signal.Signals(signum).name})", signum)
+        # until the command takes its deadline (`regal.cli_common.command_deadline`: its work
+        # begins) it has nothing to finish: a signal ends it at once, 128 + its number
+        with exit_on_signals(None):
+            _raise_early(take_early_signals())
             yield
     finally:
         _COMMAND_DEADLINE.pop()
@@ -122,8 +135,12 @@ class RegalGroup(click.Group):
         from regal._stop import last_signal
         try:
             out = super().invoke(ctx)
+            sys.stdout.flush()  # a reader that left (`regal ... | head -1`): found here, not at exit
         except KeyboardInterrupt:
             self._exit_interrupted()
+        except BrokenPipeError:
+            quiet_stdout()
+            raise SystemExit(EXIT_BROKEN_PIPE) from None
         if last_signal() is not None and not _COMMAND_DEADLINE:
             self._exit_interrupted()
         return out
@@ -168,6 +185,8 @@ class RegalGroup(click.Group):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more to say
+            except BrokenPipeError:  # the reader left: quietly, as a program killed by SIGPIPE
+                code = code or EXIT_BROKEN_PIPE
+            except (OSError, ValueError):
                 pass
         os._exit(code)
