@@ -238,3 +238,37 @@ def test_atomic_writes_name_their_temporary_with_the_writers_start(tmp_path):
         assert m and int(m.group(1)) == os.getpid()
         assert int(m.group(2)) == (_io._start_ticks(os.getpid()) or 0)
         open(tmp, "w").close()
+
+
+def test_a_policy_file_is_resolved_by_its_heads_as_its_name_is(tmp_path):
+    """`regal optimize --policy regal/policy/learned.npz` runs the start and move heads that
+    `--policy learned` runs (the CLI decided by the name and dropped them for a file): the same
+    solution, placement and order; `policy_heads` reads them from the policy itself."""
+    from regal.policy import policy_file
+    from regal.policy.resolve import PolicyHeads, policy_heads
+    path = policy_file("learned")
+    assert policy_heads("learned") == policy_heads(path) == PolicyHeads(priors=False, start=True, moves=True)
+    assert policy_heads("default") == PolicyHeads(True, False, False) and policy_heads("teacher") == (False,) * 3
+    graph = os.path.join(os.path.dirname(__file__), "..", "data", "graphs", "real", "vit_l8_d256_b8_train_opt.json.gz")
+    sols = {}
+    for name, policy in (("name", "learned"), ("file", path)):
+        out = tmp_path / f"{name}.json"
+        r = _invoke("optimize", graph, "-d", 2, "-n", 600, "--policy", policy, "-o", out)
+        assert r.exit_code == 0, r.output
+        sols[name] = json.loads(out.read_text())
+    assert sols["name"]["placement"] == sols["file"]["placement"] and sols["name"]["order"] == sols["file"]["order"]
+    assert sols["name"]["peak_bytes"] == sols["file"]["peak_bytes"]
+    lib = regal.optimize(regal.load(graph), 2, budget=600, policy=path)
+    assert lib.peak_bytes == sols["file"]["peak_bytes"]
+
+
+def test_priors_and_a_start_policy_together():
+    """Explicit priors with a policy that has a start head: the priors as given, the start
+    choice beside (a teacher's name with priors is still refused)."""
+    from regal.policy.resolve import resolve_policy, teacher_priors
+    g = regal.load(TINY)
+    pri = teacher_priors(g, 2)
+    got, chooser = resolve_policy(g, 2, pri, "learned")
+    assert got is pri and callable(chooser)
+    with pytest.raises(ValueError, match="either priors or a policy"):
+        resolve_policy(g, 2, pri, "teacher")

@@ -108,7 +108,6 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
     import regal.methods
     g = _load_or_exit(graph_path, dims, deadline)
     priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
-    from regal.policy.names import needs_network
     bar = None
     if sys.stderr.isatty() and not as_json:
         from tqdm import tqdm
@@ -122,7 +121,7 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
 
     try:
         sol = regal.methods.solve("regal", g, devices, seed=seed, budget=budget, deadline=deadline,
-                                  policy="none" if needs_network(policy) else policy, priors=priors, seeding=seeding,
+                                  policy=_search_policy(policy), priors=priors, seeding=seeding,
                                   polish=polish, config=config, callback=callback, num_threads=threads,
                                   **runtime)
     finally:
@@ -237,9 +236,10 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
     A stop request (`deadline`) while the kernels load ends the command with status 3 (there is
     no solution yet); the deadline expiring while the policy runs drops it: (None, None), and
     the search, without priors, stops after its first slice."""
-    from regal.policy.names import check_objective, needs_network
+    from regal.policy.names import check_objective
+    from regal.policy.resolve import policy_heads
     check_objective(policy, objective)
-    job = _PolicyJob(policy, g, devices, objective) if needs_network(policy) else None
+    job = _PolicyJob(policy, g, devices, objective) if policy_heads(policy).priors else None
     try:
         _warm_up(deadline, devices, seeding, polish)
         if job is None:
@@ -256,6 +256,19 @@ def _prepare_search(policy: str, g: Graph, devices: int, seeding: bool, polish: 
     if priors is not None:
         prepare_tables((a, b) for a, b, _ in priors.groups)
     return priors, seconds
+
+
+def _search_policy(policy: str) -> str:
+    """The policy the search itself is given, by the heads the policy has (`policy_heads`, one
+    reading for a name and a file alike): the teacher's names (the search computes their priors);
+    a policy with a start or a move head (they run inside the search: "learned", or its file);
+    else "none" (a network's priors, if any, were computed beside the kernels: `_PolicyJob`)."""
+    from regal.policy.names import TEACHER_POLICIES
+    from regal.policy.resolve import policy_heads
+    if policy in TEACHER_POLICIES:
+        return policy
+    heads = policy_heads(policy)
+    return policy if heads.start or heads.moves else "none"
 
 
 def _warm_up(deadline, devices: int, seeding: bool, polish: bool) -> None:
