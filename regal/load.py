@@ -20,6 +20,9 @@ def load_graph(path: str | os.PathLike, dims=None, name: str | None = None) -> G
     """Any graph file regal reads: regal-graph/1 JSON, XLA HLO text, or ONNX (`dims` gives
     symbolic ONNX dimensions their values; `name` renames an imported module, a JSON graph keeps
     its own). `regal.load` is this function."""
+    if not os.path.exists(path):  # GraphError and FileNotFoundError, whatever the file's kind
+        from regal.graph.io import GraphFileNotFound
+        raise GraphFileNotFound(os.fspath(path))
     kind = graph_kind(path)
     if kind == "onnx":
         from regal.onnx import load_onnx  # the onnx package only for an ONNX file

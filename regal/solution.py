@@ -51,6 +51,15 @@ class Solution:
     seconds: float = 0.0
     info: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        # Python numbers, whoever built it (issue 55): `json.dumps` of a field, or of `info`,
+        # never meets a NumPy scalar or array (`placement`, `order`, `device_peak_bytes` stay arrays)
+        for name, kind in (("num_devices", int), ("peak_bytes", int), ("evaluations", int), ("seconds", float)):
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.floating, np.bool_)):
+                object.__setattr__(self, name, kind(value))
+        object.__setattr__(self, "info", _python_numbers(self.info))
+
     @property
     def ids(self) -> tuple:
         """The node ids, index by index: the name `Graph.ids` has (`node_ids` is the same)."""
@@ -114,6 +123,19 @@ def _dumps(doc: dict) -> str:
         at = start + 1
     parts.append(text[at:])
     return "".join(parts)
+
+
+def _python_numbers(x: Any) -> Any:
+    """`x` with every NumPy scalar a Python number and every NumPy array a list, through dicts,
+    lists and tuples; anything else as it is (NaN stays NaN: `_jsonable` is the file's)."""
+    if isinstance(x, dict):
+        return {k: _python_numbers(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        out = [_python_numbers(v) for v in x]
+        return out if isinstance(x, list) else tuple(out)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.tolist()
+    return x
 
 
 def _jsonable(x: Any) -> Any:

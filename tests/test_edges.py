@@ -272,3 +272,38 @@ def test_priors_and_a_start_policy_together():
     assert got is pri and callable(chooser)
     with pytest.raises(ValueError, match="either priors or a policy"):
         resolve_policy(g, 2, pri, "teacher")
+
+
+@pytest.mark.parametrize("name", ["nope.json", "nope.json.gz", "nope.hlo", "nope.onnx", "nope"])
+def test_a_missing_graph_file_is_a_graph_error_and_an_oserror(tmp_path, name):
+    """regal.load of a missing file: GraphFileNotFound, a GraphError (one line naming the file)
+    and a FileNotFoundError (`except OSError` catches it, as for `open`); it pickles (Dask)."""
+    import pickle
+
+    from regal.graph.io import GraphFileNotFound
+    path = str(tmp_path / name)
+    with pytest.raises(FileNotFoundError) as e:
+        regal.load(path)
+    assert isinstance(e.value, GraphFileNotFound) and isinstance(e.value, regal.GraphError)
+    assert str(e.value) == f"{path}: no such file" and e.value.filename == path
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is GraphFileNotFound and str(again) == str(e.value)
+    r = _invoke("info", path)
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {path}: no such file"
+
+
+def test_a_solutions_numbers_are_python_numbers():
+    """A Solution holds Python ints and floats, whoever built it, and its info no NumPy value:
+    `json.dumps` of any of them works (placement, order, device_peak_bytes stay arrays)."""
+    import dataclasses
+
+    import regal.methods
+    g = regal.load(TINY)
+    for method in ("regal", "gp-dfs"):
+        sol = regal.methods.solve(method, g, 2)
+        json.dumps({"peak": sol.peak_bytes, "d": sol.num_devices, "n": sol.evaluations, "s": sol.seconds,
+                    "info": sol.info})
+    odd = dataclasses.replace(sol, peak_bytes=np.int64(7), num_devices=np.int32(2), seconds=np.float32(0.5),
+                              info={"a": np.float64(1.5), "b": [np.int64(3)], "c": np.arange(2)})
+    assert type(odd.peak_bytes) is int and type(odd.num_devices) is int and type(odd.seconds) is float
+    assert json.loads(json.dumps(odd.info)) == {"a": 1.5, "b": [3], "c": [0, 1]}

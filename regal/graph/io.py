@@ -14,6 +14,22 @@ from regal.graph.core import GRAPH_FORMAT, Graph
 from regal.graph.records import GraphError
 
 
+class GraphFileNotFound(GraphError, FileNotFoundError):
+    """A graph file (JSON, HLO or ONNX) that does not exist: a `GraphError` (one line naming the
+    file, as every bad input) and a `FileNotFoundError` (an OSError, as `open` raises)."""
+
+    def __init__(self, path: str):
+        import errno
+        FileNotFoundError.__init__(self, errno.ENOENT, "no such file", path)
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: no such file"
+
+    def __reduce__(self):
+        return type(self), (self.path,)
+
+
 def from_json(doc: Any, source: str = "graph") -> Graph:
     """Build a Graph from a parsed `regal-graph/1` document."""
     if not isinstance(doc, Mapping):
@@ -56,7 +72,7 @@ def _load(source: str) -> Graph:
         with open_text(source, "rt") as f:
             doc = json.load(f)
     except FileNotFoundError:
-        raise GraphError(f"{source}: no such file") from None
+        raise GraphFileNotFound(source) from None
     except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError) as e:
         raise GraphError(f"{source}: not a JSON file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     except RecursionError:

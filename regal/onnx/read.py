@@ -30,7 +30,8 @@ def _read(path_or_model) -> tuple[onnx.ModelProto, str, str | None]:
         with open(source, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        raise GraphError(f"{source}: no such file") from None
+        from regal.graph.io import GraphFileNotFound
+        raise GraphFileNotFound(source) from None
     except OSError as e:
         raise GraphError(f"{source}: cannot read ({type(e).__name__}: {e.strerror})") from None
     return _parse(data, source), source, os.path.dirname(os.path.abspath(source))
