@@ -247,7 +247,7 @@ def _equal_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = 20)
     m1, m2 = copy.deepcopy(model), copy.deepcopy(model)
     m1.train()
     o1, o2 = opt_factory(m1.parameters()), opt_factory(m2.parameters())
-    step = rt.planned_step(m2, o2, inputs, loss_fn=loss_fn, budget=budget)
+    step = rt.planned_step(m2, o2, inputs, loss_fn=loss_fn, budget=budget, recompute=False)   # the order alone
     g = torch.Generator().manual_seed(1)
     batches = [tuple(torch.randint(0, int(a.max()) + 1, a.shape, generator=g) if not a.is_floating_point()
                      else torch.randn(a.shape, generator=g) for a in inputs) for _ in range(steps)]
@@ -411,13 +411,15 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
              "allocator's high mark above it during the step"
              + (" (CUDA: max_memory_allocated, nothing left out)" if device != "cpu" else "")
              + "; each anchor in a process of its own, on the program's model itself. planned = "
-             "regal.torch.planned_step (flagship, d = 1); recompute = the same with recompute=True; predicted = "
+             "regal.torch.planned_step (flagship, d = 1) with recompute=False (the order alone); recompute = the "
+             "same with recompute=True (planned_step's default: the search may spend 10 % more compute on "
+             "recomputation, and the normalizations' rewrite is tried beside it); predicted = "
              "SPEC.md section 3's peak of the plan (the program's arguments and constants + what it allocates). "
-             "20 steps: the planned step (default) trained beside eager from the same weights. 1 step, recompute: "
+             "20 steps: the planned step (recompute=False) trained beside eager from the same weights. 1 step, recompute: "
              "the largest parameter difference after one step with recompute=True against eager, and (in brackets) "
              "two eager steps whose weights differ by one part in 10^7."
-             + (f" The two checks' columns of programs marked * are from the previous run (torch {', '.join(checks)});"
-                " the numbers a planned step computes did not change since." if checks else ""), "",
+             + (f" The two checks' columns of programs marked * are from the previous run (torch {', '.join(checks)};"
+                " its recompute=True was the normalizations' rewrite alone)." if checks else ""), "",
              "| program | eager | " + ("foreach=False | " if foreach else "") + "opt. in backward | torch.compile | "
              "traced order | planned | predicted | recompute | predicted | planned vs eager | vs compile | "
              "recompute vs eager | vs compile | 20 steps, planned vs eager | 1 step, recompute |",
@@ -436,7 +438,7 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
                      f"{_pct(a.get('planned'), a.get('compile'))} | {_pct(a.get('planned_recompute'), a.get('eager'))} | "
                      f"{_pct(a.get('planned_recompute'), a.get('compile'))} | {_equal(r)} | {_one_step(r)} |")
     lines += ["", f"Programs: {len(records)}.", ""]
-    lines += _summary(records, "planned", "predicted", "planned step (default: eager's numbers)")
+    lines += _summary(records, "planned", "predicted", "planned step, recompute=False (eager's numbers)")
     lines += _summary(records, "planned_recompute", "predicted_recompute", "planned step, recompute=True")
     failed = [f"{r['program']}: {k}: {v}" for r in records for k, v in r["anchors"].items() if isinstance(v, str)]
     if failed:
