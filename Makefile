@@ -9,10 +9,15 @@ DEMO_GRAPH ?= data/graphs/real/vit_l8_d256_b8_train_opt.json.gz
 .PHONY: demo lint test test-slow bench clean clean-numba-cache
 
 $(BIN)/.installed: setup.cfg pyproject.toml constraints.txt
+	@echo "== 1/4 creating $(VENV) with $(PY) (seconds)"
 	$(PY) -m venv $(VENV)
+	@echo "== 2/4 upgrading pip"
 	$(BIN)/python -m pip install -q --upgrade "pip>=23"
+	@echo "== 3/4 installing regal and its pinned dependencies (NumPy, Numba, JAX, PyTorch...: a minute or more, longer without a pip cache)"
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	@echo "== 4/4 compiling every Numba kernel once, into Numba's cache (about two minutes on 2 cores; later runs load them)"
 	$(BIN)/python -c "import regal; regal.warmup()"
+	@echo "== installed: $(BIN)/regal"
 	touch $@
 
 demo: $(BIN)/.installed
@@ -27,6 +32,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check --no-cache .
 
 test: $(BIN)/.installed lint
+	@echo "== the default test suite (slow tests deselected: make test-slow); pytest prints a dot per test"
 	$(BIN)/python -m pytest -q
 
 test-slow: $(BIN)/.installed

@@ -67,18 +67,28 @@ def largest_bound(graph: Graph, devices: int) -> tuple[str, int]:
     return name, bounds[name]
 
 
+def size_text(n: int) -> str:
+    """"97.67 MiB (102,410,412 B)": bytes as the reports print them, both ways."""
+    x, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            break
+        x /= 1024
+    return f"{int(n):,} B" if unit == "B" else f"{x:.2f} {unit} ({int(n):,} B)"
+
+
 def _over(graph: Graph, devices: int, limit: int) -> FitResult | None:
     name, lb = largest_bound(graph, devices)
     assert lb == graph.lower_bound(devices), "named bounds and Graph.lower_bound disagree"
     if lb <= limit:
         return None
-    return FitResult(False, [], lb, f"does not fit: the {name} lower bound (SPEC section 7) is {lb:,} B, "
-                                    f"above the limit of {limit:,} B")
+    return FitResult(False, [], lb, f"does not fit: the {name} lower bound (SPEC section 7) is {size_text(lb)}, "
+                                    f"above the limit of {size_text(limit)}")
 
 
 @stops_on_interrupt
 def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s: float | None = 120.0,
-        budget: int = 5000, seed: int = 0, pack_time_s: float = 5.0, deadline=None) -> FitResult:
+        budget: int = 5000, seed: int = 0, pack_time_s: float = 5.0, deadline=None, progress=None) -> FitResult:
     """Whether `graph` runs on `devices` devices of `memory_limit_bytes` each (module docstring).
 
     The search goes on in rounds until a plan fits, a bound proves that none does, or the time
@@ -87,7 +97,8 @@ def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s
     the peak fits but the arena does not, climbs on the packed arena (`regal.arena_search`).
     time_limit_s: seconds for all of it (None: one round); deadline: a `regal._stop.Deadline`
     (a signal's stop request, a command's time limit) that every step polls: once it has
-    expired the best plan so far is returned, undecided unless it fits."""
+    expired the best plan so far is returned, undecided unless it fits. progress: called after
+    each round with (round, its schedule, its checked plan or None), e.g. to show it."""
     from regal._args import MAX_MEMORY_BYTES, MAX_SEED, check_int, check_search_args, check_seconds
     from regal._stop import as_deadline
     check_search_args(devices=devices, budget=budget, seed=seed, time_limit_s=time_limit_s)
@@ -108,6 +119,8 @@ def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s
     closest = None  # the schedule of lowest peak, while none is within the limit
     for r in itertools.count():
         sol, mp = _round(graph, devices, limit, budget, (seed + r) % (MAX_SEED + 1), pack_time_s, deadline)
+        if progress is not None:
+            progress(r, sol, mp)
         if closest is None or sol.peak_bytes < closest.peak_bytes:
             closest = sol
         if mp is not None and (best is None or mp.arena_bytes.max() < best[1].arena_bytes.max()):
@@ -115,17 +128,18 @@ def fit(graph: Graph, memory_limit_bytes: int, devices: int = 1, *, time_limit_s
         if (best is not None and best[1].arena_bytes.max() <= limit) or one_round or deadline.expired():
             break
     if best is None:
-        return FitResult(None, [], lb, f"undecided: the best schedule found peaks at {closest.peak_bytes:,} B, over "
-                                       f"the limit of {limit:,} B; the lower bound (SPEC section 7) is {lb:,} B, "
-                                       "within it", closest, None)
+        return FitResult(None, [], lb, f"undecided: the best schedule found peaks at {size_text(closest.peak_bytes)}, "
+                                       f"over the limit of {size_text(limit)}; the lower bound (SPEC section 7) is "
+                                       f"{size_text(lb)}, within it", closest, None)
     sol, mp = best
     arenas = [int(x) for x in mp.arena_bytes]
     if max(arenas) <= limit:
-        return FitResult(True, arenas, lb, f"fits: a checked plan of {max(arenas):,} B on the fullest device "
-                                           f"(peak {sol.peak_bytes:,} B) within the limit of {limit:,} B", sol, mp)
-    return FitResult(None, arenas, lb, f"undecided: the best plan found needs {max(arenas):,} B (peak "
-                                       f"{sol.peak_bytes:,} B), over the limit of {limit:,} B; the lower bound "
-                                       f"(SPEC section 7) is {lb:,} B, within it", sol, mp)
+        return FitResult(True, arenas, lb, f"fits: a checked plan of {size_text(max(arenas))} on the fullest device "
+                                           f"(peak {size_text(sol.peak_bytes)}) within the limit of {size_text(limit)}",
+                         sol, mp)
+    return FitResult(None, arenas, lb, f"undecided: the best plan found needs {size_text(max(arenas))} (peak "
+                                       f"{size_text(sol.peak_bytes)}), over the limit of {size_text(limit)}; the lower "
+                                       f"bound (SPEC section 7) is {size_text(lb)}, within it", sol, mp)
 
 
 def _round(graph: Graph, devices: int, limit: int, budget: int, seed: int, pack_time_s: float, deadline):

@@ -307,3 +307,27 @@ def test_a_solutions_numbers_are_python_numbers():
                               info={"a": np.float64(1.5), "b": [np.int64(3)], "c": np.arange(2)})
     assert type(odd.peak_bytes) is int and type(odd.num_devices) is int and type(odd.seconds) is float
     assert json.loads(json.dumps(odd.info)) == {"a": 1.5, "b": [3], "c": [0, 1]}
+
+
+def test_fit_reports_mib_and_bytes_and_a_next_step(tmp_path):
+    """`regal fit` prints sizes as optimize does (MiB and bytes), names the bound, and an answer
+    other than "fits" says what to try next: more time, a larger limit, more devices."""
+    graph = os.path.join(os.path.dirname(__file__), "..", "data", "graphs", "synthetic", "synthetic_s0_0000.json.gz")
+    r = _invoke("fit", graph, "--memory", "2KiB")
+    assert r.exit_code == 0 and "KiB (" in r.output and "next" not in r.output, r.output
+    r = _invoke("fit", graph, "--memory", 1030, "--time-limit", 1, "-n", 50)
+    assert r.exit_code == 5, r.output
+    line = next(line for line in r.output.splitlines() if line.startswith("next"))
+    assert "--time-limit" in line and "--memory" in line and "--devices 2" in line
+    assert "bound     1,018 B (SPEC section 7: per op)" in r.output
+    r = _invoke("fit", graph, "--memory", 100, "-d", 2)
+    assert r.exit_code == 4 and "next      a limit of at least the bound, --memory 509" in r.output, r.output
+
+
+def test_a_loose_bound_is_said_to_be_loose():
+    """A gap to the bound of 100 % or more names the bound and says it is loose (a training
+    step's "gap to bound 394 %" read as a failure)."""
+    graph = os.path.join(os.path.dirname(__file__), "..", "data", "graphs", "torch", "torch_mobilenet_v2_train.json.gz")
+    r = _invoke("optimize", graph, "-n", 100)
+    line = next(line for line in r.output.splitlines() if line.startswith("bound"))
+    assert "the per op bound: loose" in line and "no shortfall" in line, line

@@ -17,7 +17,7 @@ import sys
 import click
 
 # PackingError is a ValueError: `_friendly_errors` makes it one line, exit 1
-from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP, TIME_LIMIT, OutputPath, _friendly_errors
+from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP, TIME_LIMIT, OutputPath, _friendly_errors, human_bytes
 
 __all__ = ["pack_cmd", "fit_cmd", "EXIT_FITS", "EXIT_DOES_NOT_FIT", "EXIT_UNDECIDED", "packed_summary",
            "exit_for_limit"]
@@ -134,23 +134,63 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
             warmup_packing()
 
         warm_up(deadline, kernels, what="the search's and the packer's kernels")
-        res = fit(g, memory, devices, time_limit_s=None, budget=budget, seed=seed, deadline=deadline)
+        res = fit(g, memory, devices, time_limit_s=None, budget=budget, seed=seed, deadline=deadline,
+                  progress=_round_line(memory) if sys.stderr.isatty() else None)
         if res.fits and output:
             save_with_plan(g, res.solution, res.plan, output)
     if as_json:
         click.echo(json.dumps({"fits": res.fits, "arena_bytes": res.arena_bytes, "bound_bytes": res.bound_bytes,
                                "proof": res.proof}))
     else:
+        from regal.fit import size_text
         click.echo(res.proof)
         if res.arena_bytes:
-            click.echo(f"arena per device {res.arena_bytes} B; peak {res.solution.peak_bytes:,} B; "
-                       f"lower bound {res.bound_bytes:,} B")
+            click.echo(f"arena     {size_text(max(res.arena_bytes))} on the fullest device"
+                       + ("" if devices == 1 else "; per device " + ", ".join(human_bytes(a) for a in res.arena_bytes)))
+        if res.solution is not None:
+            click.echo(f"peak      {size_text(res.solution.peak_bytes)}")
+        from regal.fit import largest_bound
+        click.echo(f"bound     {size_text(res.bound_bytes)} (SPEC section 7: {largest_bound(g, devices)[0]})")
         if res.fits and output:
-            click.echo(f"wrote {output}")
+            click.echo(f"wrote     {output}")
+        if not res.fits and not deadline.stop_requested:
+            click.echo(f"next      {_next_step(g, res, memory, devices, time_limit_s)}")
     if deadline.stop_requested:
         click.echo(f"stopped ({deadline.reason})", err=True)
         sys.exit(EXIT_INTERRUPTED)
     sys.exit(EXIT_FITS if res.fits else EXIT_DOES_NOT_FIT if res.fits is False else EXIT_UNDECIDED)
+
+
+def _round_line(limit: int):
+    """`regal fit`'s progress on a terminal: a line on stderr per round of its search."""
+    import time
+    start = time.perf_counter()
+
+    def show(r: int, sol, mp) -> None:
+        got = f"arena {human_bytes(int(mp.arena_bytes.max()))}" if mp is not None else "no plan (the peak is over)"
+        click.echo(f"round {r + 1}: peak {human_bytes(sol.peak_bytes)}, {got}; limit {human_bytes(limit)} "
+                   f"({time.perf_counter() - start:.0f} s)", err=True)
+    return show
+
+
+def _next_step(g, res, limit: int, devices: int, time_limit_s: float) -> str:
+    """What to try after "does not fit" (more devices, a larger limit) or "undecided" (more
+    time as well): the numbers that would change the answer, where they are known."""
+    more = next((d for d in (devices + 1, devices * 2, devices * 4) if d <= g.num_nodes and g.lower_bound(d) <= limit),
+                None)
+    devices_hint = f"--devices {more} (its lower bound, {human_bytes(g.lower_bound(more))}, is within the limit)" \
+        if more is not None else None
+    if res.fits is False:
+        hints = [f"a limit of at least the bound, --memory {res.bound_bytes}"] + ([devices_hint] if devices_hint else [])
+        return "; ".join(hints) + ": no schedule on these devices fits this limit"
+    hints = [f"more time (--time-limit {max(2 * time_limit_s, 10):g}: rounds with new seeds go on)"]
+    if res.arena_bytes:
+        hints.append(f"a larger limit (--memory {max(res.arena_bytes)}: the best plan found)")
+    elif res.solution is not None:
+        hints.append(f"a larger limit (--memory {res.solution.peak_bytes}: the best schedule's peak)")
+    if devices_hint:
+        hints.append(devices_hint)
+    return "try " + ", ".join(hints[:-1]) + (" or " if len(hints) > 1 else "") + hints[-1]
 
 
 def save_with_plan(g, sol, mp, path) -> None:

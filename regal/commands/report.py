@@ -120,6 +120,20 @@ def _packed(g: Graph, sol, deadline=None) -> dict | None:
             deadline.reason = None
 
 
+#: A gap to the lower bound at least this large (%) is said to be the bound's, not the answer's
+#: (issue 55: "gap to bound 394 %" on a training step read as a failure).
+LOOSE_GAP_PCT = 100.0
+
+
+def loose_bound_note(g: Graph, devices: int) -> str:
+    """The report's words when the gap to the bound is large: which bound it is (SPEC section
+    7), and that it is loose where a schedule must hold many values at once."""
+    from regal.fit import largest_bound
+    name, _ = largest_bound(g, devices)
+    return (f"the {name if 'bound' in name else name + ' bound'}: loose where many values must live at once, as in a training step; a gap to it is "
+            "no shortfall of the answer, docs/terminal.md")
+
+
 def _not_computed(deadline) -> str:
     """Why a part of the report is missing: a stop request, or the command's time limit."""
     if deadline is not None and deadline.stop_requested:
@@ -161,6 +175,8 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
         gap = ": proven optimal"
     else:
         gap = f", gap to bound {(sol.peak_bytes - lb) / lb * 100:.1f} %" if lb else ""
+        if lb and (sol.peak_bytes - lb) / lb * 100 >= LOOSE_GAP_PCT:
+            gap += f" ({loose_bound_note(g, d)})"
     click.echo(f"bound     {human_bytes(lb)} ({lb:,} B){gap}")
     if sol.info.get("stopped") not in (None, "budget"):
         click.echo(f"stopped   {sol.info['stopped']}")

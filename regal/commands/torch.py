@@ -125,6 +125,9 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
         raise click.BadParameter(f"{devices} devices: at most {most} on {where.type} "
                                  f"({'the GPUs PyTorch sees' if where.type == 'cuda' else 'one process each'})",
                                  param_hint="--devices")
+    if sys.stderr.isatty():  # what PyTorch prints meanwhile is held back; say what runs (a minute or more)
+        click.echo(f"regal torch: tracing {program}, searching its order ({budget:,} evaluations), then running "
+                   "PyTorch's order, regal's plan and eager PyTorch...", err=True)
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
