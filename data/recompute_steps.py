@@ -12,7 +12,8 @@ can be held out from tuning:
   MobileNetV2, DenseNet-121, U-Net, VGG-16-BN, EfficientNet-B0), 128-224 pixels, batch 16-32,
   SGD with momentum or Adam. The source the recompute search's settings are tuned on.
 - `torch-seq`: sequence models in plain `torch.nn` (GPT-style decoders at 512 and 1024 tokens, a
-  BERT-style encoder, an LSTM language model, a BART-style encoder-decoder), Adam.
+  BERT-style encoder, an LSTM language model, a BART-style encoder-decoder), initialised as in
+  their papers (N(0, 0.02) weights; the LSTM uniform in +-0.05), Adam.
 - `jax-hlo`: Haiku training steps of the repository's zoo (`data.models`, `data.nets`) at larger
   inputs and batches than the shipped corpus, lowered to XLA HLO and compiled by XLA:CPU (`opt`
   stage, `regal.hlo.parse_hlo`).
@@ -304,6 +305,16 @@ def _torch_models():
             x = F.silu(self.head(self.blocks(F.silu(self.stem(x)))))
             return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
+    def paper_init(module):
+        """GPT-2 / BERT / BART initialisation: Linear and Embedding weights N(0, 0.02), biases 0 (the
+        default N(0, 1) embeddings give logits so large that the softmax's gradient is full of
+        denormal floats, whose products run tens of times slower on a CPU)."""
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
     class Attention(nn.Module):
         """Multi-head attention written out (QK^T, softmax, AV; the attention matrix is a tensor of the
         step), or through F.scaled_dot_product_attention (`sdpa`: PyTorch's fused CPU kernel)."""
@@ -366,6 +377,7 @@ def _torch_models():
             self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
             self.blocks = nn.ModuleList([Block(d, heads, causal=True) for _ in range(layers)])
             self.ln = nn.LayerNorm(d)
+            paper_init(self)
 
         def forward(self, idx, targets):
             x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
@@ -386,6 +398,7 @@ def _torch_models():
             self.blocks = nn.ModuleList([Block(d, heads, pre_ln=False, sdpa=True) for _ in range(layers)])
             self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.LayerNorm(d))
             self.bias = nn.Parameter(torch.zeros(vocab))
+            paper_init(self)
 
         def forward(self, idx, keep, labels):
             t = idx.shape[1]
@@ -404,6 +417,8 @@ def _torch_models():
         def __init__(self, vocab, d, layers):
             super().__init__()
             self.emb, self.rnn, self.out = nn.Embedding(vocab, d), nn.LSTM(d, d, layers, batch_first=True), nn.Linear(d, vocab)
+            for p in self.parameters():   # the paper's initialisation: uniform in [-0.05, 0.05]
+                nn.init.uniform_(p, -0.05, 0.05)
 
         def forward(self, idx, targets):
             y, _ = self.rnn(self.emb(idx))
@@ -421,6 +436,7 @@ def _torch_models():
             self.ln_e, self.ln_d = nn.LayerNorm(d), nn.LayerNorm(d)
             self.enc = nn.ModuleList([Block(d, heads, pre_ln=False) for _ in range(enc)])
             self.dec = nn.ModuleList([Block(d, heads, causal=True, cross=True, pre_ln=False) for _ in range(dec)])
+            paper_init(self)
 
         def forward(self, src, tgt_in, labels):
             ar = torch.arange(src.shape[1], device=src.device)
@@ -602,25 +618,30 @@ def _source_of(name: str) -> str:
 
 
 # ===================================================================================== torch build
-def _timed_runs(gm, args, runs: int = RUNS) -> tuple[dict, list]:
-    """{FX node name: median seconds over `runs` timed runs (after one warm-up)}, and each run's total.
-    One thread, restored afterwards; every run on fresh copies of the arguments."""
+def _timed_runs(gm, args, runs: int = RUNS) -> tuple[dict, list, dict]:
+    """{FX node name: median seconds over `runs` timed runs (after one warm-up)}, each run's total,
+    and how busy the machine was: each run's CPU seconds of this thread (`time.thread_time`, which
+    a busy machine does not inflate) and the load average before and after. One thread, restored
+    afterwards; every run on fresh copies of the arguments."""
     import torch
     import torch.fx
 
     class Timer(torch.fx.Interpreter):
         def __init__(self, module):
             super().__init__(module)
-            self.seconds = {}
+            self.seconds, self.cpu = {}, 0.0
 
         def run_node(self, n):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             out = super().run_node(n)
             self.seconds[n.name] = time.perf_counter() - t0
+            self.cpu += time.thread_time() - c0
             return out
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    load = [round(os.getloadavg()[0], 2)]
+    cpu = []
     try:
         per_run = []
         for r in range(runs + 1):
@@ -630,10 +651,13 @@ def _timed_runs(gm, args, runs: int = RUNS) -> tuple[dict, list]:
                 timer.run(*fresh)
             if r:   # run 0 is the warm-up
                 per_run.append(timer.seconds)
+                cpu.append(round(timer.cpu, 4))
             del fresh, timer
     finally:
         torch.set_num_threads(threads)
-    return {k: statistics.median(p[k] for p in per_run) for k in per_run[0]}, [sum(p.values()) for p in per_run]
+    load.append(round(os.getloadavg()[0], 2))
+    return ({k: statistics.median(p[k] for p in per_run) for k in per_run[0]}, [sum(p.values()) for p in per_run],
+            {"cpu_seconds": cpu, "load_average": load})
 
 
 def build_torch(name: str, out_path: str) -> dict:
@@ -662,7 +686,7 @@ def build_torch(name: str, out_path: str) -> dict:
     if g.num_nodes > MAX_NODES:
         raise ValueError(f"{name}: {g.num_nodes} nodes, more than {MAX_NODES}")
     t1 = time.perf_counter()
-    seconds, totals = _timed_runs(tr.graph_module, tr.args)
+    seconds, totals, busy = _timed_runs(tr.graph_module, tr.args)
     measure_s = time.perf_counter() - t1
     index = g.index
     records = g.to_records()
@@ -677,7 +701,8 @@ def build_torch(name: str, out_path: str) -> dict:
                 recompute_source=spec.source, family=spec.family, variant=name, description=spec.description,
                 optimizer=spec.optimizer, mode="train", batch=int(inputs[0].shape[0]), framework="pytorch",
                 torch_version=version, num_parameters=int(sum(p.numel() for p in model.parameters())),
-                step_seconds=[round(s, 4) for s in totals], folded_seconds=round(folded, 6),
+                step_seconds=[round(s, 4) for s in totals], step_cpu_seconds=busy["cpu_seconds"],
+                load_average=busy["load_average"], folded_seconds=round(folded, 6),
                 recompute_false=_pinned(g), recompute_policy=RECOMPUTE_POLICY, trace_seconds=round(trace_s, 1),
                 measure_seconds=round(measure_s, 1))
     graph = finish_torch(Graph.from_records(records, name=name, meta=meta, source=name))

@@ -56,6 +56,11 @@ DEVICES = (1, 2)
 MOCCASIN_FACTOR, MOCCASIN_MIN_S = 10.0, 60.0
 BASELINES = ("checkpoint-sqrt", "recompute-pointwise")
 COMMAND = ".venv/bin/python -m experiments.recompute_engine"
+#: Said in the report: how the cells without a code stamp were made.
+NOTES = """Cells without a code stamp ("-") come from the first run, started 2026-11-29 04:40 at HEAD
+620c7ac with the other engineers' uncommitted changes to regal/ and baselines/ of that minute
+(among them `RecomputeConfig.first_share` 0.1 and `baselines/moccasin.py`, not yet committed;
+Moccasin's hint from the cheaper of checkpoint-sqrt and recompute-pointwise was in, commit 1eae8a0)."""
 
 
 # ============================================================================== graphs and cells
@@ -114,8 +119,29 @@ def _write_json(path: str, doc) -> None:
         json.dump(doc, f)
 
 
+_CODE: list = []
+
+
+def code_state() -> str:
+    """The code a cell ran: HEAD, and when regal/ or baselines/ differ from it, a digest of that diff."""
+    if not _CODE:
+        import hashlib
+        import subprocess
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        diff = subprocess.run(["git", "diff", "HEAD", "--", "regal", "baselines"], capture_output=True, text=True,
+                              cwd=ROOT).stdout
+        untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "--", "regal", "baselines"],
+                                   capture_output=True, text=True, cwd=ROOT).stdout.split()
+        for f in sorted(untracked):
+            with open(os.path.join(ROOT, f), encoding="utf-8", errors="replace") as fh:
+                diff += f + fh.read()
+        _CODE.append(head + (f"+{hashlib.sha1(diff.encode()).hexdigest()[:8]}" if diff else ""))
+    return _CODE[0]
+
+
 def solve_cell(out: str, method: str, gpath: str, devices: int, seed: int, options: dict, note: dict) -> None:
-    """Solve one cell with a registry method and cache its solution (info: wall_seconds and `note`)."""
+    """Solve one cell with a registry method and cache its solution (info: wall_seconds, the code
+    it ran (`code_state`) and `note`)."""
     import dataclasses
 
     import regal.methods
@@ -128,10 +154,10 @@ def solve_cell(out: str, method: str, gpath: str, devices: int, seed: int, optio
     try:
         sol = regal.methods.solve(method, g, devices, seed=seed, **opts)
     except ValueError as e:
-        _write_json(out, {"refused": (str(e).splitlines() or [""])[0], "method": method, **note})
+        _write_json(out, {"refused": (str(e).splitlines() or [""])[0], "method": method, "code": code_state(), **note})
         return
     wall = time.perf_counter() - t
-    sol = dataclasses.replace(sol, info={**sol.info, "wall_seconds": wall, **note})
+    sol = dataclasses.replace(sol, info={**sol.info, "wall_seconds": wall, "code": code_state(), **note})
     os.makedirs(os.path.dirname(out), exist_ok=True)
     sol.save(out)
 
@@ -292,7 +318,7 @@ def collect(manifest: dict, names: list[str]) -> list[dict]:
             else:
                 info = r["info"]
                 row.update(peak_bytes=r["peak_bytes"], extra_fraction=r["extra_fraction"],
-                           recomputations=r["recomputations"], seconds=r["seconds"])
+                           recomputations=r["recomputations"], seconds=r["seconds"], code=info.get("code", "-"))
                 if "memory_limit_bytes" in info:
                     row["memory_limit_bytes"] = int(info["memory_limit_bytes"])
                     row["feasible"] = r["peak_bytes"] <= int(info["memory_limit_bytes"])
@@ -305,7 +331,7 @@ def collect(manifest: dict, names: list[str]) -> list[dict]:
 
 CSV_FIELDS = ("graph", "source", "split", "kind", "devices", "seed", "variant", "peak_bytes", "extra_fraction",
               "recomputations", "seconds", "memory_limit_bytes", "feasible", "traced_peak_bytes", "status",
-              "time_limit_s", "refused")
+              "time_limit_s", "refused", "code")
 
 
 def _mib(b) -> str:
@@ -458,6 +484,10 @@ def write_report(manifest: dict, names: list[str]) -> None:
         f.write(buf.getvalue())
     mem, red = memory_table(manifest, names, rows)
     counts = {k: sum(r["kind"] == k for r in rows) for k in ("flagship", "recompute", "runtime", "moccasin") + BASELINES}
+    codes = {}
+    for r in rows:
+        codes[r.get("code", "-")] = codes.get(r.get("code", "-"), 0) + 1
+    code_line = ", ".join(f"{c} ({k} cells)" for c, k in sorted(codes.items()))
     text = f"""# recompute-engine: the search with recomputation on training steps traced here (issue 53)
 
 Command: `{COMMAND}` (resumable: cached cells are not run again; `--report-only` rewrites this
@@ -465,6 +495,8 @@ file). Graphs: `data/manifest_recompute.json`, built by `python -m data.recomput
 (data/README.md, "Training steps for the recompute benchmark"). Commit {commit()}; {machine()};
 written {time.strftime('%Y-%m-%d %H:%M')}. Cells so far: {', '.join(f'{k} {v}' for k, v in counts.items())}
 (the run goes on where some are missing: seeds 0-2 and d = 1, 2 are the plan).
+Code the cells ran (HEAD, + a digest of uncommitted changes to regal/ and baselines/; "-": not
+recorded, cells of the first run, see the note below): {code_line}.
 
 **Held out.** The recompute search's settings (`regal.recompute_search.RecomputeConfig`) are tuned
 on `{manifest['tune_source']}` only; every other source ({', '.join(manifest['held_out_sources'])}) is held out,
@@ -512,6 +544,10 @@ at seed 0 beside them.
 
 {graphs_table(manifest, names)}
 
+## Notes
+
+{NOTES}
+
 Pinned: non-resident nodes marked `recompute: false` (regal.torch's importer: in-place writes and
 what they overwrite, BatchNorm's running-statistics write, every multi-output op under
 `split_outputs`, random draws); the HLO graphs have none.
@@ -539,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         logf.flush()
 
     if not a.report_only:
-        log(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} stage {a.stage}, {len(names)} graphs")
+        log(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} stage {a.stage}, {len(names)} graphs, code {code_state()}")
         run(manifest, a.stage, names, log)
     write_report(manifest, names)
     return 0
