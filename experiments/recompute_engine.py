@@ -139,7 +139,7 @@ def code_state() -> str:
     return _CODE[0]
 
 
-def solve_cell(out: str, method: str, gpath: str, devices: int, seed: int, options: dict, note: dict) -> None:
+def solve_cell(out: str, method: str, gpath: str, devices: int, seed: int, options: dict, note: dict) -> bool:
     """Solve one cell with a registry method and cache its solution (info: wall_seconds, the code
     it ran (`code_state`) and `note`)."""
     import dataclasses
@@ -155,11 +155,12 @@ def solve_cell(out: str, method: str, gpath: str, devices: int, seed: int, optio
         sol = regal.methods.solve(method, g, devices, seed=seed, **opts)
     except ValueError as e:
         _write_json(out, {"refused": (str(e).splitlines() or [""])[0], "method": method, "code": code_state(), **note})
-        return
+        return True
     wall = time.perf_counter() - t
     sol = dataclasses.replace(sol, info={**sol.info, "wall_seconds": wall, "code": code_state(), **note})
     os.makedirs(os.path.dirname(out), exist_ok=True)
     sol.save(out)
+    return True
 
 
 def read_cell(path: str, gpath: str) -> dict | None:
@@ -232,11 +233,11 @@ def _runtime_cell(name: str, gpath: str, frac: float, seed: int) -> None:
     out = cell_file(name, "runtime", 1, seed, f"m{round(frac * 100)}")
     limit = _limit(gpath, frac)
     if os.path.exists(out):
-        return
+        return False
     if limit is None:
         _write_json(out, {"refused": "the graph's node order is not topological: no traced peak"})
-        return
-    solve_cell(out, "regal", gpath, 1, seed, {"budget": BUDGET, "objective": "runtime", "memory_limit_bytes": limit,
+        return True
+    return solve_cell(out, "regal", gpath, 1, seed, {"budget": BUDGET, "objective": "runtime", "memory_limit_bytes": limit,
                                               "recompute_budget": 1.0},
                {"memory_limit_bytes": limit, "limit_fraction": frac})
 
@@ -245,21 +246,21 @@ def _moccasin_cell(name: str, gpath: str, frac: float, methods: set) -> None:
     v = f"m{round(frac * 100)}"
     out = cell_file(name, "moccasin", 1, 0, v)
     if os.path.exists(out) or "moccasin" not in methods:
-        return
+        return False
     limit = _limit(gpath, frac)
     ref = read_cell(cell_file(name, "runtime", 1, 0, v), gpath)
     if limit is None or ref is None or "refused" in ref:
-        return
+        return False
     t = max(MOCCASIN_MIN_S, MOCCASIN_FACTOR * ref["seconds"])
-    solve_cell(out, "moccasin", gpath, 1, 0, {"memory_limit_bytes": limit, "time_limit_s": t},
+    return solve_cell(out, "moccasin", gpath, 1, 0, {"memory_limit_bytes": limit, "time_limit_s": t},
                {"time_limit_s": t, "memory_limit_bytes": limit, "limit_fraction": frac})
 
 
 def _baseline_cell(name: str, gpath: str, method: str, methods: set) -> None:
     out = cell_file(name, method, 1, 0)
     if os.path.exists(out) or method not in methods:
-        return
-    solve_cell(out, method, gpath, 1, 0, {}, {})
+        return False
+    return solve_cell(out, method, gpath, 1, 0, {}, {})
 
 
 def run(manifest: dict, stage: str, names: list[str], log, report_every: bool = True) -> None:
@@ -279,9 +280,11 @@ def run(manifest: dict, stage: str, names: list[str], log, report_every: bool = 
             continue
         t = time.perf_counter()
         try:
-            fn(*args)
+            computed = fn(*args)
         except Exception as e:  # noqa: BLE001 - one cell never takes the run down; logged, retried next run
             log(f"[{time.perf_counter() - t0:7.0f}s] {n} {what}: FAILED {type(e).__name__}: {e}")
+            continue
+        if not computed:
             continue
         done += 1
         log(f"[{time.perf_counter() - t0:7.0f}s] {n} {what}: {time.perf_counter() - t:.1f}s ({k + 1}/{len(todo)})")
