@@ -52,14 +52,14 @@ _hand_over_early_signals()
 
 def _register() -> None:
     from regal.commands.evaluate import evaluate_cmd, plot_cmd
-    from regal.commands.graphs import import_hlo_cmd, import_onnx_cmd, info_cmd
+    from regal.commands.graphs import export_onnx_cmd, import_hlo_cmd, import_onnx_cmd, info_cmd
     from regal.commands.optimize import optimize_cmd
     from regal.commands.pack import fit_cmd, pack_cmd
     from regal.commands.solve import solve_cmd
     from regal.commands.torch import torch_cmd
     from regal.commands.train import train_cmd
-    for command in (info_cmd, import_hlo_cmd, import_onnx_cmd, optimize_cmd, evaluate_cmd, solve_cmd, train_cmd,
-                    plot_cmd, torch_cmd, pack_cmd, fit_cmd):
+    for command in (info_cmd, import_hlo_cmd, import_onnx_cmd, export_onnx_cmd, optimize_cmd, evaluate_cmd, solve_cmd,
+                    train_cmd, plot_cmd, torch_cmd, pack_cmd, fit_cmd):
         main.add_command(command)
 
 

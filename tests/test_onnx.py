@@ -408,3 +408,119 @@ def test_elementwise_ops_list_same_size_inputs_for_reuse():
     reuse = {r["id"]: r.get("reuse") for r in g.to_records()}
     assert reuse["relu"] == ["mm"] and reuse["add"] == ["relu", "mm"] and reuse["addb"] == ["add"]
     assert reuse["xx"] is None and reuse["cast"] is None and reuse["softmax"] is None and reuse["mm"] is None
+
+
+# ---------------------------------------------------------------------- a solution's order in ONNX
+def _branches(seed: int = 0):
+    """Two branches of MatMul -> Relu, interleaved in the file (A0 B0 A1 B1 A2 B2), whose wide
+    intermediates (256 x 1024) the file's order keeps live together; weights included (a
+    runtime runs it)."""
+    rng = np.random.default_rng(seed)
+    shapes = [(16, 1024), (1024, 1024), (1024, 64)]
+    nodes, inits = [], []
+    for k in range(3):
+        for b in "AB":
+            src = "x" if k == 0 else f"{b}{k - 1}"
+            nodes.append(h.make_node("MatMul", [src, f"w{b}{k}"], [f"{b}{k}m"], name=f"{b}{k}mm"))
+            nodes.append(h.make_node("Relu", [f"{b}{k}m"], [f"{b}{k}"], name=f"{b}{k}relu"))
+            inits.append(numpy_helper.from_array((rng.standard_normal(shapes[k]) / 30).astype(np.float32), f"w{b}{k}"))
+    nodes.append(h.make_node("Reshape", ["A2", "shape"], ["A2r"], name="alias"))   # folded by the importer
+    nodes.append(h.make_node("Add", ["A2r", "B2"], ["y"], name="add"))
+    inits.append(numpy_helper.from_array(np.array([256, 64], np.int64), "shape"))
+    model = _model(nodes, [_vi("x", [256, 16])], [_vi("y", [256, 64])], inits)
+    return model, rng.standard_normal((256, 16)).astype(np.float32)
+
+
+def _ordered_case():
+    from regal.onnx.order import ordered_model
+    model, x = _branches()
+    g = load_onnx(model)
+    sol = regal.optimize(g, 1, budget=300, seed=0)
+    file_order = regal.make_solution(g, np.zeros(g.num_nodes, dtype=np.int64), np.arange(g.num_nodes), 1, "file")
+    assert sol.peak_bytes < file_order.peak_bytes   # regal's order matters here
+    return model, x, g, sol, ordered_model(model, sol)
+
+
+def test_ordered_model_lists_the_nodes_in_the_solutions_order():
+    """`ordered_model`: graph.node in the solution's order (the folded Reshape right after its
+    input), everything else the model's; it passes onnx.checker and says how to run it."""
+    model, x, g, sol, om = _ordered_case()
+    names = [n.name for n in om.graph.node]
+    regal_names = [g.ids[v] for v in sol.order.tolist() if g.ids[v] in names]
+    assert [n for n in names if n != "alias"] == regal_names
+    assert names.index("alias") == names.index("A2relu") + 1
+    assert names != [n.name for n in model.graph.node]
+    assert sorted(names) == sorted(n.name for n in model.graph.node)
+    assert list(om.graph.initializer) == list(model.graph.initializer)
+    assert "PRIORITY_BASED" in {p.key: p.value for p in om.metadata_props}["regal.order"]
+    onnx.checker.check_model(om, full_check=True)
+
+
+def test_ordered_model_computes_what_the_model_computes():
+    """ONNX's reference evaluator, which runs graph.node as listed, gives the original model's
+    outputs on the reordered model."""
+    from onnx.reference import ReferenceEvaluator
+    model, x, g, sol, om = _ordered_case()
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ReferenceEvaluator(om).run(None, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_onnxruntime_runs_the_ordered_model_in_its_order(tmp_path):
+    """ONNX Runtime with ExecutionOrder.PRIORITY_BASED and graph optimizations off runs the
+    ordered file's nodes in the file's order (its profile's kernel events), which is regal's,
+    with the original model's outputs, bit for bit (the same kernels)."""
+    ort = pytest.importorskip("onnxruntime")
+    model, x, g, sol, om = _ordered_case()
+
+    def run(m, prefix):
+        so = ort.SessionOptions()
+        so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.enable_profiling, so.profile_file_prefix = True, str(tmp_path / prefix)
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        y = s.run(None, {"x": x})[0]
+        with open(s.end_profiling()) as f:
+            events = json.load(f)
+        ran = [e["name"][:-len("_kernel_time")] for e in sorted(events, key=lambda e: e["ts"])
+               if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+        return y, ran
+
+    y0, ran0 = run(model, "original")
+    y1, ran1 = run(om, "ordered")
+    assert np.array_equal(y0, y1)
+    assert ran1 == [n.name for n in om.graph.node] and ran0 == [n.name for n in model.graph.node]
+
+
+def test_export_onnx_command_and_its_refusals(tmp_path):
+    """`regal export-onnx MODEL SOLUTION -o OUT.onnx` writes the ordered model; a solution of
+    another graph, one with recomputations, or a .gz output are one-line errors."""
+    from click.testing import CliRunner
+
+    from regal.cli import main
+    model, x, g, sol, om = _ordered_case()
+    onnx.save(model, tmp_path / "m.onnx")
+    g = load_onnx(tmp_path / "m.onnx")   # named after the file: the solution names its graph
+    regal.make_solution(g, sol.placement, sol.order, 1, "regal").save(tmp_path / "s.json")
+    r = CliRunner().invoke(main, ["export-onnx", str(tmp_path / "m.onnx"), str(tmp_path / "s.json"),
+                                  "-o", str(tmp_path / "o.onnx")])
+    assert r.exit_code == 0 and "PRIORITY_BASED" in r.output, r.output
+    assert [n.name for n in onnx.load(tmp_path / "o.onnx").graph.node] == [n.name for n in om.graph.node]
+    other = tmp_path / "other.json"
+    regal.optimize(regal.load("tests/data/tiny.hlo"), 1, budget=50).save(other)
+    for args in ((str(other), "-o", str(tmp_path / "p.onnx")), (str(tmp_path / "s.json"), "-o", str(tmp_path / "p.onnx.gz"))):
+        r = CliRunner().invoke(main, ["export-onnx", str(tmp_path / "m.onnx"), *args])
+        assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output, r.output
+
+
+def test_a_recomputing_solution_is_refused():
+    """ONNX runs each node once: an order that lists a node again (SPEC 3b) is refused."""
+    from types import SimpleNamespace
+
+    from regal.graph import GraphError
+    from regal.onnx import _import
+    from regal.onnx.order import reorder
+    model, x = _branches()
+    g, m, node_ids = _import(model)
+    again = SimpleNamespace(node_ids=g.ids, graph_name=g.name, order=np.concatenate([np.arange(g.num_nodes), [5]]))
+    with pytest.raises(GraphError, match="recomputes"):
+        reorder(m, g, node_ids, again)

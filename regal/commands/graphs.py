@@ -1,4 +1,5 @@
-"""`regal info`, `regal import-hlo` and `regal import-onnx`: a graph's summary, and importing one."""
+"""`regal info`, `regal import-hlo` and `regal import-onnx`: a graph's summary, and importing one;
+`regal export-onnx`: an ONNX model written again with its nodes in a solution's order."""
 
 from __future__ import annotations
 
@@ -102,3 +103,29 @@ def import_onnx_cmd(model, output, name, dims):
     save(g, output)
     click.echo(f"{output}: {g.num_nodes:,} nodes, {g.num_data_edges:,} data edges, "
                f"{g.num_control_edges:,} control edges")
+
+
+@click.command("export-onnx", short_help="write an ONNX model with its nodes in a solution's order")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("solution_path", metavar="SOLUTION")
+@click.option("-o", "--output", required=True, type=OutputPath(), help="ORDERED.onnx to write (plain, not .gz)")
+@DIM_OPTION
+@_friendly_errors
+def export_onnx_cmd(model, solution_path, output, dims):
+    """Write MODEL (.onnx or .onnx.gz) again with its nodes in the order of SOLUTION, a
+    regal-solution/1 file of the graph `regal import-onnx MODEL` makes (the same --dim values).
+    ONNX Runtime runs that order with ExecutionOrder.PRIORITY_BASED and graph optimizations off
+    (docs/terminal.md, "Using a solution in a runtime")."""
+    from regal.onnx import _import
+    from regal.onnx.order import ORT_HINT, export_ordered, reorder
+    from regal.solution import load_solution
+    with _dim_option_advice():
+        g, onnx_model, node_ids = _import(model, dims=parse_dims(dims) or None)
+    sol = load_solution(solution_path, g)
+    export_ordered(reorder(onnx_model, g, node_ids, sol), output)
+    click.echo(f"wrote {output}: {len(onnx_model.graph.node):,} nodes in the order of {solution_path} "
+               f"(peak {human_bytes(sol.peak_bytes)})")
+    if sol.num_devices > 1:
+        click.echo(f"note: a {sol.num_devices}-device solution: the file holds its global order; which device runs "
+                   "each node is its placement (ONNX has none)")
+    click.echo(f"run it in that order with {ORT_HINT}")

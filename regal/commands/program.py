@@ -22,7 +22,8 @@ STOPPABLE_COMMANDS = ("optimize", "solve", "train", "pack", "fit")
 
 #: Commands after which the `regal` process ends without Python's finalization (`RegalGroup`):
 #: they hold no cluster, server or child process when they return.
-QUICK_EXIT_COMMANDS = ("optimize", "solve", "info", "evaluate", "plot", "import-hlo", "import-onnx", "pack", "fit")
+QUICK_EXIT_COMMANDS = ("optimize", "solve", "info", "evaluate", "plot", "import-hlo", "import-onnx", "export-onnx", "pack",
+                       "fit")
 
 #: Exit status when standard output is a pipe whose reader left (`regal info G | head -1`):
 #: 128 + SIGPIPE's number, what a program the signal killed reports; no message.

@@ -91,6 +91,12 @@ def load_onnx(path_or_model, dims: Mapping[str, int] | None = None, name: str | 
     name without `.onnx[.gz]` (else the graph's name). See the module docstring for what each
     part of the model becomes; every failure is a one-line `GraphError`.
     """
+    return _import(path_or_model, dims, name)[0]
+
+
+def _import(path_or_model, dims: Mapping[str, int] | None = None, name: str | None = None):
+    """`load_onnx`'s work: (graph, the model as imported (its local functions inlined), each ONNX
+    node's position -> its regal node's id, for the nodes that are not folded)."""
     model, source, base_dir = _read(path_or_model)
     dims = _check_dims(dims, source)
     opset = _check_opset(model, source)
@@ -138,4 +144,4 @@ def load_onnx(path_or_model, dims: Mapping[str, int] | None = None, name: str | 
         for ext in (".gz", ".onnx"):
             base = base[:-len(ext)] if base.endswith(ext) else base
         name = base if base and base != source else (graph.name or "onnx")
-    return Graph.from_records(b.records, name=name, meta=meta, source=source)
+    return Graph.from_records(b.records, name=name, meta=meta, source=source), model, b.node_ids

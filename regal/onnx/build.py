@@ -25,6 +25,7 @@ class _Builder:
         self.leaves: dict[str, tuple[int, ...]] = {}   # tensor name -> regal node indices
         self.shapes: dict[str, tuple[int, ...]] = {}   # tensor name -> static shape
         self.nbytes: dict[str, int] = {}               # tensor name -> bytes
+        self.node_ids: dict[int, str] = {}             # ONNX node position -> its regal node's id (not folded)
 
     def new_id(self, *candidates: str) -> str:
         base = next((c for c in candidates if c), "node")
@@ -91,6 +92,7 @@ def _add_node(b: _Builder, node: onnx.NodeProto, i: int, types) -> bool:
         return True
     op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
     nid = b.new_id(node.name, outs[0] if outs else "", f"{node.op_type}_{i}")
+    b.node_ids[i] = nid
     if node.op_type == "Constant" and not node.input:
         b.add({"id": nid, "op": op, "bytes": out_bytes, "resident": True}, outs)
         return False
