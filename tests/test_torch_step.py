@@ -1,5 +1,7 @@
 """regal.torch.planned_step: a training loop trains with regal's order and gets eager PyTorch's
-numbers (bit for bit on the CPU), checkpoints round-trip, and what it cannot do is refused."""
+numbers (bit for bit on the CPU), checkpoints round-trip, and what it cannot do is refused. The
+steps here plan the order alone (`recompute=False`) unless a test is about recomputation
+(tests/test_recompute.py checks the default, the search's recomputation)."""
 
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def test_planned_step_trains_as_eager_bit_for_bit(name, clip):
     m2 = copy.deepcopy(m1)
     o1, o2 = OPTIMIZERS[name](m1.parameters()), OPTIMIZERS[name](m2.parameters())
     data = batches(8)
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, max_grad_norm=clip)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False, max_grad_norm=clip)
     assert planned_losses(step, data) == eager_losses(m1, o1, data, clip=clip)
     assert same_tensors(m1.state_dict(), m2.state_dict())      # parameters and BatchNorm's statistics
     assert same_optimizer_state(o1, o2)
@@ -122,7 +124,7 @@ def test_planned_step_follows_a_scheduler_and_param_groups():
     o1, o2 = make(m1), make(m2)
     s1, s2 = torch.optim.lr_scheduler.StepLR(o1, 2, 0.5), torch.optim.lr_scheduler.StepLR(o2, 2, 0.5)
     data = batches(6)
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
     assert planned_losses(step, data, scheduler=s2) == eager_losses(m1, o1, data, scheduler=s1)
     assert same_tensors(m1.state_dict(), m2.state_dict())
 
@@ -134,7 +136,7 @@ def test_checkpoint_round_trip_between_eager_and_planned():
     m2 = copy.deepcopy(m1)
     o1, o2 = torch.optim.Adam(m1.parameters(), lr=1e-3), torch.optim.Adam(m2.parameters(), lr=1e-3)
     data = batches(9)
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
     planned_losses(step, data[:3])
     eager_losses(m1, o1, data[:3])
     # the planned run's checkpoint continues in a fresh eager loop ...
@@ -189,7 +191,7 @@ def test_lstm_and_attention_steps_plan_and_match_eager():
     o1, o2 = torch.optim.SGD(m1.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(3)
     data = [(torch.randint(0, 50, (2, 6), generator=g), torch.randint(0, 50, (2, 6), generator=g)) for _ in range(5)]
-    step = rt.planned_step(m2, o2, data[0], loss_fn=loss, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=loss, budget=BUDGET, recompute=False)
     la, lb = [], []
     for x, y in data:
         o1.zero_grad()
@@ -206,7 +208,7 @@ def test_lstm_and_attention_steps_plan_and_match_eager():
 def _refusal(make_opt=None, model=None, **kw):
     model = model or Net()
     opt = (make_opt or (lambda p: torch.optim.SGD(p, lr=0.1)))(model.parameters())
-    return rt.planned_step(model, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, **kw)
+    return rt.planned_step(model, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, **{'recompute': False, **kw})
 
 
 @pytest.mark.parametrize("make_opt, words", [
@@ -224,7 +226,7 @@ def test_parameter_outside_the_optimizer_and_several_devices_are_refused():
     m = Net()
     opt = torch.optim.SGD(m.head.parameters(), lr=0.1)
     with pytest.raises(UnsupportedError, match="'conv.weight' requires grad but is in no param group"):
-        rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET)
+        rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, recompute=False)
     with pytest.raises(UnsupportedError, match="devices=2"):
         _refusal(devices=2)
     with pytest.raises(UnsupportedError, match="max_grad_norm must be a number > 0"):
@@ -237,7 +239,7 @@ def test_frozen_parameters_stay_as_they_are():
     m.conv.requires_grad_(False)
     before = m.conv.weight.detach().clone()
     opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1)
-    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, recompute=False)
     step(*batches(1)[0])
     assert torch.equal(m.conv.weight, before)
 
@@ -245,7 +247,7 @@ def test_frozen_parameters_stay_as_they_are():
 def test_autocast_and_a_changed_optimizer_structure_are_refused():
     m = Net()
     opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, recompute=False)
     x, y = batches(1)[0]
     with pytest.raises(UnsupportedError, match="autocast") as e:
         with torch.autocast("cpu"):
@@ -265,7 +267,7 @@ def test_a_gradient_already_in_grad_is_refused_in_one_line():
     """Eager's backward would add to it (accumulation); a planned step would ignore it: refused."""
     m = Net()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m, opt, batches(1)[0], loss_fn=ce, budget=BUDGET, recompute=False)
     x, y = batches(1)[0]
     ce(m(x), x, y).backward()
     with pytest.raises(UnsupportedError, match="has a gradient in .grad") as e:
@@ -283,7 +285,7 @@ def test_a_batch_of_other_shapes_gets_its_own_plan_and_trains_as_eager(capfd):
     o1, o2 = torch.optim.Adam(m1.parameters(), lr=1e-3), torch.optim.Adam(m2.parameters(), lr=1e-3)
     data = batches(3)
     small = [(x[:3], y[:3]) for x, y in batches(2, seed=2)]
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
     capfd.readouterr()
     loop = [data[0], small[0], data[1], small[1], data[2]]
     assert planned_losses(step, loop) == eager_losses(m1, o1, loop)
@@ -301,7 +303,7 @@ def test_eval_mode_plans_a_step_in_eval_mode_as_eager_runs_it(capfd):
     m2 = copy.deepcopy(m1)
     o1, o2 = torch.optim.SGD(m1.parameters(), lr=0.05), torch.optim.SGD(m2.parameters(), lr=0.05)
     data = batches(4)
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
     planned_losses(step, data[:2])
     eager_losses(m1, o1, data[:2])
     m1.eval()
@@ -343,7 +345,7 @@ def test_the_step_holds_nothing_but_the_model_and_the_optimizer_state(name):
     o_eager = OPTIMIZERS[name](m_eager.parameters())
     data = batches(3)
     before = process_bytes()
-    step = rt.planned_step(m, o, tuple(t.clone() for t in data[0]), loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m, o, tuple(t.clone() for t in data[0]), loss_fn=ce, budget=BUDGET, recompute=False)
     for x, y in data:
         step(x, y)
     del x, y
@@ -374,7 +376,7 @@ def test_planning_leaves_the_random_state_as_it_found_it(name):
     random.seed(3)
     np.random.seed(4)
     state = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
-    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+    step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
     assert torch.equal(torch.get_rng_state(), state[0]) and random.getstate() == state[1]
     assert np.array_equal(np.random.get_state()[1], state[2])
     planned = [step(x, y).item() for x, y in data]
@@ -466,7 +468,7 @@ def test_planned_step_on_cuda_trains_as_eager():
     o1, o2 = torch.optim.Adam(m1.parameters(), lr=1e-3), torch.optim.Adam(m2.parameters(), lr=1e-3)
     data = [(x.cuda(), y.cuda()) for x, y in batches(5)]
     with deterministic():
-        step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET)
+        step = rt.planned_step(m2, o2, data[0], loss_fn=ce, budget=BUDGET, recompute=False)
         la, lb = eager_losses(m1, o1, data), planned_losses(step, data)
     assert lb == pytest.approx(la, rel=1e-4)
     for (k, a), b in zip(m1.state_dict().items(), m2.state_dict().values()):
