@@ -150,11 +150,26 @@ def _drop_one(g, rg, order, placement, d, cost, chosen, peak, hits, max_evals, e
 
 
 @numba.njit(**_JIT)
+def _better_per_cost(peak, p, h, c, bp, bh, bc):
+    """Under a memory limit: whether a move to (p, h, c) beats the best so far (bp, bh, bc) from a
+    schedule at `peak`: the larger fall of the peak per unit of cost, where either falls; else
+    `_better`."""
+    gain = peak - p
+    best_gain = peak - bp
+    if gain > 0 and best_gain > 0:
+        return gain * (bc + 1e-30) > best_gain * (c + 1e-30)
+    if gain > 0 or best_gain > 0:
+        return gain > 0
+    return _better(p, h, c, bp, bh, bc)
+
+
+@numba.njit(**_JIT)
 def _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits, extra, max_evals, evals, members,
-              best_members, w):
+              best_members, w, ratio):
     """Score the compound moves of the CANDIDATES largest marked tensors (each alone, then with
     its inputs one and two levels up) within the budget; the best that beats (peak, hits) is left
-    in best_members. Returns (its size, 0 when none beats the schedule; evaluations)."""
+    in best_members (ratio: the largest fall of the peak per unit of cost first, what a memory
+    limit asks for). Returns (its size, 0 when none beats the schedule; evaluations)."""
     n = g.num_nodes
     num = 0
     for v in range(n):
@@ -188,7 +203,8 @@ def _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits
             evals += 1
             for i in range(k):
                 chosen[members[i]] = False
-            if x2 <= budget and _better(p2, h2, c, bp, bh, bc):
+            if x2 <= budget and (_better_per_cost(peak, p2, h2, c, bp, bh, bc) if ratio else
+                                 _better(p2, h2, c, bp, bh, bc)):
                 bp, bh, bc = p2, h2, c
                 bk = k
                 for i in range(k):
@@ -229,7 +245,7 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
             continue
         _live_at_peak(g, w[1], m, placement, d, rg, chosen, w[4], peak, cand)
         bk, evals = _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits, extra, max_evals,
-                              evals, members, best_members, w)
+                              evals, members, best_members, w, limit >= 0)
         if bk > 0:
             for i in range(bk):
                 chosen[best_members[i]] = True
