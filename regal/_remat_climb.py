@@ -164,12 +164,16 @@ def _better_per_cost(peak, p, h, c, bp, bh, bc):
 
 
 @numba.njit(**_JIT)
-def _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits, extra, max_evals, evals, members,
-              best_members, w, ratio):
+def _best_add(g, rg, sched, cost, chosen, cand, cur, lim, members, w):
     """Score the compound moves of the CANDIDATES largest marked tensors (each alone, then with
     its inputs one and two levels up) within the budget; the best that beats (peak, hits) is left
-    in best_members (ratio: the largest fall of the peak per unit of cost first, what a memory
-    limit asks for). Returns (its size, 0 when none beats the schedule; evaluations)."""
+    in members[1] (ratio: the largest fall of the peak per unit of cost first, what a memory
+    limit asks for). sched: (order, placement, d); cur: the schedule's (peak, hits, extra cost,
+    evaluations); lim: (budget, max_evals, ratio); members: int64[2, COMPOUND_MAX], the move
+    scored and the best. Returns (the best's size, 0 when none beats the schedule; evaluations)."""
+    order, placement, d = sched
+    peak, hits, extra, evals = cur
+    budget, max_evals, ratio = lim
     n = g.num_nodes
     num = 0
     for v in range(n):
@@ -188,27 +192,27 @@ def _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits
     for j in range(min(num, CANDIDATES)):
         last = 0
         for depth in range(3):
-            k = _compound(g, rg, chosen, idx[j], depth, members)
+            k = _compound(g, rg, chosen, idx[j], depth, members[0])
             if k == last:   # no new input at this depth
                 break
             last = k
             c = 0.0
             for i in range(k):
-                c += cost[members[i]]
+                c += cost[members[0, i]]
             if extra + c > budget or evals >= max_evals:
                 break
             for i in range(k):
-                chosen[members[i]] = True
+                chosen[members[0, i]] = True
             p2, h2, m2, x2 = _score(g, order, placement, d, rg, chosen, cost, w)
             evals += 1
             for i in range(k):
-                chosen[members[i]] = False
+                chosen[members[0, i]] = False
             if x2 <= budget and (_better_per_cost(peak, p2, h2, c, bp, bh, bc) if ratio else
                                  _better(p2, h2, c, bp, bh, bc)):
                 bp, bh, bc = p2, h2, c
                 bk = k
                 for i in range(k):
-                    best_members[i] = members[i]
+                    members[1, i] = members[0, i]
     return bk, evals
 
 
@@ -231,8 +235,7 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
         chosen[v] = chosen[v] and eligible(g, rg, v)
     w = _work(n, d)
     cand = np.zeros(n, dtype=np.bool_)
-    members = np.empty(COMPOUND_MAX, dtype=np.int64)
-    best_members = np.empty(COMPOUND_MAX, dtype=np.int64)
+    members = np.empty((2, COMPOUND_MAX), dtype=np.int64)   # the move scored, the best
     peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
     evals = 1
     while evals < max_evals:
@@ -244,11 +247,11 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
             peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
             continue
         _live_at_peak(g, w[1], m, placement, d, rg, chosen, w[4], peak, cand)
-        bk, evals = _best_add(g, rg, order, placement, d, cost, budget, chosen, cand, peak, hits, extra, max_evals,
-                              evals, members, best_members, w, limit >= 0)
+        bk, evals = _best_add(g, rg, (order, placement, d), cost, chosen, cand, (peak, hits, extra, evals),
+                              (budget, max_evals, limit >= 0), members, w)
         if bk > 0:
             for i in range(bk):
-                chosen[best_members[i]] = True
+                chosen[members[1, i]] = True
             peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
             continue
         # no add pays: drop a recomputation that does not pay for itself (frees budget), else stop

@@ -35,7 +35,6 @@ WIDE_KERNELS = {
     "regal._greedy._greedy_pick": 23,
     "regal._alloc_kernels._choose": 19,
     "regal._greedy._greedy_run": 17,
-    "regal._remat_climb._best_add": 17,   # new with recomputation's climb (issue 53), the day the gates came in
     "regal._greedy._greedy_terms": 16,
     "regal._orders._lpmf_release": 15,
 }
