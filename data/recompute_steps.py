@@ -411,7 +411,7 @@ def _torch_models():
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     class LSTMLM(nn.Module):
-        """LSTM language model (Zaremba et al. 2014, 'medium'): embedding, 2-layer LSTM of 650 units,
+        """LSTM language model (Zaremba et al. 2014, 'medium' layers): embedding, 2-layer LSTM of 650 units,
         linear decoder; (tokens, targets) -> loss. Traced as the LSTM cells' ops (regal.torch)."""
 
         def __init__(self, vocab, d, layers):
@@ -520,9 +520,9 @@ TORCH_MODELS: dict[str, TorchModel] = {
                                        _tokens(8, 512, 8192, mask=True), "self", "adam",
                                        "BERT-style encoder, 6 layers, d=512, 8 heads, 512 tokens (1/8 padding), "
                                        "vocab 8192, batch 8, fused SDPA attention, MLM head, Adam"),
-    "lstm_2l_h650_s35_b20": TorchModel("torch-seq", "lstm", lambda c: c["LSTMLM"](10000, 650, 2),
-                                       _tokens(20, 35, 10000), "self", "adam",
-                                       "LSTM LM (Zaremba medium): 2 layers of 650, 35 steps, vocab 10000, batch 20, "
+    "lstm_2l_h650_s64_b64": TorchModel("torch-seq", "lstm", lambda c: c["LSTMLM"](10000, 650, 2),
+                                       _tokens(64, 64, 10000), "self", "adam",
+                                       "LSTM LM (Zaremba medium layers: 2 of 650, vocab 10000), 64 steps, batch 64, "
                                        "Adam"),
     "bart_3x3_d512_s256_b8": TorchModel("torch-seq", "bart", lambda c: c["Seq2Seq"](8192, 512, 3, 3, 8, 256),
                                         _tokens(8, 256, 8192, t2=256), "self", "adam",
