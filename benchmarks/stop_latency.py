@@ -331,7 +331,7 @@ os._exit(0)
 #: before that the interpreter's own start runs (site, .pth files), before any code of regal
 #: can install a handler: there a signal has its default action (killed by SIGTERM; SIGINT's
 #: KeyboardInterrupt in an import).
-TRIAL_WINDOW = {"optimize": (0.3, 6.0), "solve": (0.3, 6.0), "pack": (0.3, 4.0), "fit": (0.3, 6.0),
+TRIAL_WINDOW = {"optimize": (0.3, 12.0), "solve": (0.3, 12.0), "pack": (0.3, 15.0), "fit": (0.3, 15.0),
                 "evaluate": (0.3, 20.0), "info": (0.3, 15.0), "import-onnx": (0.3, 2.0),
                 "torch": (0.3, 20.0), "planned_step": (0.0, 8.0), "regal.optimize": (0.0, 5.0)}
 

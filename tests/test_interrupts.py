@@ -130,14 +130,21 @@ def test_regal_optimize_raises_keyboard_interrupt_on_ctrl_c():
     assert p.returncode == 130 and "interrupted" in out
 
 
-@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_a_command_with_nothing_to_write_exits_128_plus_the_signal(tmp_path, signame):
-    """`regal info` (nothing worth finishing) on a graph it reads for seconds: the signal ends it
-    with 128 + its number (130, 143) and one line, never a traceback, 'Aborted!' or 0."""
+@pytest.fixture(scope="module")
+def big_graph(tmp_path_factory):
+    """A 60,000-node graph file: `regal info` reads it for seconds."""
     from benchmarks.stop_latency import layered_graph
     from regal.graph import save
-    path = tmp_path / "g.json.gz"
+    path = tmp_path_factory.mktemp("interrupts") / "g.json.gz"
     save(layered_graph(60_000), path)
+    return path
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_command_with_nothing_to_write_exits_128_plus_the_signal(big_graph, signame):
+    """`regal info` (nothing worth finishing) on a graph it reads for seconds: the signal ends it
+    with 128 + its number (130, 143) and one line, never a traceback, 'Aborted!' or 0."""
+    path = big_graph
     p = subprocess.Popen([sys.executable, "-m", "regal.cli", "info", str(path)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)

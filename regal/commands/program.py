@@ -15,9 +15,10 @@ from regal.cli_common import _COMMAND_DEADLINE
 
 __all__ = ["RegalGroup", "STOPPABLE_COMMANDS", "QUICK_EXIT_COMMANDS", "runs_a_command"]
 
-#: The commands that stop gracefully on a signal (`regal._stop.STOP_SIGNALS`): `RegalGroup.main`
-#: installs their handlers first thing, so that a signal in any phase, start-up included, ends
-#: them with status 3 (and their best result written when there is one).
+#: The commands that stop gracefully on a signal (`regal._stop.STOP_SIGNALS`) once their work has
+#: begun (`regal.cli_common.command_deadline`): status 3, their best result written; before it,
+#: and for every other command, a signal ends the command at once, 128 + its number (handlers
+#: installed first thing by `RegalGroup.main`; docs/terminal.md, "Exit statuses").
 STOPPABLE_COMMANDS = ("optimize", "solve", "train", "pack", "fit")
 
 #: Commands after which the `regal` process ends without Python's finalization (`RegalGroup`):
