@@ -25,7 +25,6 @@ across a time between them) are packed apart. Every packing this module returns 
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import time
@@ -489,22 +488,21 @@ def read_csv(path: str | os.PathLike) -> Instance:
     ids, cols = [], {"lower": [], "upper": [], "size": []}
     with f:
         try:
-            reader = csv.reader(f, skipinitialspace=True)  # "b0, 0, 10, 5" reads as "b0,0,10,5"
-            header = next(reader, None)
+            reader = _csv_rows(f, p)
+            row_no, header = next(reader, (0, None))
             if header is None:
                 raise PackingError(f"{p}: empty file (expected the header id,lower,upper,size)")
-            header = [h.strip() for h in header]
             missing = [c for c in ("id", "lower", "upper", "size") if c not in header]
             if missing:
                 raise PackingError(f"{p}: row 1: header lacks column {missing[0]!r} (expected id,lower,upper,size)")
             where = {c: header.index(c) for c in ("id", "lower", "upper", "size")}
             seen = set()
-            for row_no, row in enumerate(reader, start=2):
-                if not row or all(not c.strip() for c in row):
+            for row_no, row in reader:
+                if all(not c for c in row):
                     continue
                 if len(row) < len(header):
                     raise PackingError(f"{p}: row {row_no}: {len(row)} fields, expected {len(header)}")
-                bid = row[where["id"]]   # as written: a quoted " a" keeps its space (RFC 4180)
+                bid = row[where["id"]]   # trimmed, unless quoted: a quoted " a" keeps its spaces
                 if bid in seen:
                     raise PackingError(f"{p}: row {row_no}: field 'id': buffer {bid!r} listed twice")
                 seen.add(bid)
@@ -526,8 +524,6 @@ def read_csv(path: str | os.PathLike) -> Instance:
                                        f"{cols['lower'][-1]}")
         except UnicodeDecodeError:
             raise PackingError(f"{p}: not a text CSV file") from None
-        except csv.Error as e:
-            raise PackingError(f"{p}: not a CSV file ({e})") from None
     return instance(np.asarray(cols["lower"], dtype=np.int64), np.asarray(cols["upper"], dtype=np.int64),
                     np.asarray(cols["size"], dtype=np.int64), ids)
 
@@ -541,6 +537,61 @@ def _csv_field(text: str) -> str:
     if _QUOTED.search(text):
         return '"' + text.replace('"', '""') + '"'
     return text
+
+
+def _csv_rows(lines, source: str):
+    """(line number, fields) of each record of a CSV text (RFC 4180: a quoted field may hold
+    commas, doubled quotes and line breaks): an unquoted field trimmed of white space, a quoted
+    one as written between its quotes (white space around the quotes skipped). A line without a
+    quote, the usual case, is split on commas."""
+    held, start = None, 0
+    for n, line in enumerate(lines, start=1):
+        if held is None and '"' not in line:
+            yield n, [x.strip() for x in line.rstrip("\r\n").split(",")]
+            continue
+        held, start = (line, n) if held is None else (held + line, start)
+        if held.count('"') % 2:   # a quoted field goes on to the next line
+            continue
+        yield start, _quoted_fields(held.rstrip("\r\n"), source, start)
+        held = None
+    if held is not None:
+        raise PackingError(f"{source}: row {start}: a quoted field is not closed")
+
+
+def _quoted_fields(text: str, source: str, row: int) -> list[str]:
+    out, i, n = [], 0, len(text)
+    while True:
+        j = i
+        while j < n and text[j] in " \t":
+            j += 1
+        if j < n and text[j] == '"':
+            parts, k = [], j + 1
+            while True:
+                q = text.find('"', k)
+                if q < 0:
+                    raise PackingError(f"{source}: row {row}: a quoted field is not closed")
+                parts.append(text[k:q])
+                if text.startswith('"', q + 1):   # a doubled quote is one quote
+                    parts.append('"')
+                    k = q + 2
+                    continue
+                k = q + 1
+                break
+            while k < n and text[k] in " \t":
+                k += 1
+            if k < n and text[k] != ",":
+                raise PackingError(f"{source}: row {row}: text after a quoted field's closing quote")
+            out.append("".join(parts))
+            if k >= n:
+                return out
+            i = k + 1
+        else:
+            k = text.find(",", i)
+            if k < 0:
+                out.append(text[i:].strip())
+                return out
+            out.append(text[i:k].strip())
+            i = k + 1
 
 
 def write_csv(path: str | os.PathLike, inst: Instance, offsets) -> None:

@@ -167,14 +167,22 @@ def test_pack_keeps_quoted_ids_and_ends_its_json_with_a_newline(tmp_path):
     that ends with a newline."""
     from regal import packing
     src = tmp_path / "in.csv"
-    src.write_text('id,lower,upper,size\n" a",0,4,3\n"b ",2,6,5\n"c,d",5,9,3\n"e""q",1,2,3\nplain, 1, 3, 2\n')
-    assert list(packing.read_csv(src).ids) == [" a", "b ", "c,d", 'e"q', "plain"]
+    src.write_text('id,lower,upper,size\n" a",0,4,3\n"b ",2,6,5\n"c,d",5,9,3\n"e""q",1,2,3\nplain, 1, 3, 2\n'
+                   ' trimmed ,0,1,1\n"two\nlines" , 4, 8, 1\n')
+    ids = [" a", "b ", "c,d", 'e"q', "plain", "trimmed", "two\nlines"]
+    assert list(packing.read_csv(src).ids) == ids
     out = tmp_path / "out.csv"
     r = subprocess.run([sys.executable, "-m", "regal.cli", "pack", str(src), "-o", str(out), "--json"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.endswith("}\n") and r.stdout.count("\n") == 1, r
     assert set(json.loads(r.stdout)) == {"packed_bytes", "bound_bytes", "optimal"}
-    assert list(packing.read_csv(out).ids) == [" a", "b ", "c,d", 'e"q', "plain"]
+    assert list(packing.read_csv(out).ids) == ids
+    bad = tmp_path / "bad.csv"
+    for text, what in (('id,lower,upper,size\n"open,0,1,1\n', "row 2: a quoted field is not closed"),
+                       ('id,lower,upper,size\n"a"x,0,1,1\n', "row 2: text after a quoted field")):
+        bad.write_text(text)
+        with pytest.raises(packing.PackingError, match=what):
+            packing.read_csv(bad)
 
 
 def test_the_numpy_check_agrees_with_the_sweep():
