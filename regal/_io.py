@@ -1,5 +1,6 @@
 """Opening regal's text files (UTF-8, gzip-compressed when the path ends in `.gz`), and writing
-every file regal writes atomically (a temporary file in the same directory, then `os.replace`)."""
+every file regal writes atomically (a temporary file in the same directory, then `os.replace`);
+CSV fields as RFC 4180 has them (`csv_rows`, `csv_field`: MiniMalloc's buffer lists)."""
 
 from __future__ import annotations
 
@@ -378,3 +379,74 @@ def directory_lock(folder: str | os.PathLike, name: str = ".regal.lock", what: s
     finally:
         del _HELD_LOCKS[key]
         os.close(fd)  # releases the lock
+
+
+# ---------------------------------------------------------------- CSV fields (MiniMalloc's buffers)
+class CsvError(ValueError):
+    """A CSV text that does not parse (`csv_rows`): the message names the row."""
+
+
+def csv_rows(lines):
+    """(line number, fields) of each record of a CSV text (RFC 4180: a quoted field may hold
+    commas, doubled quotes and line breaks): an unquoted field trimmed of white space, a quoted
+    one as written between its quotes (white space around the quotes skipped). A line without a
+    quote, the usual case, is split on commas."""
+    held, start = None, 0
+    for n, line in enumerate(lines, start=1):
+        if held is None and '"' not in line:
+            yield n, [x.strip() for x in line.rstrip("\r\n").split(",")]
+            continue
+        held, start = (line, n) if held is None else (held + line, start)
+        if held.count('"') % 2:   # a quoted field goes on to the next line
+            continue
+        yield start, _quoted_fields(held.rstrip("\r\n"), start)
+        held = None
+    if held is not None:
+        raise CsvError(f"row {start}: a quoted field is not closed")
+
+
+def _quoted_fields(text: str, row: int) -> list[str]:
+    out, i, n = [], 0, len(text)
+    while True:
+        j = i
+        while j < n and text[j] in " \t":
+            j += 1
+        if j < n and text[j] == '"':
+            parts, k = [], j + 1
+            while True:
+                q = text.find('"', k)
+                if q < 0:
+                    raise CsvError(f"row {row}: a quoted field is not closed")
+                parts.append(text[k:q])
+                if text.startswith('"', q + 1):   # a doubled quote is one quote
+                    parts.append('"')
+                    k = q + 2
+                    continue
+                k = q + 1
+                break
+            while k < n and text[k] in " \t":
+                k += 1
+            if k < n and text[k] != ",":
+                raise CsvError(f"row {row}: text after a quoted field's closing quote")
+            out.append("".join(parts))
+            if k >= n:
+                return out
+            i = k + 1
+        else:
+            k = text.find(",", i)
+            if k < 0:
+                out.append(text[i:].strip())
+                return out
+            out.append(text[i:k].strip())
+            i = k + 1
+
+
+_QUOTED = re.compile(r'[,"\r\n]|^\s|\s$')
+
+
+def csv_field(text: str) -> str:
+    """An id as a CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break, or
+    begins or ends with white space (which a reader that trims fields would drop)."""
+    if _QUOTED.search(text):
+        return '"' + text.replace('"', '""') + '"'
+    return text

@@ -26,7 +26,6 @@ across a time between them) are packed apart. Every packing this module returns 
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import NamedTuple
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from regal import _minimalloc
 from regal import _pack_kernels as K
+from regal._io import CsvError, csv_field, csv_rows
 from regal._stop import KernelWatch
 
 __all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound", "check", "pack",
@@ -488,7 +488,7 @@ def read_csv(path: str | os.PathLike) -> Instance:
     ids, cols = [], {"lower": [], "upper": [], "size": []}
     with f:
         try:
-            reader = _csv_rows(f, p)
+            reader = csv_rows(f)
             row_no, header = next(reader, (0, None))
             if header is None:
                 raise PackingError(f"{p}: empty file (expected the header id,lower,upper,size)")
@@ -524,74 +524,10 @@ def read_csv(path: str | os.PathLike) -> Instance:
                                        f"{cols['lower'][-1]}")
         except UnicodeDecodeError:
             raise PackingError(f"{p}: not a text CSV file") from None
+        except CsvError as e:
+            raise PackingError(f"{p}: {e}") from None
     return instance(np.asarray(cols["lower"], dtype=np.int64), np.asarray(cols["upper"], dtype=np.int64),
                     np.asarray(cols["size"], dtype=np.int64), ids)
-
-
-_QUOTED = re.compile(r'[,"\r\n]|^\s|\s$')
-
-
-def _csv_field(text: str) -> str:
-    """An id as a CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break, or
-    begins or ends with white space (which a reader that trims fields would drop)."""
-    if _QUOTED.search(text):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-def _csv_rows(lines, source: str):
-    """(line number, fields) of each record of a CSV text (RFC 4180: a quoted field may hold
-    commas, doubled quotes and line breaks): an unquoted field trimmed of white space, a quoted
-    one as written between its quotes (white space around the quotes skipped). A line without a
-    quote, the usual case, is split on commas."""
-    held, start = None, 0
-    for n, line in enumerate(lines, start=1):
-        if held is None and '"' not in line:
-            yield n, [x.strip() for x in line.rstrip("\r\n").split(",")]
-            continue
-        held, start = (line, n) if held is None else (held + line, start)
-        if held.count('"') % 2:   # a quoted field goes on to the next line
-            continue
-        yield start, _quoted_fields(held.rstrip("\r\n"), source, start)
-        held = None
-    if held is not None:
-        raise PackingError(f"{source}: row {start}: a quoted field is not closed")
-
-
-def _quoted_fields(text: str, source: str, row: int) -> list[str]:
-    out, i, n = [], 0, len(text)
-    while True:
-        j = i
-        while j < n and text[j] in " \t":
-            j += 1
-        if j < n and text[j] == '"':
-            parts, k = [], j + 1
-            while True:
-                q = text.find('"', k)
-                if q < 0:
-                    raise PackingError(f"{source}: row {row}: a quoted field is not closed")
-                parts.append(text[k:q])
-                if text.startswith('"', q + 1):   # a doubled quote is one quote
-                    parts.append('"')
-                    k = q + 2
-                    continue
-                k = q + 1
-                break
-            while k < n and text[k] in " \t":
-                k += 1
-            if k < n and text[k] != ",":
-                raise PackingError(f"{source}: row {row}: text after a quoted field's closing quote")
-            out.append("".join(parts))
-            if k >= n:
-                return out
-            i = k + 1
-        else:
-            k = text.find(",", i)
-            if k < 0:
-                out.append(text[i:].strip())
-                return out
-            out.append(text[i:k].strip())
-            i = k + 1
 
 
 def write_csv(path: str | os.PathLike, inst: Instance, offsets) -> None:
@@ -602,4 +538,4 @@ def write_csv(path: str | os.PathLike, inst: Instance, offsets) -> None:
     cols = (inst.lower.tolist(), inst.upper.tolist(), inst.size.tolist(), np.asarray(offsets).tolist())
     with atomic_text(path) as f:
         f.write("id,lower,upper,size,offset\n")
-        f.writelines(f"{_csv_field(b)},{lo},{up},{sz},{off}\n" for b, lo, up, sz, off in zip(inst.ids, *cols))
+        f.writelines(f"{csv_field(b)},{lo},{up},{sz},{off}\n" for b, lo, up, sz, off in zip(inst.ids, *cols))
