@@ -57,10 +57,11 @@ MOCCASIN_FACTOR, MOCCASIN_MIN_S = 10.0, 60.0
 BASELINES = ("checkpoint-sqrt", "recompute-pointwise")
 COMMAND = ".venv/bin/python -m experiments.recompute_engine"
 #: Said in the report: how the cells without a code stamp were made.
-NOTES = """Cells without a code stamp ("-") come from the first run, started 2026-11-29 04:40 at HEAD
-620c7ac with the other engineers' uncommitted changes to regal/ and baselines/ of that minute
-(among them `RecomputeConfig.first_share` 0.1 and `baselines/moccasin.py`, not yet committed;
-Moccasin's hint from the cheaper of checkpoint-sqrt and recompute-pointwise was in, commit 1eae8a0)."""
+NOTES = """The cells were computed by one run, started 2026-11-29 05:51 on an empty cache at HEAD 54fb531
+with other engineers' uncommitted changes of that minute to regal/_io.py and regal/packing.py (file
+writing and the packer, not the searches; digest 6b3f7719). Earlier partial runs (commit 54fb531's
+README, cells of two code states) are superseded. Cells without a code stamp ("-") would be from
+before stamps existed."""
 
 
 # ============================================================================== graphs and cells
@@ -396,6 +397,51 @@ def source_means(manifest: dict, red: dict) -> str:
     return "\n".join(lines)
 
 
+def limit_pairs(names: list[str], rows: list[dict]) -> list[dict]:
+    """Per (graph, limit) with regal's runtime cells: feasible on every seed, below Moccasin (every
+    seed's extra cost under Moccasin's, or Moccasin without a fitting schedule), within a tenth of
+    Moccasin's seconds (regal's slowest seed)."""
+    out = []
+    for n in names:
+        for frac in LIMITS:
+            v = f"m{round(frac * 100)}"
+            rt = [r for r in rows if r["graph"] == n and r["kind"] == "runtime" and r["variant"] == v and "peak_bytes" in r]
+            mo = [r for r in rows if r["graph"] == n and r["kind"] == "moccasin" and r["variant"] == v and "peak_bytes" in r]
+            if not rt or not mo:
+                continue
+            m = mo[0]
+            mfeas = bool(m["feasible"]) and bool(m.get("moccasin_feasible", True))
+            feas = all(r["feasible"] for r in rt)
+            below = feas and (not mfeas or max(r["extra_fraction"] for r in rt) < m["extra_fraction"])
+            tenth = max(r["seconds"] for r in rt) <= m["seconds"] / 10 + 1e-9
+            out.append({"graph": n, "source": rt[0]["source"], "split": rt[0]["split"], "limit": v, "feasible": feas,
+                        "below": below, "tenth": tenth, "moccasin_feasible": mfeas, "seeds": len(rt)})
+    return out
+
+
+def targets(manifest: dict, red: dict, names: list[str], rows: list[dict]) -> str:
+    lines = []
+    for d in DEVICES:
+        xs = [v for (n, dd), v in red.items() if dd == d and manifest["graphs"][n]["split"] == "held_out"]
+        if xs:
+            m = float(np.mean(xs))
+            lines.append(f"- Peak at recompute_budget {RECOMPUTE_BUDGET}, held-out graphs, d = {d}: {_pct(m)} below the "
+                         f"flagship on the mean over {len(xs)} graphs (target >= 30 %: {'met' if m >= 0.30 else 'missed'}).")
+    pairs = limit_pairs(names, rows)
+    for label, sel in (("all torch graphs", pairs), ("held-out torch graphs (torch-seq)",
+                                                      [p for p in pairs if p["split"] == "held_out"])):
+        if not sel:
+            continue
+        k = len(sel)
+        allmet = sum(p["feasible"] and p["below"] and p["tenth"] for p in sel)
+        lines.append(f"- Memory limits, {label}: of {k} (graph, limit) pairs, regal fits on every seed in "
+                     f"{sum(p['feasible'] for p in sel)}, spends less recomputation than Moccasin in "
+                     f"{sum(p['below'] for p in sel)}, within a tenth of Moccasin's time in {sum(p['tenth'] for p in sel)}; "
+                     f"all three in {allmet} (target: all {k}: {'met' if allmet == k else 'missed'}). Moccasin found a "
+                     f"fitting schedule in {sum(p['moccasin_feasible'] for p in sel)}.")
+    return "\n".join(lines) if lines else "(no cells yet)"
+
+
 def limits_table(manifest: dict, names: list[str], rows: list[dict]) -> str:
     by = {}
     for r in rows:
@@ -510,6 +556,10 @@ Settings: {BUDGET:,} evaluations; the recompute search at `recompute_budget={REC
 the recomputed cost over one run's cost (SPEC.md 3b; torch graphs: costs measured on this CPU, HLO:
 roofline). Seconds are wall time of one search with one Numba thread on this 2-core machine,
 shared with other jobs. Every peak is re-simulated from its cached solution.
+
+## The targets
+
+{targets(manifest, red, names, rows)}
 
 ## Per source: the peak at recompute_budget {RECOMPUTE_BUDGET} against the no-recompute flagship
 
