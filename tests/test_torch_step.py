@@ -94,8 +94,13 @@ def same_optimizer_state(o1, o2) -> bool:
         all(same_tensors(s1["state"][k], s2["state"][k]) for k in s1["state"])
 
 
-@pytest.mark.parametrize("clip", [None, 0.5])
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+#: The default run keeps one SGD and one Adam case, one of them clipping; the rest are slow.
+_FAST_CASES = {("sgd", None), ("adamw-amsgrad", 0.5)}
+
+
+@pytest.mark.parametrize("name, clip", [
+    pytest.param(n, c, marks=() if (n, c) in _FAST_CASES else pytest.mark.slow)
+    for n in sorted(OPTIMIZERS) for c in (None, 0.5)])
 def test_planned_step_trains_as_eager_bit_for_bit(name, clip):
     """Eager's losses, parameters, buffers and optimizer state, bit for bit; with `max_grad_norm`
     the step clips as clip_grad_norm_ between backward() and step() does."""
@@ -332,7 +337,7 @@ def _reachable_tensors(root) -> list:
     return found
 
 
-@pytest.mark.parametrize("name", ["adam", "sgd"])
+@pytest.mark.parametrize("name", ["adam", pytest.param("sgd", marks=pytest.mark.slow)])
 def test_the_step_holds_nothing_but_the_model_and_the_optimizer_state(name):
     """No tensor of tracing (Adam's state made for it, the example batch): what the step reaches
     is the model's parameters and buffers and the optimizer's state; the process holds what an
@@ -361,7 +366,7 @@ def test_the_step_holds_nothing_but_the_model_and_the_optimizer_state(name):
     assert abs(planned - eager) <= 4096, (planned, eager)
 
 
-@pytest.mark.parametrize("name", ["adam", "sgd"])
+@pytest.mark.parametrize("name", ["adam", pytest.param("sgd", marks=pytest.mark.slow)])
 def test_planning_leaves_the_random_state_as_it_found_it(name):
     """Dropout draws after planning what eager draws from the same seed: planning (its trace, its
     run on copies, its search) restores every generator it touched."""
