@@ -55,8 +55,8 @@ def test_the_old_stop_helper_is_gone():
 def test_a_signal_at_the_start_of_main_stops_it(small, tmp_path, signame):
     """A signal as `main` begins (before the command's own code) ends it as documented: status
     3 with the best solution so far written, or 128 + the signal's number before there is one
-    (never the signal's default action, nor a KeyboardInterrupt's 'Aborted!') (on an idle machine the 300-node graph is loaded and seeded
-    within 0.1 s of `main`)."""
+    (never the signal's default action, nor a KeyboardInterrupt's 'Aborted!') (on an idle machine
+    the 300-node graph is loaded and seeded within 0.1 s of `main`)."""
     g, path = small
     out = tmp_path / "sol.json"
     # 0.1 s after the launcher's line (on a loaded machine the child may not have run on yet):
