@@ -9,14 +9,15 @@ budget of evaluations:
    the evaluations: its order and placement are the start (an order that keeps little alive is
    also a good order to recompute in).
 2. **The recompute climb** (`regal._remat_climb.recompute_climb`) on that schedule: steepest descent
-   over the recompute set, adding the recomputation of a tensor held across the peak that lowers
-   (peak, steps at the peak) most, dropping one that no longer pays, within the cost budget.
+   over the recompute set, adding the recomputation of a tensor held across the peak (alone or
+   with the inputs it is made from) that lowers (peak, steps at the peak) most (under a memory
+   limit: the most per unit of cost), dropping one that no longer pays, within the cost budget.
 3. **BRKGA over the joint chromosome** (n (d + 2) keys: each node's affinities, its priority and
    its recompute key), seeded with stage 2's schedule, the climb run again on each new best of
    the population (`RecomputePolish`, Lamarckian write-back), until the budget is spent.
 
-With `memory_limit` (the runtime objective at d = 1: the step time is the cost of the sequence),
-the fitness is the extra cost of a schedule within the limit, and the peak above it otherwise:
+With `memory_limit_bytes` (the runtime objective at d = 1: the step time is the cost of the
+sequence), the fitness is the extra cost of a schedule within the limit, and its peak above it:
 Checkmate's and Moccasin's problem, with the order and the placement free.
 """
 
