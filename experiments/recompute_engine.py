@@ -59,9 +59,22 @@ COMMAND = ".venv/bin/python -m experiments.recompute_engine"
 #: Said in the report: how the cells without a code stamp were made.
 NOTES = """The cells were computed by one run, started 2026-11-29 05:51 on an empty cache at HEAD 54fb531
 with other engineers' uncommitted changes of that minute to regal/_io.py and regal/packing.py (file
-writing and the packer, not the searches; digest 6b3f7719). Earlier partial runs (commit 54fb531's
-README, cells of two code states) are superseded. Cells without a code stamp ("-") would be from
-before stamps existed."""
+writing and the packer, not the searches; digest 6b3f7719), in 45 min. Earlier partial runs (commit
+54fb531's README, cells of two code states) are superseded.
+
+What the tables show beyond the targets:
+- `lstm_2l_h650_s64_b64` at 80 %: M (694.8 MiB) is below SPEC.md 7's lower bound (695.2 MiB: the
+  per-op and kept-at-end bounds, which hold for sequences with recomputation too), so no schedule
+  fits; at 90 % (781.6 MiB, above the bound) neither regal nor Moccasin (INFEASIBLE over the traced
+  order, proved in 1 s) finds one. The (graph, limit) target cannot be met on all 24 pairs.
+- The recompute search ends above the no-recompute flagship of the same seed and budget on some
+  graphs at d = 2 (`lstm_2l_h650_s64_b64` -8.0 %, `hk_resnet18_128_b32` -6.6 %, `flax_unet_d4_128_b16`
+  -3.4 %): its first stage is the flagship with `RecomputeConfig.first_share` of the budget, and
+  nothing falls back to a full-budget flagship's schedule.
+- The flagship without recomputation is within 0.6 % of PyTorch's traced order on every torch graph
+  but VGG-16-BN at d = 1 (10 % below): the traced order is already close to the best order there.
+- `checkpoint-sqrt` reaches lower peaks than the recompute search on five CNNs (ResNet-34, MobileNetV2,
+  DenseNet, U-Net, EfficientNet) for 2-3x the extra compute (0.21-0.30 against 0.10)."""
 
 
 # ============================================================================== graphs and cells
@@ -541,8 +554,8 @@ def write_report(manifest: dict, names: list[str]) -> None:
 
 Command: `{COMMAND}` (resumable: cached cells are not run again; `--report-only` rewrites this
 file). Graphs: `data/manifest_recompute.json`, built by `python -m data.recompute_steps`
-(data/README.md, "Training steps for the recompute benchmark"). Commit {commit()}; {machine()};
-written {time.strftime('%Y-%m-%d %H:%M')}. Cells so far: {', '.join(f'{k} {v}' for k, v in counts.items())}
+(data/README.md, "Training steps for the recompute benchmark"). Report written at commit {commit()};
+{machine()}; {time.strftime('%Y-%m-%d %H:%M')}. Cells so far: {', '.join(f'{k} {v}' for k, v in counts.items())}
 (the run goes on where some are missing: seeds 0-2 and d = 1, 2 are the plan).
 Code the cells ran (HEAD, + a digest of uncommitted changes to regal/ and baselines/; "-": not
 recorded, cells of the first run, see the note below): {code_line}.
