@@ -35,6 +35,7 @@ from regal.config import FlagshipConfig
 from regal.decode import encode
 from regal.graph import Graph
 from regal.loop import numba_threads, run_loop, write_back
+from regal.priors import Priors
 from regal.recompute import op_costs, remat_graph
 from regal.simulate import kernel_graph
 from regal.solution import Solution, make_solution
@@ -191,15 +192,20 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
                        config: FlagshipConfig | BrkgaConfig | None = None,
                        recompute_config: RecomputeConfig = RecomputeConfig(), time_limit_s: float | None = None,
                        deadline: Deadline | None = None, callback=None, num_threads: int | None = None,
-                       method: str | None = None, **flagship) -> Solution:
+                       method: str | None = None, joint_priors: Priors | None = None, **flagship) -> Solution:
     """The flagship with recomputation (module docstring). recompute_budget: the extra cost
     allowed, a fraction of running every node once (> 0). memory_limit_bytes: the runtime
     objective's limit (fitness: the least extra cost within it). The other arguments are the
-    flagship's (`regal.optimize`). Returns a Solution whose order may run nodes again
-    (info["recompute"]: `regal.recompute.RecomputeStats`)."""
+    flagship's (`regal.optimize`). joint_priors: per-gene Beta priors over the joint chromosome
+    (n (d + 2) keys, `RecomputeProblem`'s layout) that stage 3's mutants and initial members are
+    drawn from (`regal.priors`); None: uniform, as plain BRKGA. Returns a Solution whose order
+    may run nodes again (info["recompute"]: `regal.recompute.RecomputeStats`)."""
     from regal.memetic import optimize_memory
     t0 = time.perf_counter()
     budget = int(budget)
+    if joint_priors is not None and joint_priors.num_keys != graph.num_nodes * (devices + 2):
+        raise ValueError(f"joint_priors have {joint_priors.num_keys} genes; the recompute chromosome of "
+                         f"{graph.num_nodes} nodes on {devices} devices has {graph.num_nodes * (devices + 2)}")
     cost, cost_model = op_costs(graph)
     total = float(cost.sum())
     allowed = recompute_budget * total
@@ -226,7 +232,7 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
             bconfig = BrkgaConfig(population_size=rc.population_size).validate()
             with numba_threads(num_threads):
                 out = run_loop(problem, bconfig, left, seed, initial=[problem.encode(b.placement, b.order, b.chosen)],
-                               improver=polish, t0=t0, deadline=deadline, callback=callback)
+                               priors=joint_priors, improver=polish, t0=t0, deadline=deadline, callback=callback)
             stopped = out.stopped
             spent += out.evaluations
             if out.state.best_fitness < polish.best.fitness:
