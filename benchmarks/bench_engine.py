@@ -11,8 +11,8 @@ benchmarks/numpy_decoder.py, are the references).
 `--profile` (issue 36) splits one evaluation of the 990-node real graph (d = 1, 2, 4) into its
 kernels, each compiled alone and timed over a batch of 200 random chromosomes on one thread (CPU
 time of the process, so other processes' load counts less), counts the ready-set operations,
-and with --baseline times the kernels of that commit (`regal/_kernels.py` and
-`regal/_peak_memory.py` read from git) beside today's, and BRKGA 5K on 1 and 2 threads with the
+and with --baseline times the kernels of that commit (`regal/kernels/decode.py` and
+`regal/kernels/peak_memory.py` read from git) beside today's, and BRKGA 5K on 1 and 2 threads with the
 population decoded by either, in alternating rounds of this one process.
 
 Graphs: real graphs of the shipped data set closest to 100, 1,000 and 10,000 nodes, and an
@@ -192,7 +192,7 @@ PROFILE_GRAPH = os.path.join("data", "graphs", "real", "vit_l8_d256_b32_fwd_pre.
 
 
 def baseline_kernels(commit: str):
-    """`regal._kernels` as of `commit`, with that commit's `regal._peak_memory`, as fresh,
+    """`regal.kernels.decode` as of `commit`, with that commit's `regal.kernels.peak_memory`, as fresh,
     uncached modules (the other kernel modules are today's)."""
     mods = {}
     for name in ("_peak_memory", "_kernels"):
@@ -201,7 +201,7 @@ def baseline_kernels(commit: str):
         src = src.replace("from regal._jit import JIT as _JIT, PARALLEL_JIT",
                           "_JIT = dict(nogil=True); PARALLEL_JIT = dict(parallel=True, nogil=True)")
         src = src.replace("from regal._jit import JIT as _JIT", "_JIT = dict(nogil=True)")
-        src = src.replace("from regal._peak_memory import", "from regal_baseline_peak_memory import")
+        src = src.replace("from regal.kernels.peak_memory import", "from regal_baseline_peak_memory import")
         path = os.path.join(ROOT, "data", "cache", f"regal_baseline{name}.py")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
@@ -274,8 +274,8 @@ def ready_set_counts(g, orders) -> tuple[float, float, int]:
 def profile_table(baseline: str | None, repeats: int, batch: int = 200) -> list[str]:
     """One evaluation of the 990-node graph split into its kernels, us per chromosome (median of
     `repeats` rounds of process CPU time; baseline and today's alternate within each round)."""
-    import regal._kernels as K
-    import regal._peak_memory as P
+    import regal.kernels.decode as K
+    import regal.kernels.peak_memory as P
     g = regal.load(os.path.join(ROOT, PROFILE_GRAPH))
     kg = kernel_graph(g)
     n = kg.num_nodes
@@ -326,7 +326,7 @@ def profile_table(baseline: str | None, repeats: int, batch: int = 200) -> list[
 def brkga_baseline_table(baseline: str, repeats: int) -> list[str]:
     """BRKGA 5K (990 nodes, d = 2, seed 0) with the population decoded by the baseline's kernels
     or today's, alternating within each round: median wall and process CPU seconds."""
-    import regal._kernels as K
+    import regal.kernels.decode as K
     import regal.decode
     g = regal.load(os.path.join(ROOT, PROFILE_GRAPH))
     base = sys.modules.get("regal_baseline_kernels") or baseline_kernels(baseline)[0]

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from regal import _pack_kernels as K
+from regal.kernels import pack as K
 from regal import packing
 
 

@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from benchmarks.bench_engine import real_graph_near
-from regal import _kernels, _timed
+from regal.kernels import decode as _kernels
+from regal.kernels import timed as _timed
 from regal.decode import chromosome_length, evaluate_population
 from regal.search import numba_threads
 from regal.simulate import kernel_graph

@@ -36,11 +36,9 @@ RUNNER = "experiments.runner"
 
 #: The rooms, lowest first (docs/architecture.md). A module may import its own layer and lower ones.
 LAYERS = [
-    ("primitives", ["regal._jit", "regal.threads", "regal._lean_start", "regal._heap", "regal._takeover", "regal._io",
+    ("primitives", ["regal._jit", "regal.threads", "regal._lean_start", "regal._takeover", "regal._io",
                     "regal._ops", "regal._stop", "regal._args"]),
-    ("kernels", ["regal._kernel_graph", "regal._peak_memory", "regal._kernels", "regal._orders", "regal._greedy",
-                 "regal._climb", "regal._timed", "regal._pack_kernels", "regal._minimalloc", "regal._alloc_kernels",
-                 "regal._heft", "regal._remat", "regal._remat_climb"]),
+    ("kernels", ["regal.kernels", "regal._remat", "regal._remat_climb"]),
     ("graph", ["regal.graph", "regal.structure", "regal.priors", "regal.policy.names"]),
     # regal.torch spans two rooms, so its modules are placed one by one: the importer and its op
     # table here, the package itself and the rest of it (plans, processes, the planned step and
@@ -281,7 +279,7 @@ def line_count(path: str) -> int:
 
 def module_sizes() -> dict[str, int]:
     """Lines of each module of the `SIZED` folders, by its path under the repository
-    ("regal/_climb.py")."""
+    ("regal/kernels/climb.py")."""
     out = {}
     for folder, package in SIZED.items():
         top = os.path.join(repo(), folder)
@@ -314,7 +312,7 @@ def parameter_count(fn: ast.FunctionDef) -> int:
 
 
 def kernel_signatures(mods: dict) -> dict[str, tuple[int, str, int]]:
-    """Each Numba kernel of `mods` ("regal._greedy._greedy_pick") -> (its parameters, its file,
+    """Each Numba kernel of `mods` ("regal.kernels.greedy._greedy_pick") -> (its parameters, its file,
     its line)."""
     out = {}
     for name, path in mods.items():

@@ -28,7 +28,7 @@ import numpy as np
 from typing import NamedTuple
 
 from regal._jit import JIT as _JIT, PARALLEL_JIT, UINDEX as _U
-from regal._kernels import placement_from_keys, priority_order
+from regal.kernels.decode import placement_from_keys, priority_order
 
 
 class RematGraph(NamedTuple):

@@ -12,14 +12,14 @@ memory. Which inputs it takes is decided here, in two forms of the one rule:
   allocation (`regal.allocation`: a taken-over value shares its taker's buffer), the memory plan
   (`regal.memory_plan`: a same-size take-over is one block), the plan run in PyTorch
   (`regal.torch.plan`: the `out=` variant writes the taken input's buffer). The peak simulator
-  keeps its own flat loop over the entries (`regal._peak_memory._taken`, the same rule on the
+  keeps its own flat loop over the entries (`regal.kernels.peak_memory._taken`, the same rule on the
   step that frees each home copy) because it runs inside every evaluation.
 
 The exact solvers state the same rule in their own terms: the exact DP over sets of nodes run
 (`regal_baselines.exact._taken`: an input is taken when all its consumers are in the set) and the
 CP-SAT model (`regal_baselines.cpsat._taken_over`: taken[v, u] <=> v's step frees u and the bytes
 taken before plus bytes(u) fit in bytes(v)). A change of the rule changes this module, those two,
-`_peak_memory._taken`, SPEC.md section 3 and tests/naive.py; tests/test_takeover.py runs every
+`kernels.peak_memory._taken`, SPEC.md section 3 and tests/naive.py; tests/test_takeover.py runs every
 consumer against the naive twin on the same random graphs.
 """
 

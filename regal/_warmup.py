@@ -17,10 +17,9 @@ from regal._stop import stops_on_interrupt
 __all__ = ["warmup", "warmup_packing", "warmup_report", "kernel_modules", "kernels", "cache_misses"]
 
 #: The modules that hold the library's Numba kernels.
-KERNEL_MODULES = ("regal._alloc_kernels", "regal._climb", "regal._greedy", "regal._heap", "regal._heft",
-                  "regal._kernels", "regal._minimalloc", "regal._orders", "regal._pack_kernels",
-                  "regal._peak_memory", "regal._takeover", "regal._timed", "regal.decode", "regal.loop",
-                  "regal.memetic", "regal.runtime", "regal.search")
+KERNEL_MODULES = tuple(f"regal.kernels.{m}" for m in (
+    "alloc", "climb", "decode", "greedy", "heap", "heft", "minimalloc", "orders", "pack", "peak_memory", "timed")) + (
+    "regal._takeover", "regal.decode", "regal.loop", "regal.memetic", "regal.runtime", "regal.search")
 
 
 def kernel_modules() -> tuple[str, ...]:

@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal._alloc_kernels import _assign, _best_fit
+from regal.kernels.alloc import _assign, _best_fit
 from regal._takeover import takers
 from regal.graph import Graph, _csr, check_devices
 from regal.simulate import check_schedule

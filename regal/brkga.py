@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _kernels
+from regal.kernels import decode as _kernels
 from regal.priors import Priors, sample_keys
 
 __all__ = ["BrkgaConfig", "BrkgaState", "init", "ask", "tell", "coins"]

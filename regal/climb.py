@@ -1,8 +1,8 @@
 """The local-search climb, the part the local-search baseline (`regal.local_search`) and the
 flagship's polish (`regal.memetic`) share: its settings (`LocalSearchConfig`, the flagship's
 `FLAGSHIP_CLIMB`), its score (`Score`, `Evaluator`), its state (`ClimbRun`, around the kernel's
-`regal._kernel_graph.ClimbState`) and `Climb`, a climb advanced in steps. The moves, the
-acceptance and the kicks are one Numba kernel, `regal._climb.climb`; `regal.local_search`'s
+`regal.kernels.structs.ClimbState`) and `Climb`, a climb advanced in steps. The moves, the
+acceptance and the kicks are one Numba kernel, `regal.kernels.climb.climb`; `regal.local_search`'s
 docstring says what each does and cites the papers.
 """
 
@@ -13,8 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _climb as _climb_kernel, _kernels
-from regal._kernel_graph import ClimbParams, ClimbState
+from regal.kernels import climb as _climb_kernel
+from regal.kernels import decode as _kernels
+from regal.kernels.structs import ClimbParams, ClimbState
 from regal._stop import expired
 from regal.graph import Graph, check_devices
 from regal.heuristics import pack_candidates, pack_on_trace
@@ -131,7 +132,7 @@ class Evaluator:
 
 #: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
 #: uniform, focused (the baseline's), informed, directed; defined unpacked where the kernel
-#: reads them (`regal._climb._KIND_*`).
+#: reads them (`regal.kernels.climb._KIND_*`).
 KINDS = tuple(zip(_climb_kernel._KIND_FOCUSED, _climb_kernel._KIND_INFORMED, _climb_kernel._KIND_DIRECTED))
 
 
@@ -174,8 +175,8 @@ def new_state(graph: Graph, devices: int, placement, order, score: Score, trace:
 
 
 class ClimbRun:
-    """One climb's state: the kernel's arrays (`arrays`, a `regal._kernel_graph.ClimbState`, which
-    `regal._climb.climb` updates in place) and the clock reading of each new best in its history."""
+    """One climb's state: the kernel's arrays (`arrays`, a `regal.kernels.structs.ClimbState`, which
+    `regal.kernels.climb.climb` updates in place) and the clock reading of each new best in its history."""
 
     def __init__(self, arrays: ClimbState):
         self.arrays = arrays
@@ -246,7 +247,7 @@ def run_climb(run: ClimbRun, evaluate: Evaluator, params: ClimbParams, rng, budg
            deadline: float | None) -> str:
     """Moves until evaluate.count reaches budget or the deadline passes; returns why it stopped.
 
-    The loop is one Numba kernel (`regal._climb.climb`), called in chunks so that the deadline
+    The loop is one Numba kernel (`regal.kernels.climb.climb`), called in chunks so that the deadline
     is checked every few milliseconds. Adaptive (`adaptive_moves`): each move is of one of
     `KINDS`, with probability `adaptive_floor` + (1 - 4 `adaptive_floor`) q_k / sum(q)
     (probability matching, Thierens 2005); a kind's success estimate q_k moves by

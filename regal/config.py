@@ -7,7 +7,7 @@
 Every field is a setting the flagship (`regal.memetic`, `regal.runtime`) reads; none is a module
 global. Two parts are configs of their own, nested as fields: `brkga` (`regal.BrkgaConfig`, the
 population) and `climb` (`regal.climb.LocalSearchConfig`, the local-search climb; each knob
-has one name, the same in the climb's kernel, `regal._kernel_graph.ClimbParams`). How each was
+has one name, the same in the climb's kernel, `regal.kernels.structs.ClimbParams`). How each was
 chosen (values tried, results, commits) is in experiments/results/INDEX.md, one line per
 experiment, not here.
 """

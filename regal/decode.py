@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regal import _kernels
+from regal.kernels import decode as _kernels
 from regal._stop import expired
 from regal.graph import Graph
 from regal.simulate import Simulation, kernel_graph

@@ -22,7 +22,7 @@ scored by the simulator, which does. The compilers schedule one device: their or
 gp-dfs's METIS placement
 (`regal.structure.metis_placement`, Paliwal et al., ICLR 2020's GP + DFS). Resident nodes are
 XLA's parameters and constants (ignored by its heuristics, as there) and Inductor's
-non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal._orders`.
+non-freeable inputs. The loops that scan a ready list are Numba kernels in `regal.kernels.orders`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from regal import _greedy, _kernels, _orders
-from regal._orders import SCALAR_BYTES
+from regal.kernels import greedy as _greedy
+from regal.kernels import decode as _kernels
+from regal.kernels import orders as _orders
+from regal.kernels.orders import SCALAR_BYTES
 from regal._stop import Deadline, Stopped, as_deadline, interruptible
 from regal.decode import order_by_priority
 from regal.graph import Graph, check_devices
@@ -311,7 +313,7 @@ def pack_residents(graph: Graph, devices: int, placement, order) -> np.ndarray:
     copy from its first consumer there to its last (SPEC.md section 3), so a parameter homed on a
     device with room costs the device that reads it only its reader's steps. Computed on the
     schedule's step trace, not by search: one simulation, then O(d sqrt(n)) per resident tensor
-    (`regal._kernels.pack_residents`). The inputs are not modified.
+    (`regal.kernels.decode.pack_residents`). The inputs are not modified.
     """
     devices = check_devices(devices)
     placement = np.ascontiguousarray(placement, dtype=np.int32).copy()

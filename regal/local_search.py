@@ -71,7 +71,7 @@ memetic search applies to its elites (`improve`). The method:
 Cost: per evaluation an O(n d + e) simulation (with its step trace), an O(window) move and an
 O(n d) scan of the trace: O(budget * (n d + e)) in all, about what BRKGA spends on as many
 decodes. The whole climb (moves, acceptance, kicks) is one Numba kernel,
-`regal._climb.climb`, that draws from the caller's numpy Generator exactly as the Python loop
+`regal.kernels.climb.climb`, that draws from the caller's numpy Generator exactly as the Python loop
 it replaced did (same moves, same schedules, bit for bit); it is called in chunks of
 evaluations so that a deadline is checked every few milliseconds. Deterministic for a given
 seed (`solve`) or rng state (`improve`).
@@ -84,7 +84,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal._kernel_graph import ClimbParams
+from regal.kernels.structs import ClimbParams
 from regal._stop import as_deadline, expired
 from regal.climb import (FLAGSHIP_CLIMB, KINDS, SHIFT, Climb, ClimbRun, Evaluator, LocalSearchConfig,  # noqa: F401
                          Score, new_state, run_climb)

@@ -2,7 +2,7 @@
 device move takes the node's neighbours along, from per-node distributions a trained network
 gives (`regal.policy`, a policy with a moves head: `PolicyConfig.moves`).
 
-The climb (`regal._climb`) picks the node of each move from a pool (the nodes near a step at the
+The climb (`regal.kernels.climb`) picks the node of each move from a pool (the nodes near a step at the
 peak, the tensors held across it, or all nodes), uniformly or by bytes; with a move policy, a
 share `mix` of those picks follows the policy's weights instead (a categorical over the pool,
 weight exp(logit) per node), and a device move of a non-resident node takes its neighbours along
@@ -62,7 +62,7 @@ class MoveProposals:
         return cls(np.zeros(num_nodes), np.zeros(num_nodes), 0.0, stats=stats)
 
     def arrays(self, movable: np.ndarray) -> dict:
-        """The `ClimbState` fields (`regal._kernel_graph`) of this policy, for a graph whose
+        """The `ClimbState` fields (`regal.kernels.structs`) of this policy, for a graph whose
         non-resident nodes are `movable`; the counting arrays are shared, not copied."""
         if self._movable is None or not np.array_equal(self._movable[0], movable):
             self._movable = (movable.copy(), np.cumsum(self.weight[movable]))

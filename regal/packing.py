@@ -11,7 +11,7 @@ is optimal.
 
 1. the fast heuristic: greedy placement (first fit and best fit) in several orders (size,
    area, life, the busiest section first), the best kept; at the bound it stops there;
-2. MiniMalloc's exact search (`regal._minimalloc.search`; Moffitt, ASPLOS 2023) at the
+2. MiniMalloc's exact search (`regal.kernels.minimalloc.search`; Moffitt, ASPLOS 2023) at the
    bound, its three preorders taking turns under doubling node limits as MiniMalloc does;
 3. if the bound is not reached, a bisection between the bound and the best arena found, each
    capacity tried with a share of the time left.
@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _minimalloc
-from regal import _pack_kernels as K
+from regal.kernels import minimalloc as _minimalloc
+from regal.kernels import pack as K
 from regal._io import CsvError, csv_field, csv_rows
 from regal._stop import KernelWatch
 

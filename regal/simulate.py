@@ -1,7 +1,7 @@
 """The one objective: peak memory of a placement and a global order (SPEC.md section 3).
 
 Every solver in regal is scored by `simulate`. It validates its input (a permutation, a
-topological order, devices in range) and then runs the Numba kernel in `regal._peak_memory`.
+topological order, devices in range) and then runs the Numba kernel in `regal.kernels.peak_memory`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _kernels
-from regal._kernel_graph import KernelGraph
+from regal.kernels import decode as _kernels
+from regal.kernels.structs import KernelGraph
 from regal.graph import Graph
 
 __all__ = ["ScheduleError", "Simulation", "KernelGraph", "kernel_graph", "check_schedule",
@@ -28,7 +28,7 @@ class Simulation(NamedTuple):
 
 
 def kernel_graph(graph: Graph) -> KernelGraph:
-    """The kernel view of `graph` (`regal._kernel_graph.KernelGraph`), built once and cached on it."""
+    """The kernel view of `graph` (`regal.kernels.structs.KernelGraph`), built once and cached on it."""
     def make():
         c = np.ascontiguousarray
         return KernelGraph(

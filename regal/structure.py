@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regal import _orders
+from regal.kernels import orders as _orders
 from regal._io import stdout_to_stderr
 from regal.graph import Graph
 

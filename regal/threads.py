@@ -1,6 +1,6 @@
 """Numba's threading layer for regal's parallel kernels (issue 36): `use_fast_threads`.
 
-The population's decode (`regal._kernels.evaluate_population`) runs on Numba's threads. Which
+The population's decode (`regal.kernels.decode.evaluate_population`) runs on Numba's threads. Which
 threading layer runs them matters on a busy machine: measured on the 2-core machine
 (benchmarks/results/threads.md), BRKGA 5K on 2 threads against 1 thread: Intel TBB 1.7x idle and
 1.0x with the other core busy; Numba's own pool ("workqueue") 1.4x and 0.96x (it wakes its

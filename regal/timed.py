@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal import _timed
+from regal.kernels import timed as _timed
 from regal.graph import Graph
 from regal.simulate import check_schedule, kernel_graph
 
@@ -136,7 +136,7 @@ class TimedSimulation(NamedTuple):
 
 # ---------------------------------------------------------------------------- simulation
 def kernel_devices(model: DeviceModel, devices: int) -> _timed.TimedDevices:
-    """The device model as the `regal._timed` kernels read it (model validated)."""
+    """The device model as the `regal.kernels.timed` kernels read it (model validated)."""
     return _timed.TimedDevices(model.speeds(devices), model.bandwidth_bytes_per_s, model.latency_s)
 
 

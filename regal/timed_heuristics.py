@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from regal import _heft
+from regal.kernels import heft as _heft
 from regal.graph import Graph, check_devices
 from regal.solution import Solution, timed_solution
 from regal.simulate import kernel_graph
@@ -77,7 +77,7 @@ def heft_schedule(graph: Graph, devices: int, device_model=None, cap=None) -> tu
     """HEFT's placement, nodes prioritised by HEFT's start times, run through the timed model.
 
     `cap` (bytes, one for every device or one per device; None: none) passes over, for each
-    node, the devices whose memory booking in HEFT's order would exceed it (`regal._heft.heft_schedule`).
+    node, the devices whose memory booking in HEFT's order would exceed it (`regal.kernels.heft.heft_schedule`).
     """
     model = check_device_model(device_model, devices)
     caps = np.full(devices, np.int64(1) << 62) if cap is None else np.broadcast_to(

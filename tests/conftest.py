@@ -7,9 +7,10 @@ import pytest
 def local_search_simulations(monkeypatch):
     """A list that grows by one per simulation the local search runs: its starts' (Python,
     `regal.climb.Evaluator`'s `peak_of`) and its climb kernel's, which the kernel counts in
-    `regal._climb._score`, its only call of the simulator (read from the rise of the state's
+    `regal.kernels.climb._score`, its only call of the simulator (read from the rise of the state's
     `count` over each kernel call)."""
-    from regal import _climb, climb as climb_module
+    from regal import climb as climb_module
+    from regal.kernels import climb as _climb
     calls = []
     real_peak, real_climb = climb_module.peak_of, _climb.climb
 

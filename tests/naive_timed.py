@@ -1,4 +1,4 @@
-"""The naive twin of `regal._timed.simulate_timed`: SPEC.md section 4 as docs/timed-model.md
+"""The naive twin of `regal.kernels.timed.simulate_timed`: SPEC.md section 4 as docs/timed-model.md
 settles it, transcribed with sets and lists, one instant at a time, no heaps or counters."""
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def test_coins_are_numpys_16_bit_integers_and_leave_the_same_state():
 def test_crossover_takes_each_gene_bit_for_bit_from_its_parent():
     """The crossover kernel picks whole float64 values (by their bits): every child gene is one
     of its two parents' genes at that position, elite where coin < inherit, exactly."""
-    from regal import _kernels
+    from regal.kernels import decode as _kernels
     rng = np.random.default_rng(3)
     pop = rng.random((6, 50)) * np.array([1.0, -0.0, np.nan, 1e-310, np.inf] * 10)
     coin = rng.integers(0, 65536, size=(4, 50), dtype=np.uint16)

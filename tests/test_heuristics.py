@@ -7,7 +7,8 @@ import pytest
 import naive
 from randgraph import random_dag
 import regal.methods
-from regal import _kernels, heuristics
+from regal import heuristics
+from regal.kernels import decode as _kernels
 from regal_baselines import greedy as G
 from regal_baselines import heuristics as H
 from regal_baselines import local_search, partition

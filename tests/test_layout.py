@@ -25,18 +25,18 @@ from benchmarks import layout_report as layout
 #: Modules over `MAX_MODULE_LINES` when the gates were set: path -> its lines then, a ceiling.
 #: Never raise one; delete the entry when the module is split below the limit.
 LONG_MODULES = {
-    "regal/_climb.py": 685,
+    "regal/kernels/climb.py": 685,
     "regal/torch/importer.py": 626,
 }
 
 #: Kernels over `MAX_KERNEL_PARAMS` when the gates were set: kernel -> its parameters then, a
 #: ceiling. Never raise one; delete the entry when its arguments are bundled into structs.
 WIDE_KERNELS = {
-    "regal._greedy._greedy_pick": 23,
-    "regal._alloc_kernels._choose": 19,
-    "regal._greedy._greedy_run": 17,
-    "regal._greedy._greedy_terms": 16,
-    "regal._orders._lpmf_release": 15,
+    "regal.kernels.greedy._greedy_pick": 23,
+    "regal.kernels.alloc._choose": 19,
+    "regal.kernels.greedy._greedy_run": 17,
+    "regal.kernels.greedy._greedy_terms": 16,
+    "regal.kernels.orders._lpmf_release": 15,
 }
 
 SEE = "(docs/architecture.md; docs/development.md, \"The gates\")"
@@ -180,7 +180,7 @@ _BAD_TREE = {
     "regal/heuristics.py": ("import importlib\nfrom regal import optimize\nimport experiments.run\n"
                             "importlib.import_module('benchmarks.bench_engine')\n"),
     "regal/newthing.py": "",                                                         # in no room
-    "regal/_kernels.py": ("import numba\n\n\n@numba.njit(cache=True)\ndef wide(" + ", ".join(f"a{i}" for i in range(13))
+    "regal/kernels/decode.py": ("import numba\n\n\n@numba.njit(cache=True)\ndef wide(" + ", ".join(f"a{i}" for i in range(13))
                           + "):\n    return a0\n\n\n@numba.njit\ndef narrow(a, b):\n    return a\n"
                           + "\n" * 600),                                              # 13 parameters; 611 lines
 }
@@ -208,14 +208,14 @@ def test_the_gates_catch_each_problem(bad_tree):
                                                                    ("regal.heuristics", "benchmarks.bench_engine")]
     assert layout.unplaced(mods) == ["regal.newthing"]
     sizes = layout.module_sizes()
-    assert sizes["regal/_kernels.py"] == 611
-    assert [p.split(":")[0] for p in size_problems(sizes, {})] == ["regal/_kernels.py"]
-    assert "over its ceiling of 610" in size_problems(sizes, {"regal/_kernels.py": 610})[0]
-    assert size_problems(sizes, {"regal/_kernels.py": 611}) == []
+    assert sizes["regal/kernels/decode.py"] == 611
+    assert [p.split(":")[0] for p in size_problems(sizes, {})] == ["regal/kernels/decode.py"]
+    assert "over its ceiling of 610" in size_problems(sizes, {"regal/kernels/decode.py": 610})[0]
+    assert size_problems(sizes, {"regal/kernels/decode.py": 611}) == []
     kernels = layout.kernel_signatures(mods)
-    assert {k: v[0] for k, v in kernels.items()} == {"regal._kernels.wide": 13, "regal._kernels.narrow": 2}
-    assert len(kernel_problems(kernels, {})) == 1 and "regal/_kernels.py:5" in kernel_problems(kernels, {})[0]
-    assert kernel_problems(kernels, {"regal._kernels.wide": 13}) == []
+    assert {k: v[0] for k, v in kernels.items()} == {"regal.kernels.decode.wide": 13, "regal.kernels.decode.narrow": 2}
+    assert len(kernel_problems(kernels, {})) == 1 and "regal/kernels/decode.py:5" in kernel_problems(kernels, {})[0]
+    assert kernel_problems(kernels, {"regal.kernels.decode.wide": 13}) == []
 
 
 def test_the_doc_table_is_read_as_written(tree):

@@ -124,7 +124,7 @@ def _ep(history):
 
 def test_live_across_kernel_matches_the_naive_twin():
     """The directed moves' candidates: every tensor held on device k across step t, exactly."""
-    from regal import _kernels
+    from regal.kernels import decode as _kernels
     from regal.simulate import kernel_graph
     for seed in range(12):
         d = 1 + seed % 3
@@ -221,7 +221,7 @@ def test_adaptive_climb_leans_on_the_kinds_that_pay_and_stays_valid_and_determin
 def test_climb_helper_kernels_match_their_numpy_twins():
     """The climb's helpers (steps at the peak, peak entries, feasible window, shifting a node)
     agree with the plain NumPy expressions they replace, on random DAGs and schedules."""
-    from regal import _kernels
+    from regal.kernels import decode as _kernels
     rng = np.random.default_rng(7)
     for seed in range(10):
         d = 1 + seed % 3
@@ -331,7 +331,7 @@ def test_screening_changes_no_decision_only_saves_simulations():
 def test_group_move_moves_connected_neighbours_and_undoes_exactly():
     """`_grow_group` extends a device move of v to non-resident nodes that were on v's old device,
     each reached over a data edge from the group, at most the cap; `_undo` puts every one back."""
-    from regal import _climb
+    from regal.kernels import climb as _climb
     from regal.simulate import kernel_graph
     grown = 0
     for seed in range(20):

@@ -37,7 +37,7 @@ def test_packer_is_optimal_on_tiny_instances_like_its_naive_twin():
 
 def test_greedy_kernel_matches_its_naive_twin():
     """First fit in a given order places every buffer where the naive first fit does."""
-    from regal import _pack_kernels as K
+    from regal.kernels import pack as K
     rng = np.random.default_rng(1)
     for _ in range(50):
         lo, up, sz = _random_instance(rng, 20)
@@ -51,7 +51,7 @@ def test_greedy_kernel_matches_its_naive_twin():
 
 def test_search_decides_like_brute_force():
     """The exact search fits every tiny instance at its optimum and proves one byte less infeasible."""
-    from regal import _minimalloc as K
+    from regal.kernels import minimalloc as K
     rng = np.random.default_rng(2)
     for trial in range(120):
         lo, up, sz = _random_instance(rng, int(rng.integers(2, 7)))

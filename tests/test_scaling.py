@@ -6,7 +6,8 @@ import numpy as np
 
 import naive
 from randgraph import random_dag
-from regal import _orders, heuristics
+from regal import heuristics
+from regal.kernels import orders as _orders
 
 
 def test_xla_dfs_weights_kernel_agrees_with_naive_twin():

@@ -93,7 +93,7 @@ loaded_refreshes = len(refreshes)
 def total(x):  # not in any cache: compiled here, after the cached kernels
     return x.sum()
 
-from regal._kernels import shift_node
+from regal.kernels.decode import shift_node
 order, pos = np.arange(4, dtype=np.int32), np.arange(4, dtype=np.int64)
 shift_node(order, pos, 0, 2)  # loaded from the cache
 deferred = sum("_regal_linking_bitcode" in o.library.__dict__ for o in shift_node.overloads.values())

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from regal import _kernels
+from regal.kernels import decode as _kernels
 from regal.graph.records import GraphError, _transpose, _union_csr, _utf8, bulk_fields, record_fields
 
 

@@ -2,8 +2,8 @@
 with insertion (Topcuoglu, Hariri and Wu, IEEE TPDS 2002) and the bottom levels of the
 critical-path list scheduler.
 
-Structs in, arrays out, as in `regal._timed`: the graph is `regal._kernel_graph.KernelGraph`
-(`g`), the devices `regal._timed.TimedDevices` (`dev`).
+Structs in, arrays out, as in `regal.kernels.timed`: the graph is `regal.kernels.structs.KernelGraph`
+(`g`), the devices `regal.kernels.timed.TimedDevices` (`dev`).
 """
 
 import numba

@@ -1,7 +1,7 @@
 """The heuristic orders' kernels (`regal.heuristics` calls them): DFS post-order, XLA's list
 scheduler and its DFS weights, Inductor's LPMF order; the graph as one struct, `g` (a
-`regal._kernel_graph.KernelGraph`), arrays out, naive twins in `tests/naive.py`. The greedy
-placement-and-order is in `regal._greedy`."""
+`regal.kernels.structs.KernelGraph`), arrays out, naive twins in `tests/naive.py`. The greedy
+placement-and-order is in `regal.kernels.greedy`."""
 
 from __future__ import annotations
 

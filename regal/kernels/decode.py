@@ -4,21 +4,21 @@ by priority, longest-path levels; the local search's small kernels (live tensors
 feasible windows, shifts) and the re-homing of resident tensors on a step trace.
 
 Arrays and scalars in, arrays out; the graph as one struct, `g`, a
-`regal._kernel_graph.KernelGraph` (its fields and dtypes are listed there). No Python objects,
+`regal.kernels.structs.KernelGraph` (its fields and dtypes are listed there). No Python objects,
 no formatted errors: the public wrappers in `regal.decode`, `regal.simulate`,
 `regal.heuristics` and `regal.local_search` validate first. The other kernel modules: the
-peak-memory simulator `regal._peak_memory`, the heuristic orders `regal._orders`, the local
-search's climb `regal._climb`; JIT options from `regal._jit`, the ready sets (binary heap,
-sorted array) from `regal._heap`. The reference twins of these kernels, written for clarity instead of speed, are
+peak-memory simulator `regal.kernels.peak_memory`, the heuristic orders `regal.kernels.orders`, the local
+search's climb `regal.kernels.climb`; JIT options from `regal._jit`, the ready sets (binary heap,
+sorted array) from `regal.kernels.heap`. The reference twins of these kernels, written for clarity instead of speed, are
 in `tests/naive.py`.
 """
 
 import numba
 import numpy as np
 
-from regal._heap import heap_pop, heap_push, sorted_push, sorted_to_heap
+from regal.kernels.heap import heap_pop, heap_push, sorted_push, sorted_to_heap
 from regal._jit import JIT as _JIT, PARALLEL_JIT
-from regal._peak_memory import simulate_peak
+from regal.kernels.peak_memory import simulate_peak
 
 
 @numba.njit(**_JIT)

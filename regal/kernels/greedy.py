@@ -1,7 +1,7 @@
 """The greedy placement-and-order kernel (`regal.heuristics.greedy_schedule`): list scheduling
 over (ready node, device) pairs on a running memory state (SPEC.md section 3), steps
 `_greedy_sources`, `_greedy_pick`, `_greedy_run`; the graph as one struct, `g` (a
-`regal._kernel_graph.KernelGraph`); naive twin in `tests/naive.py`."""
+`regal.kernels.structs.KernelGraph`); naive twin in `tests/naive.py`."""
 
 import numba
 import numpy as np

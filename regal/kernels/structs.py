@@ -1,7 +1,7 @@
 """The graph as the kernels read it: one NamedTuple of flat arrays (jraph style), passed whole.
 
 `regal.simulate.kernel_graph(graph)` builds it once per Graph (cached on the Graph); every
-kernel of the memory model (`regal._kernels`, `regal._orders`, `regal._climb`) takes it as its
+kernel of the memory model (`regal.kernels.decode`, `regal.kernels.orders`, `regal.kernels.climb`) takes it as its
 `g` argument instead of a dozen positional arrays. Numba types a NamedTuple of arrays like a
 struct of arrays (no copies, no Python objects in the kernel), and caches kernels that take it:
 the class is defined here, at module level, so the type pickles by name.
@@ -48,7 +48,7 @@ class KernelGraph(NamedTuple):
 
 
 class ClimbParams(NamedTuple):
-    """The local-search climb's settings as its kernel reads them (`regal._climb.climb`):
+    """The local-search climb's settings as its kernel reads them (`regal.kernels.climb.climb`):
     `regal.climb.LocalSearchConfig` resolved for one graph and budget
     (`LocalSearchConfig.params`), each knob under the config's own name; scalars only."""
     p_equal: float           # probability of accepting an equal score
@@ -72,7 +72,7 @@ class ClimbParams(NamedTuple):
 
 
 class ClimbState(NamedTuple):
-    """What the climb kernel (`regal._climb.climb`) updates in place between calls (n nodes,
+    """What the climb kernel (`regal.kernels.climb.climb`) updates in place between calls (n nodes,
     d devices); the counters are 0-d arrays (`state.count[()]`), so a kernel writes them."""
     placement: np.ndarray       # int32[n]     the current schedule
     order: np.ndarray           # int32[n]

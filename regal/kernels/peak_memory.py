@@ -1,8 +1,8 @@
 """The peak-memory simulator (SPEC.md section 3): `simulate_peak`, the one objective's kernel.
 
 Every schedule regal scores goes through it: `regal.simulate` (checked), the decoder
-(`regal._kernels.decode_simulate`), the local search's climb (`regal._climb`). It reads the
-graph as a `regal._kernel_graph.KernelGraph` (`g`); its naive twin is `tests/naive.py`'s
+(`regal.kernels.decode.decode_simulate`), the local search's climb (`regal.kernels.climb`). It reads the
+graph as a `regal.kernels.structs.KernelGraph` (`g`); its naive twin is `tests/naive.py`'s
 `simulate`. One device runs a step loop, compiled twice, with and without taking over (`reuse`):
 the flag is a compile-time constant, so graphs without the field run no take-over branch per
 step. Several devices run `_sweep` (issue 36), which replaced a step loop over per-tensor device

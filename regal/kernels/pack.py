@@ -1,5 +1,5 @@
 """The Numba kernels of `regal.packing`'s fast heuristic: overlaps, greedy placement, and each
-buffer's busiest section. The exact search is `regal._minimalloc`.
+buffer's busiest section. The exact search is `regal.kernels.minimalloc`.
 
 Arrays and scalars in, arrays out; `regal.packing` validates first. A buffer i has a half-open
 life [lower[i], upper[i]) (int64) and a size (int64 > 0), every value at most `MAX_VALUE`. Two

@@ -1,10 +1,10 @@
 """Numba kernels of the timed model (SPEC.md section 4, settled in docs/timed-model.md): an
 event-driven simulation of a placement and scheduling priorities that returns the makespan and
 every device's peak memory, its decoder from the timed chromosome (section 5) and the batched
-population evaluation. HEFT's list scheduler is `regal._heft`.
+population evaluation. HEFT's list scheduler is `regal.kernels.heft`.
 
-Structs in, arrays out, as in `regal._kernels` (same JIT options): the graph is
-`regal._kernel_graph.KernelGraph` (`g`; the timed model reads its `output`: graph outputs, whose
+Structs in, arrays out, as in `regal.kernels.decode` (same JIT options): the graph is
+`regal.kernels.structs.KernelGraph` (`g`; the timed model reads its `output`: graph outputs, whose
 home copy is never freed, and `cost`: float64[n] seconds on the nominal device), the devices
 `TimedDevices`, and what a simulation writes besides the makespan `TimedRecord`. The public
 wrappers in `regal.timed` validate first. The naive twin of `simulate_timed` is
@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from regal._heap import heap_pop as _pop, heap_push as _push, sorted_push as _sorted_push
+from regal.kernels.heap import heap_pop as _pop, heap_push as _push, sorted_push as _sorted_push
 from regal._jit import JIT as _JIT, PARALLEL_JIT, UINDEX as _U
 from regal._takeover import taken_over
 

@@ -4,9 +4,9 @@
 from the same numpy Generator (Numba's `random()` and `integers(lo, hi)` are numpy's, bit for
 bit, on the shared bit generator), so a climb gives the same schedules as the Python loop it
 replaced. Every kernel here takes `(g, state, params, rng, ...)`: the graph
-(`regal._kernel_graph.KernelGraph`, the simulator's), the climb's arrays and counters
+(`regal.kernels.structs.KernelGraph`, the simulator's), the climb's arrays and counters
 (`ClimbState`, kept by the caller between calls) and its settings (`ClimbParams`), all three
-beside each other in `regal._kernel_graph`; helpers that need only a few arrays take those.
+beside each other in `regal.kernels.structs`; helpers that need only a few arrays take those.
 A move is written to `mv`: int64[3], (0 device, node, old device), (1 order, from, to) or
 (2 group, size, old device) with the group in `grp`.
 """
@@ -15,8 +15,8 @@ import numba
 import numpy as np
 
 from regal._jit import JIT as _JIT
-from regal._kernels import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
-from regal._peak_memory import simulate_peak
+from regal.kernels.decode import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
+from regal.kernels.peak_memory import simulate_peak
 
 #: The climb's steps, inlined into it by Numba. `climb` takes the state's arrays out once and
 #: hands each step the few it reads: a step given the whole `ClimbState` would count a reference
