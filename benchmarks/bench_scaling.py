@@ -32,13 +32,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def steps(path: str, devices: int) -> list[tuple[str, float]]:
     """(step, seconds) of the steps before a search, each timed once in this process."""
     import numpy as np
-    import regal.cli_common
+    import regal.commands._common
     from regal import heuristics
     from regal.decode import chromosome_length, evaluate_population
     from regal.flagship import warmup
     from regal.load import load_graph
     from regal.structure import metis_placement
-    regal.cli_common.start_numba()
+    regal.commands._common.start_numba()
     warmup(devices)
     out = []
 

@@ -172,14 +172,14 @@ _lean.import_numba_lean()
 import regal.flagship, regal.memetic, regal.solution, regal.load, regal.methods  # optimize imports them
 marks.append(("imports", T0, time.perf_counter()))
 load = sys.modules["regal.load"]
-wrap(sys.modules["regal.cli_common"], "start_numba", "Numba's CPU target")
+wrap(sys.modules.get("regal.commands._common") or sys.modules["regal.cli_common"], "start_numba", "Numba's CPU target")
 wrap(load, "load_graph", "graph: parse + validate")
 wrap(regal.flagship, "warmup", "warm-up: kernels from Numba's cache")
 wrap(regal.memetic, "_seed_solutions", "heuristic seeds")
 wrap(regal.memetic, "run_loop", "search")
 wrap(regal.memetic, "make_solution", "solution (re-simulated)")
-import regal.commands.report
-wrap(regal.commands.report, "_report", "report (allocation, packed arena, bound)")
+import regal.commands._report
+wrap(regal.commands._report, "_report", "report (allocation, packed arena, bound)")
 _exit = os._exit
 def leave(code):
     marks.append(("end", time.perf_counter(), time.perf_counter()))

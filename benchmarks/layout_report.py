@@ -56,7 +56,7 @@ LAYERS = [
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
                "regal.torch._step_trace", "regal.torch._step_report", "regal.torch.step", "regal.torch.eager",
                "regal.torch.recompute"]),
-    ("front", ["regal.__init__", "regal.cli_common", "regal.cli", "regal.commands"]),
+    ("front", ["regal.__init__", "regal.cli", "regal.commands"]),
 ]
 
 

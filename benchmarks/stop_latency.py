@@ -16,7 +16,7 @@ signal, or never). Phases:
 - policy: `_PolicyJob.result` (the shipped policy's priors: JAX starts in a child process);
 - seeding: `regal.memetic._seed_solutions` (the heuristic starts on a large graph);
 - search: `regal.memetic.run_loop`;
-- report: `regal.commands.report._report` (allocation, packed arena, bound; after the file is written);
+- report: `regal.commands._report._report` (allocation, packed arena, bound; after the file is written);
 - `regal pack` (issue 48): reading the CSV, the greedy placements, the exact search, the check,
   the packer's warm-up with a cold cache; `regal fit`: its first round, the memory plan;
 - `regal solve` local-search (in its seeds), brkga (mid-search) and cpsat (a method without a
@@ -74,13 +74,13 @@ def _mark(name, fn):
                 print(f"@end {name} {time.time():.4f}", file=sys.stderr, flush=True)
     return wrapper
 import regal.cli, regal.load, regal.flagship, regal.memetic
-import regal.commands.report, regal.commands.optimize, regal.commands.train
+import regal.commands._report, regal.commands.optimize, regal.commands.train
 _load = sys.modules["regal.load"]  # (the attribute regal.load is the function)
 _load.load_graph = _mark("loading", _load.load_graph)
 regal.flagship.warmup = _mark("warm-up", regal.flagship.warmup)
 regal.memetic._seed_solutions = _mark("seeding", regal.memetic._seed_solutions)
 regal.memetic.run_loop = _mark("search", regal.memetic.run_loop)
-regal.commands.report._report = _mark("report", regal.commands.report._report)
+regal.commands._report._report = _mark("report", regal.commands._report._report)
 regal.commands.optimize._PolicyJob.result = _mark("policy", regal.commands.optimize._PolicyJob.result)
 import regal.packing, regal.fit, regal.memory_plan, regal._warmup
 regal.packing.read_csv = _mark("reading", regal.packing.read_csv)

@@ -1,7 +1,7 @@
 """The ranges of the numbers regal takes (counts, sizes, budgets, seeds, seconds), and their
 checks at the door: one place for the library's functions (`check_int`, `check_seconds` and
 the named checks below, each a one-line TypeError or ValueError naming the argument and its
-range) and for the command line (`regal.cli_common`'s option types read the same ranges, so
+range) and for the command line (`regal.commands._common`'s option types read the same ranges, so
 `regal optimize -n 2**63` and `regal.optimize(budget=2**63)` are refused in the same words).
 
 Each upper bound is what the code can take, with room: evaluations are counted in int64 by the

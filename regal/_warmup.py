@@ -4,7 +4,7 @@ first `regal pack`, a report's packed arena and `regal fit` compiled the packer 
 
 A kernel is compiled once per machine (its cache then loads in a fraction of a second): `make`
 runs `regal.warmup()` once after installing. A command warms up what it runs before its clock
-starts (`regal.cli_common.warm_up`) and, when that compiled something, says so.
+starts (`regal.commands._common.warm_up`) and, when that compiled something, says so.
 `tests/test_startup.py` checks that no kernel of the library is left out.
 """
 

@@ -54,9 +54,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from regal.kernels.alloc import _assign, _best_fit
+from regal.kernels.alloc import assign as _assign, best_fit as _best_fit
 from regal._takeover import takers
-from regal.graph import Graph, _csr, check_devices
+from regal.graph import Graph, csr, check_devices
 from regal.simulate import check_schedule
 
 __all__ = ["Allocation", "allocation", "post_order", "ALIGNMENT"]
@@ -222,8 +222,8 @@ def _device(graph: Graph, k: int, placement, pos, out, home_end, copies, taken_b
             if u in vals.buf_of and not out[u] and home_end[u] == pos[w]:
                 shares[b].append(vals.buf_of[u])
     ranked = np.lexsort((vals.key, ~vals.live, -vals.size)).astype(np.int64)
-    op_ptr, op_idx = _csr(m, ops)
-    sh_ptr, sh_idx = _csr(m, shares)
+    op_ptr, op_idx = csr(m, ops)
+    sh_ptr, sh_idx = csr(m, shares)
     where = _assign(vals.size, vals.start, vals.end, vals.live, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
     taker = np.full(m, -1, dtype=np.int64)
     for u in vals.homed:

@@ -14,7 +14,7 @@ from randgraph import random_dag
 import regal
 import regal.allocation as allocation_module
 from regal.allocation import allocation, post_order
-from regal.graph import Graph, _csr
+from regal.graph import Graph, csr
 from regal.simulate import ScheduleError, simulate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,8 +151,8 @@ def test_assignment_equals_the_quadratic_pass_across_blocks():
         ops = [rng.choice(m, int(rng.integers(0, 3))).tolist() for _ in range(m)]
         shares = [[u for u in range(m) if u != b and not live[u] and end[u] == start[b] and rng.random() < 0.7]
                   for b in range(m)]
-        op_ptr, op_idx = _csr(m, ops)
-        sh_ptr, sh_idx = _csr(m, shares)
+        op_ptr, op_idx = csr(m, ops)
+        sh_ptr, sh_idx = csr(m, shares)
         args = (size, start, end, live, ranked, op_ptr, op_idx, sh_ptr, sh_idx)
         fast, naive = allocation_module._assign(*args), naive_assign(*args)
         assert fast.tolist() == naive.tolist(), trial

@@ -395,14 +395,14 @@ def test_a_time_limit_keeps_time_for_the_plan(graph_file):
     node (the solution's re-simulation and its file must fit in the limit) and by REPORT_SHARE
     of the limit (the report's, issue 48); no limit, no change."""
     from regal._stop import Deadline
-    from regal.cli_common import PLAN_SECONDS_PER_NODE, REPORT_SHARE, _load_or_exit
+    from regal.commands._common import PLAN_SECONDS_PER_NODE, REPORT_SHARE, load_or_exit
     g, p = graph_file
     deadline = Deadline(10.0)
     at = deadline.at
-    assert _load_or_exit(str(p), (), deadline).num_nodes == g.num_nodes
+    assert load_or_exit(str(p), (), deadline).num_nodes == g.num_nodes
     assert deadline.at == pytest.approx(at - PLAN_SECONDS_PER_NODE * g.num_nodes - REPORT_SHARE * 10.0, abs=0.05)
     unlimited = Deadline()
-    _load_or_exit(str(p), (), unlimited)
+    load_or_exit(str(p), (), unlimited)
     assert unlimited.at is None
 
 
@@ -412,10 +412,10 @@ def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
     --json holds null."""
     import time
 
-    import regal.commands.report
+    import regal.commands._report
     g, p = graph_file
-    monkeypatch.setattr(regal.commands.report, "REPORT_PACK_WALL_S", 0.3)
-    monkeypatch.setattr(regal.commands.report, "packed_summary", lambda g, sol: time.sleep(30))
+    monkeypatch.setattr(regal.commands._report, "REPORT_PACK_WALL_S", 0.3)
+    monkeypatch.setattr(regal.commands._report, "packed_summary", lambda g, sol: time.sleep(30))
     t = time.perf_counter()
     r = _invoke("optimize", p, "-n", 200, "--policy", "none", "--time-limit", 5)
     assert r.exit_code == 0 and "packed    (not computed within 0.3 s" in r.output, r.output

@@ -48,7 +48,7 @@ def test_the_report_names_a_parameter_server_layout(tmp_path):
     sol = regal.make_solution(g, np.array([1, 0, 0, 0]), np.arange(4), 2, method="test")
     save(g, tmp_path / "g.json")
     sol.save(tmp_path / "s.json")
-    from regal.commands.report import _print_solution
+    from regal.commands._report import _print_solution
     r = CliRunner().invoke(main, ["evaluate", str(tmp_path / "g.json"), str(tmp_path / "s.json")])
     assert r.exit_code == 0
     import click

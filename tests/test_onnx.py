@@ -517,10 +517,10 @@ def test_a_recomputing_solution_is_refused():
     from types import SimpleNamespace
 
     from regal.graph import GraphError
-    from regal.onnx import _import
+    from regal.onnx import import_with_ids
     from regal.onnx.order import reorder
     model, x = _branches()
-    g, m, node_ids = _import(model)
+    g, m, node_ids = import_with_ids(model)
     again = SimpleNamespace(node_ids=g.ids, graph_name=g.name, order=np.concatenate([np.arange(g.num_nodes), [5]]))
     with pytest.raises(GraphError, match="recomputes"):
         reorder(m, g, node_ids, again)

@@ -17,7 +17,7 @@ REGAL = [sys.executable, "-m", "regal.cli"]
 
 _CHECK = r"""
 import sys, numba
-import regal, regal.cli_common
+import regal, regal.commands._common
 from regal.flagship import warmup
 
 def signatures():
@@ -25,7 +25,7 @@ def signatures():
             if getattr(m, "__name__", "").startswith("regal") for n, o in vars(m).items()
             if isinstance(o, numba.core.dispatcher.Dispatcher)}
 
-g = regal.cli_common.load_graph(sys.argv[1])
+g = regal.commands._common.load_graph(sys.argv[1])
 d, seeding, polish = int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 warmup(d, seeding=seeding, polish=polish)
 before = signatures()
@@ -77,14 +77,14 @@ _LEAN = r"""
 import json, sys
 import numba, numpy as np
 from numba.core.base import BaseContext
-import regal, regal.cli_common, regal._lean_start
+import regal, regal.commands._common, regal._lean_start
 
 refreshes = []
 _refresh = BaseContext.refresh
 BaseContext.refresh = lambda self: (refreshes.append(1), _refresh(self))[1]
 if sys.argv[2] == "lean":
     regal._lean_start.load_kernels_lean()
-g = regal.cli_common.load_graph(sys.argv[1])
+g = regal.commands._common.load_graph(sys.argv[1])
 regal.warmup(2)
 sol = regal.optimize(g, 2, budget=600)
 loaded_refreshes = len(refreshes)
@@ -194,8 +194,8 @@ L.lean_start()
 from numba.core import caching, codegen
 patched = [getattr(caching.Cache.load_overload, "lean", False),
            getattr(codegen.JITCodeLibrary.get_pointer_to_function, "lean", False)]
-import regal, regal.cli_common
-g = regal.cli_common.load_graph(sys.argv[1])
+import regal, regal.commands._common
+g = regal.commands._common.load_graph(sys.argv[1])
 sol = regal.optimize(g, 2, budget=400)
 print(json.dumps({"patched": patched, "peak": sol.peak_bytes, "order": sol.order.tolist()}))
 """

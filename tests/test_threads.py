@@ -15,10 +15,10 @@ from regal.graph import save
 
 _LAYER = r"""
 import sys, numba
-import regal.cli_common
-regal.cli_common.start_numba()
+import regal.commands._common
+regal.commands._common.start_numba()
 import regal
-g = regal.cli_common.load_graph(sys.argv[1])
+g = regal.commands._common.load_graph(sys.argv[1])
 regal.optimize(g, 2, budget=300, seeding=False, polish=False)
 print(numba.threading_layer())
 """

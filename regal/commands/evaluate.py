@@ -7,8 +7,8 @@ import os
 
 import click
 
-from regal.cli_common import DIM_OPTION, OutputPath, _friendly_errors, human_bytes, load_graph
-from regal.commands.report import _allocation
+from regal.commands._common import DIM_OPTION, OutputPath, friendly_errors, human_bytes, load_graph
+from regal.commands._report import report_allocation
 
 
 def _is_solution_file(path: str) -> bool:
@@ -31,7 +31,7 @@ def _graph_then_solution(first: str, second: str) -> tuple[str, str]:
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def evaluate_cmd(graph_path, solution_path, as_json, dims):
     """Re-simulate a regal-solution/1 file (from regal or elsewhere) on GRAPH; reject an invalid
     one. The two files may come in either order."""
@@ -39,7 +39,7 @@ def evaluate_cmd(graph_path, solution_path, as_json, dims):
     graph_path, solution_path = _graph_then_solution(graph_path, solution_path)
     g = load_graph(graph_path, dims)
     sol = load_solution(solution_path, g)
-    alloc = _allocation(g, sol)
+    alloc = report_allocation(g, sol)
     if as_json:
         click.echo(json.dumps({"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
                                "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
@@ -62,7 +62,7 @@ def evaluate_cmd(graph_path, solution_path, as_json, dims):
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("-o", "--output", required=True, type=OutputPath(), help="FIG.png")
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def plot_cmd(graph_path, solution_path, output, dims):
     """Plot memory over the schedule of SOLUTION on GRAPH: one line per device, the peak marked,
     and which device ran each node. The two files may come in either order."""

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.cli_common import (DEVICES, DIM_OPTION, GRAPH_HELP, OutputPath, _friendly_errors, human_bytes, load_graph,
+from regal.commands._common import (DEVICES, DIM_OPTION, GRAPH_HELP, OutputPath, friendly_errors, human_bytes, load_graph,
                               parse_dims)
-from regal.cli_common import dim_option_advice as _dim_option_advice
+from regal.commands._common import dim_option_advice as _dim_option_advice
 
 if TYPE_CHECKING:
     from regal.graph import Graph
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
               help="devices for the lower bound")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def info_cmd(graph_path, devices, as_json, dims):
     g = load_graph(graph_path, dims)
     s = g.summary()
@@ -76,7 +76,7 @@ def _xla_schedule(g: Graph) -> dict | None:
 @click.option("-o", "--output", required=True, type=OutputPath(),
               help="GRAPH.json or GRAPH.json.gz to write")
 @click.option("--name", default=None, help="graph name (default: the HLO module's name)")
-@_friendly_errors
+@friendly_errors
 def import_hlo_cmd(module, output, name):
     """Import an XLA HLO text MODULE (pre-optimization or compiled) as a regal-graph/1 file."""
     from regal.graph import save
@@ -93,7 +93,7 @@ def import_hlo_cmd(module, output, name):
               help="GRAPH.json or GRAPH.json.gz to write")
 @click.option("--name", default=None, help="graph name (default: the file name)")
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def import_onnx_cmd(model, output, name, dims):
     """Import an ONNX MODEL (.onnx or .onnx.gz; weights are not read) as a regal-graph/1 file."""
     from regal.graph import save
@@ -110,17 +110,17 @@ def import_onnx_cmd(model, output, name, dims):
 @click.argument("solution_path", metavar="SOLUTION")
 @click.option("-o", "--output", required=True, type=OutputPath(), help="ORDERED.onnx to write (plain, not .gz)")
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def export_onnx_cmd(model, solution_path, output, dims):
     """Write MODEL (.onnx or .onnx.gz) again with its nodes in the order of SOLUTION, a
     regal-solution/1 file of the graph `regal import-onnx MODEL` makes (the same --dim values).
     ONNX Runtime runs that order with ExecutionOrder.PRIORITY_BASED and graph optimizations off
     (docs/terminal.md, "Using a solution in a runtime")."""
-    from regal.onnx import _import
+    from regal.onnx import import_with_ids
     from regal.onnx.order import ORT_HINT, export_ordered, reorder
     from regal.solution import load_solution
     with _dim_option_advice():
-        g, onnx_model, node_ids = _import(model, dims=parse_dims(dims) or None)
+        g, onnx_model, node_ids = import_with_ids(model, dims=parse_dims(dims) or None)
     sol = load_solution(solution_path, g)
     export_ordered(reorder(onnx_model, g, node_ids, sol), output)
     click.echo(f"wrote {output}: {len(onnx_model.graph.node):,} nodes in the order of {solution_path} "

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import click
 
 from regal import _args
-from regal.cli_common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, POPULATION, RUNTIME_OPTIONS,
-                              SEED, SEED_HELP, OutputPath, TIME_LIMIT, Count, Fraction, _friendly_errors, _load_or_exit,
+from regal.commands._common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, GRAPH_HELP, POPULATION, RUNTIME_OPTIONS,
+                              SEED, SEED_HELP, OutputPath, TIME_LIMIT, Count, Fraction, friendly_errors, load_or_exit,
                               command_deadline, human_bytes, skip_flax_interop, use_jax_cache)
-from regal.commands.report import _runtime_options, _write_and_report
+from regal.commands._report import runtime_options, write_and_report
 from regal.policy.names import DEFAULT_POLICY_NAME as DEFAULT_POLICY
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
               help="evaluations (one decode or local move + one simulation each), seeds included")
 @click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--policy", default=DEFAULT_POLICY, show_default=True,
-              help="'none' (the default: no learned part measured better inside the flagship on sources it never saw); 'learned' (a GNN's start choice and move proposals for the climb, trained at 1,000 evaluations: -0.01 / +0.23 % against none there on left-out sources, d = 2 / 4, docs/learned-priors.md); priors for the mutants: 'default' (REGAL's shipped priors, for `regal solve regal-paper`: a scheduling head imitating the teacher; on sources it never saw +6 to +12 % over plain BRKGA on HLO graphs, -1.08 % at worst; docs/learned-priors.md), 'runtime' (for --objective runtime, with a transfer-priority head), 'gas' (the graph-as-sequence baseline's, Table 1), 'teacher' or 'teacher-schedule' (the structural teacher's, no network: Table 3's ablation); 'transfer' (a leave-one-source-out experiment's, kept for its results); or a policy file")
+              help="none, learned, default, runtime, gas, teacher, teacher-schedule, transfer or a policy file: what each "
+                   "is and what it measured, docs/learned-priors.md")
 @click.option("--seeding/--no-seeding", default=True, show_default=True,
               help="seed the population with the heuristic solutions (on several devices also the one-device starts whose parameters are spread over the others)")
 @click.option("--polish/--no-polish", default=True, show_default=True,
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
                    "is minimized. 0: none")
 @RUNTIME_OPTIONS
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, population, elite_fraction,
                  mutant_fraction, elite_inheritance, prior_share, time_limit_s, threads, output, as_json, objective,
                  recompute_budget, memory_limit, bandwidth, latency, speed, dims):
@@ -82,7 +83,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
                         elite_inheritance, prior_share).validate()
     # a population asked for is run as asked; by default the flagship scales it to the budget
     config = FlagshipConfig(brkga=brkga, **({} if population is None else {"evaluations_per_member": 0.0}))
-    runtime = _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
+    runtime = runtime_options(objective, devices, memory_limit, bandwidth, latency, speed)
     if objective == "arena":
         runtime = {"objective": "arena"}
     if recompute_budget:
@@ -106,7 +107,7 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
 def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_json, budget, seed, config,
               threads, runtime, output, deadline, time_limit_s=None):
     import regal.methods
-    g = _load_or_exit(graph_path, dims, deadline)
+    g = load_or_exit(graph_path, dims, deadline)
     priors, policy_seconds = _prepare_search(policy, g, devices, seeding, polish, objective, deadline)
     bar = None
     if sys.stderr.isatty() and not as_json:
@@ -129,7 +130,7 @@ def _optimize(graph_path, dims, policy, devices, seeding, polish, objective, as_
             bar.close()
     if priors is not None:  # the solution names the policy that gave the priors, and its time
         sol = dataclasses.replace(sol, info={**sol.info, "policy": policy, "policy_seconds": round(policy_seconds, 6)})
-    _write_and_report(g, sol, output, as_json, deadline, time_limit_s)
+    write_and_report(g, sol, output, as_json, deadline, time_limit_s)
 
 
 def _policy_priors(policy: str, g: Graph, devices: int, objective: str = "memory"):
@@ -273,11 +274,11 @@ def _search_policy(policy: str) -> str:
 
 def _warm_up(deadline, devices: int, seeding: bool, polish: bool) -> None:
     """The search's and the report's kernels (compiled or loaded from Numba's cache: minutes
-    when the cache is cold) while this thread watches `deadline` (`regal.cli_common.warm_up`):
+    when the cache is cold) while this thread watches `deadline` (`regal.commands._common.warm_up`):
     a stop request ends the command with status 3 within a poll interval; a compilation is not
     counted in --time-limit, and said so."""
     from regal._warmup import warmup_report
-    from regal.cli_common import warm_up
+    from regal.commands._common import warm_up
     from regal.flagship import warmup
 
     def kernels():

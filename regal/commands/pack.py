@@ -1,5 +1,6 @@
-"""`regal pack` and `regal fit` (issue 35), and the helpers the other commands use to report a
-packed arena beside the peak and to end a run over its memory limit with the fit statuses.
+"""`regal pack` and `regal fit` (issue 35). The packed arena the other commands report beside the
+peak, and the fit statuses a runtime search over its memory limit ends with, are
+`regal.commands._common`'s (`packed_summary`, `exit_for_limit`).
 
 Exit statuses of `regal fit` (and of a runtime search over its --memory-limit): 0 fits (a
 checked plan), 4 does not fit (a lower bound of SPEC section 7 above the limit, named), 5
@@ -16,19 +17,13 @@ import sys
 
 import click
 
-# PackingError is a ValueError: `_friendly_errors` makes it one line, exit 1
-from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP, TIME_LIMIT, OutputPath, _friendly_errors, human_bytes
+# PackingError is a ValueError: `friendly_errors` makes it one line, exit 1
+from regal.commands._common import (BUDGET, DEVICES, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_UNDECIDED, SEED, SEED_HELP,
+                                    TIME_LIMIT, OutputPath, friendly_errors, human_bytes)
 
-__all__ = ["pack_cmd", "fit_cmd", "EXIT_FITS", "EXIT_DOES_NOT_FIT", "EXIT_UNDECIDED", "packed_summary",
-           "exit_for_limit"]
+__all__ = ["pack_cmd", "fit_cmd"]
 
-EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNDECIDED = 0, 4, 5
 
-#: Seconds per device the reports of `regal optimize` / `solve` / `evaluate` give the packer's
-#: search: none, the greedy placements alone, so a report is the same on every run (a search
-#: cut by the clock was not: 102,164,300 B and 102,149,908 B for one demo command) and costs
-#: a tenth; `regal fit` and `regal pack` search under their own --time-limit.
-REPORT_PACK_TIME_S = 0.0
 
 
 class _Size(click.ParamType):
@@ -51,7 +46,7 @@ class _Size(click.ParamType):
               help="seconds from the start until the offsets are written: reading, the greedy placements, "
                    "MiniMalloc's exact search, the check (0: the greedy placements alone, however long)")
 @click.option("--json", "as_json", is_flag=True, help='print {"packed_bytes", "bound_bytes", "optimal"}')
-@_friendly_errors
+@friendly_errors
 def pack_cmd(csv_path, output, time_limit_s, as_json):
     """Give every buffer of FILE.csv (MiniMalloc's `id,lower,upper,size`, lives half-open; sizes
     and times up to 2**62) an offset so that no two live buffers overlap, in the smallest arena
@@ -60,7 +55,7 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
     Ctrl-C, SIGTERM or SIGHUP stops it: the best packing so far is written, exit status 3."""
     from regal._stop import Stopped, interruptible, stop_on_signals
     from regal._warmup import warmup_packing
-    from regal.cli_common import EXIT_INTERRUPTED, _exit_stopped, command_deadline, warm_up
+    from regal.commands._common import EXIT_INTERRUPTED, exit_stopped, command_deadline, warm_up
     from regal.packing import PackingError, pack, read_csv, write_csv
     if output:
         from regal._io import check_writable
@@ -74,7 +69,7 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
             inst = None
         if inst is None or deadline.stop_requested:
             click.echo(f"stopped ({deadline.reason}) while reading {csv_path}: nothing to write", err=True)
-            _exit_stopped(nothing=deadline)
+            exit_stopped(nothing=deadline)
         try:
             res = pack(inst, time_limit_s=0.0 if time_limit_s == 0 else None, deadline=deadline)
         except PackingError as e:
@@ -109,7 +104,7 @@ def pack_cmd(csv_path, output, time_limit_s, as_json):
               help="the flagship's evaluations per round (each round a new seed)")
 @click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--json", "as_json", is_flag=True, help='print {"fits", "arena_bytes", "bound_bytes", "proof"}')
-@_friendly_errors
+@friendly_errors
 def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_json):
     """Whether GRAPH runs on --devices devices of LIMIT bytes each. Exit status 0: it fits, with
     a checked memory plan (an offset for every buffer; written with -o); 4: it does not fit (a
@@ -117,7 +112,7 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
     3: stopped by Ctrl-C, SIGTERM or SIGHUP (what was decided so far is printed)."""
     from regal._stop import stop_on_signals
     from regal._warmup import warmup_packing
-    from regal.cli_common import EXIT_INTERRUPTED, _load_or_exit, command_deadline, warm_up
+    from regal.commands._common import EXIT_INTERRUPTED, load_or_exit, command_deadline, warm_up
     from regal.fit import fit
     from regal.flagship import warmup
     if output:
@@ -125,7 +120,7 @@ def fit_cmd(graph_path, memory, devices, output, time_limit_s, budget, seed, as_
         check_writable(output, inputs=(graph_path,))
     deadline = command_deadline(time_limit_s)  # from the program's start
     with stop_on_signals(deadline):
-        g = _load_or_exit(graph_path, (), deadline)
+        g = load_or_exit(graph_path, (), deadline)
         if devices > g.num_nodes:
             raise click.BadParameter(f"{devices} devices for {g.num_nodes} nodes", param_hint="--devices")
 
@@ -202,46 +197,3 @@ def save_with_plan(g, sol, mp, path) -> None:
     with atomic_text(path) as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
-
-
-# ---------------------------------------------------------------- helpers for the other commands
-def packed_summary(g, sol, time_limit_s: float = REPORT_PACK_TIME_S) -> dict:
-    """{"arena_bytes": largest device arena of the solution's memory plan, "device_arena_bytes",
-    "arena_optimal"}: what the reports print beside the peak."""
-    from regal.memory_plan import plan
-    mp = plan(g, sol.placement, sol.order, sol.num_devices, time_limit_s=time_limit_s)
-    return {"arena_bytes": int(mp.arena_bytes.max()), "device_arena_bytes": [int(x) for x in mp.arena_bytes],
-            "arena_optimal": bool(mp.optimal.all())}
-
-
-def packed_line(g, sol, summary: dict | None = None) -> str:
-    """The text reports' line: the packed arena beside the peak (`summary`: packed_summary's, if
-    computed already)."""
-    s = packed_summary(g, sol) if summary is None else summary
-    a = s["arena_bytes"]
-    extra = "at the peak" if a == sol.peak_bytes else f"+{(a - sol.peak_bytes) / max(sol.peak_bytes, 1) * 100:.2f} % over the peak"
-    return f"packed    {a:,} B in one arena per device ({extra}; offsets: regal fit -o)"
-
-
-def exit_for_limit(g, sol) -> None:
-    """After a runtime search with a memory limit: exit 4 when a lower bound valid in the timed
-    model (per op, resident share, largest resident; with one device SPEC section 7's bound) is
-    above the limit, 5 when the result is over the limit without such a proof; return when it
-    fits."""
-    timed = sol.info.get("timed") or {}
-    limits = timed.get("memory_limit_bytes")
-    if limits is None or timed.get("feasible", True):
-        return
-    from regal.fit import named_bounds
-    bounds = named_bounds(g, sol.num_devices)
-    if sol.num_devices > 1:
-        bounds.pop("one-device bound over d", None)
-    name = max(bounds, key=lambda k: bounds[k])
-    limit = min(int(x) for x in limits)
-    if bounds[name] > limit:
-        click.echo(f"does not fit: the {name} lower bound (SPEC section 7) is {bounds[name]:,} B, above the limit "
-                   f"of {limit:,} B", err=True)
-        sys.exit(EXIT_DOES_NOT_FIT)
-    click.echo(f"undecided: the best schedule found is over the limit of {limit:,} B; no lower bound shows "
-               "that none fits", err=True)
-    sys.exit(EXIT_UNDECIDED)

@@ -11,12 +11,12 @@ import time
 
 import click
 
-from regal.cli_common import _COMMAND_DEADLINE
+from regal.commands._common import _COMMAND_DEADLINE
 
 __all__ = ["RegalGroup", "STOPPABLE_COMMANDS", "QUICK_EXIT_COMMANDS", "runs_a_command"]
 
 #: The commands that stop gracefully on a signal (`regal._stop.STOP_SIGNALS`) once their work has
-#: begun (`regal.cli_common.command_deadline`): status 3, their best result written; before it,
+#: begun (`regal.commands._common.command_deadline`): status 3, their best result written; before it,
 #: and for every other command, a signal ends the command at once, 128 + its number (handlers
 #: installed first thing by `RegalGroup.main`; docs/terminal.md, "Exit statuses").
 STOPPABLE_COMMANDS = ("optimize", "solve", "train", "pack", "fit")
@@ -53,7 +53,7 @@ def _stop_from_the_start(argv, start: float, program: bool = False):
     makes it exit status 128 + the signal's number), never lost (`regal._stop.exit_on_signals`,
     with its watchdog for the other commands run as the program). A signal that came before
     (recorded by `regal.cli` while it loaded) counts as coming now. program: run as the program
-    itself (`_exit_stopped` may then end the process at once)."""
+    itself (`exit_stopped` may then end the process at once)."""
     from regal._stop import Deadline, exit_on_signals, take_early_signals
     if not argv or argv[0] not in STOPPABLE_COMMANDS:
         with exit_on_signals(GRACE_S if program else None, on_exit=_last_words):
@@ -63,7 +63,7 @@ def _stop_from_the_start(argv, start: float, program: bool = False):
     deadline = Deadline()
     _COMMAND_DEADLINE.append((deadline, start, program))
     try:
-        # until the command takes its deadline (`regal.cli_common.command_deadline`: its work
+        # until the command takes its deadline (`regal.commands._common.command_deadline`: its work
         # begins) it has nothing to finish: a signal ends it at once, 128 + its number
         with exit_on_signals(None):
             _raise_early(take_early_signals())

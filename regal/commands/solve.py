@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from regal.cli_common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, SEED, SEED_HELP, TIME_LIMIT,
-                              OutputPath, _friendly_errors, _load_or_exit, command_deadline)
-from regal.commands.report import _runtime_options, _write_and_report
+from regal.commands._common import (BUDGET, DEVICES, DIM_OPTION, EXIT_INTERRUPTED, RUNTIME_OPTIONS, SEED, SEED_HELP, TIME_LIMIT,
+                              OutputPath, friendly_errors, load_or_exit, command_deadline)
+from regal.commands._report import runtime_options, write_and_report
 
 
 @click.command("solve", short_help="run any method of the registry (baselines included) on a graph", help=(
@@ -29,7 +29,7 @@ from regal.commands.report import _runtime_options, _write_and_report
 @click.option("--json", "as_json", is_flag=True, help="print the solution summary as JSON")
 @RUNTIME_OPTIONS
 @DIM_OPTION
-@_friendly_errors
+@friendly_errors
 def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, list_methods, as_json,
               memory_limit, bandwidth, latency, speed, dims):
     import regal.methods
@@ -45,7 +45,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
         raise click.BadParameter(f"{method} takes no evaluation budget: its effort is bounded by --time-limit "
                                  f"(the methods with a budget: {takers})", param_hint="--budget")
     runtime = spec.objective == "runtime"
-    options = _runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
+    options = runtime_options("runtime" if runtime else "memory", devices, memory_limit, bandwidth, latency, speed,
                                method=method)
     options.pop("objective", None)
     if output:
@@ -54,7 +54,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
     from regal._stop import Stopped, interruptible, stop_on_signals
     deadline = command_deadline(time_limit_s)
     with stop_on_signals(deadline):
-        g = _load_or_exit(graph_path, dims, deadline)
+        g = load_or_exit(graph_path, dims, deadline)
         if _takes_deadline(spec):  # it polls the deadline and returns its best so far
             sol = regal.methods.solve(method, g, devices, seed=seed, budget=budget, deadline=deadline, **options)
         else:  # it runs to its end (its own time limit: what is left of --time-limit); a stop
@@ -73,7 +73,7 @@ def solve_cmd(method, graph_path, devices, budget, time_limit_s, seed, output, l
                 sol = make_solution(g, placement, order, devices, method=method, info={
                     "stopped": deadline.reason, "note": f"{method} was stopped before it returned: "
                                                         f"this is the fallback schedule ({name})"})
-        _write_and_report(g, sol, output, as_json, deadline, time_limit_s)
+        write_and_report(g, sol, output, as_json, deadline, time_limit_s)
     if deadline.stop_requested:
         sys.exit(EXIT_INTERRUPTED)
 

@@ -21,7 +21,7 @@ import sys
 
 import click
 
-from regal.cli_common import BUDGET, DEVICES, SEED, SEED_HELP
+from regal.commands._common import BUDGET, DEVICES, SEED, SEED_HELP
 
 __all__ = ["torch_cmd", "load_program"]
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from regal import _args
-from regal.cli_common import (BUDGET, SEED, Count, Fraction, OutputPath, _exit_stopped, _friendly_errors, command_deadline,
+from regal.commands._common import (BUDGET, SEED, Count, Fraction, OutputPath, exit_stopped, friendly_errors, command_deadline,
                               skip_flax_interop)
 
 
@@ -60,7 +60,7 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("-o", "--output", "out_dir", default=None, type=OutputPath(file_okay=False, dir_okay=True),
               help="OUT: the directory to write (and resume from); one run at a time")
 @click.option("--out", "out_alias", default=None, type=OutputPath(file_okay=False, dir_okay=True), hidden=True)  # the old spelling
-@_friendly_errors
+@friendly_errors
 def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
               budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
               scheduler, seed, fresh, out_dir, out_alias):
@@ -112,7 +112,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
                 if "stopped" in pol.meta:
                     click.echo(f"stopped ({pol.meta['stopped']}) at step {pol.meta['step']}: the same command "
                                f"resumes from {os.path.join(out_dir, 'checkpoint.npz')}", err=True)
-                    _exit_stopped()
+                    exit_stopped()
     except CheckpointError as e:
         option = _RESUME_OPTIONS.get(getattr(e, "field", None))
         raise click.ClickException(f"{e} ({'option ' + option + '; ' if option else ''}--fresh starts over)") from None
@@ -124,7 +124,7 @@ def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, dev
 
 def _stopped_before_training(e, deadline) -> None:
     click.echo(f"stopped ({e.reason}) before the first step: no checkpoint written", err=True)
-    _exit_stopped(nothing=deadline)
+    exit_stopped(nothing=deadline)
 
 
 def _start_jax() -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from regal.graph.core import GRAPH_FORMAT, Graph
 from regal.graph.io import from_json, from_networkx, load, save, to_networkx
-from regal.graph.records import MAX_TOTAL_BYTES, GraphError, _csr, check_devices, mark_outputs  # noqa: F401 (_csr: allocation)
+from regal.graph.records import MAX_TOTAL_BYTES, GraphError, csr, check_devices, mark_outputs  # noqa: F401
 
 __all__ = ["GRAPH_FORMAT", "MAX_TOTAL_BYTES", "Graph", "GraphError", "check_devices", "load", "save", "from_json",
            "from_networkx", "to_networkx", "mark_outputs"]

@@ -27,7 +27,7 @@ class GraphError(ValueError):
     """A graph (file or in-memory) that breaks SPEC.md section 1; the message names the culprit."""
 
 
-def _csr(num_nodes: int, lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+def csr(num_nodes: int, lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     ptr = np.zeros(num_nodes + 1, dtype=np.int64)
     ptr[1:] = np.cumsum([len(x) for x in lists]) if num_nodes else []
     idx = np.fromiter((u for x in lists for u in x), dtype=np.int32, count=int(ptr[-1]))
@@ -126,7 +126,7 @@ _NO_IDS: list = []   # the default of a missing id list, shared: a new [] per re
 
 
 class Fields(NamedTuple):
-    """The node records' fields as arrays (n = len(records)); edges as CSR (`_csr`'s dtypes)."""
+    """The node records' fields as arrays (n = len(records)); edges as CSR (`csr`'s dtypes)."""
     index: dict          # node id -> index
     bytes: np.ndarray    # int64[n]
     temp: np.ndarray     # int64[n]
@@ -249,8 +249,8 @@ def record_fields(nodes: Sequence, source: str) -> Fields:
             raise GraphError(f"{source}: node {nid!r} is resident but has inputs")
         reuse.append(_reuse_list(rec, nid, index, data_in[-1], source) if "reuse" in rec else [])
 
-    return Fields(index, nbytes, temp, cost, resident, output, ops, _csr(n, data_in), _csr(n, ctrl_in),
-                  _csr(n, reuse), no_recompute)
+    return Fields(index, nbytes, temp, cost, resident, output, ops, csr(n, data_in), csr(n, ctrl_in),
+                  csr(n, reuse), no_recompute)
 
 
 def _record_index(nodes: Sequence, source: str) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """The kernels of `regal.allocation` (SPEC.md section 3a): XLA-style buffer assignment's pass
-(`_assign`: each value, largest first, into the first allocation free over its live interval,
+(`assign`: each value, largest first, into the first allocation free over its live interval,
 operands' allocations first, then the newest; the rest deferred to the heap) and the heap's
-best fit (`_best_fit`). Allocations are kept in blocks of `BLOCK` with their free gaps, so a
+best fit (`best_fit`). Allocations are kept in blocks of `BLOCK` with their free gaps, so a
 block none of whose allocations is free is skipped in one binary search (issue 36); the
 quadratic pass they replace is the naive twin in tests/naive_allocation.py.
 """
@@ -181,7 +181,7 @@ def _choose(b, size, start, end, where, alloc_size, count, mem, m_off, m_num, ga
 
 
 @njit(**JIT)
-def _assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
+def assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
     """XLA's value-to-allocation pass (SPEC section 3a, rule 2): where[b] is b's allocation
     (numbered as made), -1 for a value deferred to the heap. Each allocation keeps its values
     sorted by start, and each block of BLOCK allocations the gaps between them (steps free in
@@ -239,7 +239,7 @@ def _insert(b, mem, o, n, start, end):
 
 
 @njit(**JIT)
-def _best_fit(size, start, end, ranked):
+def best_fit(size, start, end, ranked):
     """Decreasing-size best fit over buffers in `ranked` order: each at the lowest offset of the
     smallest gap it fits among the placed buffers whose [start, end] overlaps its own, else
     above them all. Returns the heap size."""

@@ -91,10 +91,10 @@ def load_onnx(path_or_model, dims: Mapping[str, int] | None = None, name: str | 
     name without `.onnx[.gz]` (else the graph's name). See the module docstring for what each
     part of the model becomes; every failure is a one-line `GraphError`.
     """
-    return _import(path_or_model, dims, name)[0]
+    return import_with_ids(path_or_model, dims, name)[0]
 
 
-def _import(path_or_model, dims: Mapping[str, int] | None = None, name: str | None = None):
+def import_with_ids(path_or_model, dims: Mapping[str, int] | None = None, name: str | None = None):
     """`load_onnx`'s work: (graph, the model as imported (its local functions inlined), each ONNX
     node's position -> its regal node's id, for the nodes that are not folded)."""
     model, source, base_dir = _read(path_or_model)

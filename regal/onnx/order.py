@@ -42,13 +42,13 @@ def ordered_model(path_or_model, solution, dims: Mapping[str, int] | None = None
     the nodes in `solution`'s order (a `regal.Solution` of the graph `regal.load(model,
     dims=dims)` imports; `regal.load_solution(path, graph)` reads a file's). GraphError (one
     line) for a solution of another graph or with recomputations (ONNX runs a node once)."""
-    from regal.onnx import _import
-    graph, model, node_ids = _import(path_or_model, dims)
+    from regal.onnx import import_with_ids
+    graph, model, node_ids = import_with_ids(path_or_model, dims)
     return reorder(model, graph, node_ids, solution)
 
 
 def reorder(model: onnx.ModelProto, graph, node_ids: Mapping[int, str], solution) -> onnx.ModelProto:
-    """`ordered_model`'s work on a model as `regal.onnx._import` returns it, with its graph and
+    """`ordered_model`'s work on a model as `regal.onnx.import_with_ids` returns it, with its graph and
     each ONNX node's regal id."""
     if tuple(solution.node_ids) != tuple(graph.ids):
         raise GraphError(f"the solution is of graph {solution.graph_name!r}, not of this model's {graph.name!r} "

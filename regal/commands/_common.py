@@ -1,7 +1,7 @@
 """What every `regal` command shares: reading a graph (any format, `--dim`), printing bytes; the
 one-line errors, the shared options (--time-limit, --dim, the runtime options), the stop set-up
 a command polls (`command_deadline`, exit status 3) and the kernels' warm-up before its clock
-(`warm_up`), loading the graph under that deadline (`_load_or_exit`, keeping time for the plan
+(`warm_up`), loading the graph under that deadline (`load_or_exit`, keeping time for the plan
 and the report). The commands (`regal.commands.*`) import it; it imports none of them. The program's
 lean start (Numba's private patches) is `regal._lean_start`."""
 
@@ -79,7 +79,7 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def _friendly_errors(fn):
+def friendly_errors(fn):
     """Turn the library's validation errors into click's one-line errors."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -252,11 +252,11 @@ PLAN_SECONDS_PER_NODE = 2.5e-6
 REPORT_SHARE = 0.05
 
 
-def _load_or_exit(graph_path, dims, deadline):
+def load_or_exit(graph_path, dims, deadline):
     """The graph, loaded while the caller's thread watches `deadline`; a stop before it is
     loaded ends the command with status 3 and a line saying nothing was written. Once it is
     loaded, the deadline's time limit moves earlier by the time writing its plan will take
-    (`PLAN_SECONDS_PER_NODE`) and by REPORT_SHARE of the limit, the report's (`_write_and_report`
+    (`PLAN_SECONDS_PER_NODE`) and by REPORT_SHARE of the limit, the report's (`write_and_report`
     gives the report its own limit once the plan is written)."""
     from regal._stop import Stopped, interruptible
     try:
@@ -264,14 +264,14 @@ def _load_or_exit(graph_path, dims, deadline):
     except Stopped:
         if deadline.stop_requested:
             click.echo(f"stopped ({deadline.reason}) while loading {graph_path}: no solution to write", err=True)
-            _exit_stopped(nothing=deadline)
+            exit_stopped(nothing=deadline)
         return load_graph(graph_path, dims)  # the time limit passed: load it all the same, then stop at once
     if deadline.at is not None:
         deadline.at -= PLAN_SECONDS_PER_NODE * g.num_nodes + REPORT_SHARE * max(0.0, deadline.at - command_start())
     return g
 
 
-def _exit_stopped(nothing=None) -> None:
+def exit_stopped(nothing=None) -> None:
     """Exit with status 3 (EXIT_INTERRUPTED: the best result so far was written), or, given
     `nothing` (the stopped `Deadline` of a command that had no result yet), with 128 + the
     signal's number. Run as the program, at once (`os._exit`, the output flushed): what the stop
@@ -306,7 +306,7 @@ def warm_up(deadline, fn, *args, what: str = "the kernels", nothing: str = "noth
         interruptible(fn, deadline, *args, requests_only=True, **kwargs)
     except Stopped:
         click.echo(f"stopped ({deadline.reason}) while loading {what}: {nothing}", err=True)
-        _exit_stopped(nothing=deadline)
+        exit_stopped(nothing=deadline)
     if cache_misses() == before:
         return False
     spent = time.perf_counter() - t
@@ -336,3 +336,53 @@ def use_jax_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+#: The exit statuses of `regal fit` and of a runtime search over its --memory-limit (pack.py).
+EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNDECIDED = 0, 4, 5
+
+#: Seconds per device the reports of `regal optimize` / `solve` / `evaluate` give the packer's
+#: search: none, the greedy placements alone, so a report is the same on every run (a search
+#: cut by the clock was not: 102,164,300 B and 102,149,908 B for one demo command) and costs
+#: a tenth; `regal fit` and `regal pack` search under their own --time-limit.
+REPORT_PACK_TIME_S = 0.0
+
+
+def packed_summary(g, sol, time_limit_s: float = REPORT_PACK_TIME_S) -> dict:
+    """{"arena_bytes": largest device arena of the solution's memory plan, "device_arena_bytes",
+    "arena_optimal"}: what the reports print beside the peak."""
+    from regal.memory_plan import plan
+    mp = plan(g, sol.placement, sol.order, sol.num_devices, time_limit_s=time_limit_s)
+    return {"arena_bytes": int(mp.arena_bytes.max()), "device_arena_bytes": [int(x) for x in mp.arena_bytes],
+            "arena_optimal": bool(mp.optimal.all())}
+
+
+def packed_line(g, sol, summary: dict | None = None) -> str:
+    """The text reports' line: the packed arena beside the peak (`summary`: packed_summary's, if
+    computed already)."""
+    s = packed_summary(g, sol) if summary is None else summary
+    a = s["arena_bytes"]
+    extra = "at the peak" if a == sol.peak_bytes else f"+{(a - sol.peak_bytes) / max(sol.peak_bytes, 1) * 100:.2f} % over the peak"
+    return f"packed    {a:,} B in one arena per device ({extra}; offsets: regal fit -o)"
+
+
+def exit_for_limit(g, sol) -> None:
+    """After a runtime search with a memory limit: exit 4 when a lower bound valid in the timed
+    model (per op, resident share, largest resident; with one device SPEC section 7's bound) is
+    above the limit, 5 when the result is over the limit without such a proof; return when it
+    fits."""
+    timed = sol.info.get("timed") or {}
+    limits = timed.get("memory_limit_bytes")
+    if limits is None or timed.get("feasible", True):
+        return
+    from regal.fit import named_bounds
+    bounds = named_bounds(g, sol.num_devices)
+    if sol.num_devices > 1:
+        bounds.pop("one-device bound over d", None)
+    name = max(bounds, key=lambda k: bounds[k])
+    limit = min(int(x) for x in limits)
+    if bounds[name] > limit:
+        click.echo(f"does not fit: the {name} lower bound (SPEC section 7) is {bounds[name]:,} B, above the limit "
+                   f"of {limit:,} B", err=True)
+        sys.exit(EXIT_DOES_NOT_FIT)
+    click.echo(f"undecided: the best schedule found is over the limit of {limit:,} B; no lower bound shows "
+               "that none fits", err=True)
+    sys.exit(EXIT_UNDECIDED)

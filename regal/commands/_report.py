@@ -1,6 +1,6 @@
 """The solution reports `regal optimize` and `regal solve` share: the runtime options, writing
 the solution and reporting it (peak, allocation, packed arena, bound; or a runtime solution's
-makespan). Loading the graph under the command's deadline is `regal.cli_common._load_or_exit`
+makespan). Loading the graph under the command's deadline is `regal.commands._common.load_or_exit`
 (`regal fit` uses it too)."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from regal.cli_common import REPORT_SHARE, human_bytes
-from regal.commands.pack import exit_for_limit, packed_line, packed_summary
+from regal.commands._common import REPORT_SHARE, exit_for_limit, human_bytes, packed_line, packed_summary
 
 if TYPE_CHECKING:
     from regal.graph import Graph
@@ -29,7 +28,7 @@ def _report(g: Graph, sol, output: str | None, as_json: bool, deadline=None) -> 
         doc.pop("order")
         doc["lower_bound_bytes"] = g.lower_bound(sol.num_devices)
         doc["recompute"] = _recompute_summary(sol)
-        alloc = _allocation(g, sol, deadline)
+        alloc = report_allocation(g, sol, deadline)
         doc["allocation_bytes"] = None if alloc is None else alloc.allocation_bytes
         doc["device_allocation_bytes"] = None if alloc is None else alloc.device_allocation_bytes.tolist()
         packed = _packed(g, sol, deadline)
@@ -79,7 +78,7 @@ def _effort(sol) -> str:
     return f", {sol.evaluations:,} evaluation{'' if sol.evaluations == 1 else 's'}"
 
 
-def _allocation(g: Graph, sol, deadline=None):
+def report_allocation(g: Graph, sol, deadline=None):
     """SPEC section 3a's allocation of the solution's schedule (what XLA's buffer assignment
     reserves): reported beside the peak, never searched. None when `deadline` (a stop request)
     expires first: it can take seconds on a large graph, and the command is asked to end."""
@@ -163,7 +162,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
                           if only_weights else ")"))
     _print_recompute(sol)
     lb = g.lower_bound(d)
-    alloc = _allocation(g, sol, deadline)
+    alloc = report_allocation(g, sol, deadline)
     if alloc is None:
         click.echo(f"allocated ({_not_computed(deadline)})")
     else:
@@ -184,7 +183,7 @@ def _print_solution(g: Graph, sol, output: str | None, deadline=None):
         click.echo(f"wrote     {output}")
 
 
-def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit_s: float | None = None) -> None:
+def write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit_s: float | None = None) -> None:
     """Write the solution (a further signal is only counted: the file is always complete), then
     report it; a stop request during the report, or the end of the command's time limit (the
     limit plus REPORT_SHARE of it, from the program's start), cuts its slow parts (the
@@ -195,7 +194,7 @@ def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit
         sol.save(output)
     deadline.at = None  # the time limit was the search's; the report has its own
     if time_limit_s is not None:
-        from regal.cli_common import command_start
+        from regal.commands._common import command_start
         deadline.at = command_start() + time_limit_s * (1 + REPORT_SHARE)
     if deadline.reason == "time_limit":
         deadline.reason = None
@@ -206,7 +205,7 @@ def _write_and_report(g: Graph, sol, output, as_json: bool, deadline, time_limit
         _report(g, sol, output, as_json, deadline)
 
 
-def _runtime_options(objective, devices, memory_limit, bandwidth, latency, speed, method=None) -> dict:
+def runtime_options(objective, devices, memory_limit, bandwidth, latency, speed, method=None) -> dict:
     """The runtime options as `regal.optimize` keywords ({} for memory); a malformed size, rate,
     time or speed list is a one-line error naming the option. method: `regal solve`'s METHOD."""
     given = [name for name, v in (("--memory-limit", memory_limit), ("--bandwidth", bandwidth),
