@@ -6,6 +6,8 @@ block none of whose allocations is free is skipped in one binary search (issue 3
 quadratic pass they replace is the naive twin in tests/naive_allocation.py.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -14,6 +16,24 @@ from regal._jit import JIT
 #: Allocations per block of the assignment's search (`_choose`).
 BLOCK = 32
 _NEVER = 1 << 62   # a gap's end past the last step
+
+
+class Values(NamedTuple):
+    """The values to assign, each: its size and live interval [start, end]."""
+    size: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class Links(NamedTuple):
+    """What ties the values (CSR): each one's operands (`op_*`), the values it may share an
+    allocation with (`sh_*`) and the reverse of those (`rs_*`)."""
+    op_ptr: np.ndarray
+    op_idx: np.ndarray
+    sh_ptr: np.ndarray
+    sh_idx: np.ndarray
+    rs_ptr: np.ndarray
+    rs_idx: np.ndarray
 
 
 @njit(**JIT)
@@ -158,12 +178,15 @@ def _reverse(ptr, idx, m):
 
 
 @njit(**JIT)
-def _choose(b, size, start, end, where, alloc_size, count, mem, m_off, m_num, gap, g_off, g_num,
-            op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx):
+def _choose(b, vals, links, where, alloc_size, count, mem, m_off, m_num, gap, g_off, g_num):
     """Rule 2's allocation for the temporary b, -1 none: the first of its operands' allocations
     that takes it, else the most recent allocation that does. Blocks of BLOCK allocations are
     skipped whole when none of their gaps holds b's interval and none holds a value b may only
-    touch; the rest are tried one by one, newest first, as before."""
+    touch; the rest are tried one by one, newest first, as before. vals: the `Values`; links:
+    the `Links`."""
+    size, start, end = vals.size, vals.start, vals.end
+    op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx = (links.op_ptr, links.op_idx, links.sh_ptr, links.sh_idx,
+                                                      links.rs_ptr, links.rs_idx)
     for j in range(op_ptr[b], op_ptr[b + 1]):
         a = where[op_idx[j]]
         if a >= 0 and size[b] <= alloc_size[a] and _free(b, mem, m_off[a], m_off[a] + m_num[a],
@@ -199,6 +222,7 @@ def assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
     g_off, g_num, g_cap = (np.zeros(num_blocks, np.int64), np.zeros(num_blocks, np.int64),
                            np.zeros(num_blocks, np.int64))
     mem_used, gap_used, count = 0, 0, 0
+    vals, links = Values(size, start, end), Links(op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx)
     for b in ranked:
         if live_out[b]:                    # a graph output: an allocation of its own
             a = count
@@ -207,8 +231,7 @@ def assign(size, start, end, live_out, ranked, op_ptr, op_idx, sh_ptr, sh_idx):
             gap, gap_used = _room(gap, gap_used, g_off, g_num, g_cap, a // BLOCK, 4)
             g_num[a // BLOCK] = _gap_add(gap, g_off[a // BLOCK], g_num[a // BLOCK], -1, _NEVER, a, 1)
         else:
-            a = _choose(b, size, start, end, where, alloc_size, count, mem, m_off, m_num, gap, g_off,
-                        g_num, op_ptr, op_idx, sh_ptr, sh_idx, rs_ptr, rs_idx)
+            a = _choose(b, vals, links, where, alloc_size, count, mem, m_off, m_num, gap, g_off, g_num)
             if a < 0:
                 continue
         where[b] = a

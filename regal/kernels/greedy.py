@@ -3,6 +3,8 @@ over (ready node, device) pairs on a running memory state (SPEC.md section 3), s
 `_greedy_sources`, `_greedy_pick`, `_greedy_run`; the graph as one struct, `g` (a
 `regal.kernels.structs.KernelGraph`); naive twin in `tests/naive.py`."""
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -12,12 +14,27 @@ from regal._takeover import taken_over
 _BIG = np.int64(2 ** 62)   # larger than any score
 
 
+class GreedyState(NamedTuple):
+    """The greedy's running state, one struct for its steps (made in `greedy_schedule`)."""
+    placement: np.ndarray   # int32[n]     each node's device, -1 until placed
+    present: np.ndarray     # bool[n * d]  a copy of node u on device k
+    left: np.ndarray        # int64[n]     each node's unscheduled data consumers
+    level: np.ndarray       # int64[d]     bytes beyond the device's resident base
+    dynpeak: np.ndarray     # int64[d]     the highest level so far
+    rbase: np.ndarray       # int64[d]     bytes of the resident tensors placed on the device
+    cx: np.ndarray          # int64[n]     a ready node's unplaced resident inputs (homed where it runs)
+    c2: np.ndarray          # int64[n * d] its copies + output + temp - taken over, on device k
+    cb: np.ndarray          # int64[n * d] its copies + output - freed, on device k
+    dirty: np.ndarray       # bool[n]      its terms are to be recomputed
+
+
 @numba.njit(inline="always", **_JIT)
-def _greedy_terms(v, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
-                  has_reuse, cx, c2, cb):
-    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
-    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
-    over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+def _greedy_terms(g, s, v, d, has_reuse):
+    """Node v's terms in the greedy's score on the running state s: cx[v] the bytes of its
+    unplaced resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what
+    it takes over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+    in_ptr, in_idx, nbytes, temp, resident = g.in_ptr, g.in_idx, g.nbytes, g.temp, g.resident
+    placement, present, left, cx, c2, cb = s.placement, s.present, s.left, s.cx, s.c2, s.cb
     extra_r = np.int64(0)
     for e in range(in_ptr[v], in_ptr[v + 1]):
         if placement[in_idx[e]] < 0:
@@ -43,7 +60,7 @@ def _greedy_terms(v, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse
                 freed += nbytes[u] * cnt_dev
         taken = np.int64(0)
         if has_reuse:
-            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
+            taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
         c2[v * d + k] = copy + nbytes[v] + temp[v] - taken
         cb[v * d + k] = copy + nbytes[v] - freed
 
@@ -81,12 +98,11 @@ def _greedy_sources(g, d, placement, present, rbase, indeg, order, ready):
 
 
 @numba.njit(inline="always", **_JIT)
-def _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, ready, cnt, dirty,
-                 placement, present, left, has_reuse, cx, c2, cb, rbase, level, dynpeak, peak):
+def _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak):
     """The (ready index, device) to run next: among the last `window` ready nodes, each on its
     device of lowest (peak after, net bytes, memory while running, device), the node of lowest
-    (peak after without the resident bytes it homes, net bytes, memory while running, index).
-    The per-step helpers take the arrays they read, not the graph struct: a call passes them all."""
+    (peak after without the resident bytes it homes, net bytes, memory while running, index)."""
+    dirty, cx, c2, cb, rbase, level, dynpeak = s.dirty, s.cx, s.c2, s.cb, s.rbase, s.level, s.dynpeak
     best = -1
     bk = 0
     s1 = _BIG
@@ -96,8 +112,7 @@ def _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, r
         v = ready[i]
         if dirty[v]:
             dirty[v] = False
-            _greedy_terms(v, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present,
-                          left, has_reuse, cx, c2, cb)
+            _greedy_terms(g, s, v, d, has_reuse)
         vk = -1
         f1 = _BIG
         f2 = _BIG
@@ -120,14 +135,15 @@ def _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, r
 
 
 @numba.njit(inline="always", **_JIT)
-def _greedy_run(v, k, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
-                has_reuse, rbase, level, dynpeak):
-    """Run v on device k in the greedy's running state: its unplaced resident inputs are homed
+def _greedy_run(g, s, v, k, d, has_reuse):
+    """Run v on device k in the greedy's running state s: its unplaced resident inputs are homed
     on k, the others copied in; the level rises by its output and temp (less what it takes
     over) while it runs; inputs it was the last reader of are freed on every device."""
+    in_ptr, in_idx, nbytes, temp, resident = g.in_ptr, g.in_idx, g.nbytes, g.temp, g.resident
+    placement, present, left, rbase, level, dynpeak = s.placement, s.present, s.left, s.rbase, s.level, s.dynpeak
     taken = 0
     if has_reuse:
-        taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
+        taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
     placement[v] = k
     present[v * d + k] = True
     for e in range(in_ptr[v], in_ptr[v + 1]):
@@ -167,8 +183,8 @@ def greedy_schedule(g, d, window, placement, order, stop):
     n = g.num_nodes
     in_ptr, in_idx, out_ptr, out_idx = g.in_ptr, g.in_idx, g.out_ptr, g.out_idx
     succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
-    nbytes, temp, resident, reuse_ptr, reuse_idx = g.nbytes, g.temp, g.resident, g.reuse_ptr, g.reuse_idx
-    has_reuse = reuse_idx.shape[0] > 0
+    nbytes = g.nbytes
+    has_reuse = g.reuse_idx.shape[0] > 0
     present = np.zeros(n * d, dtype=np.bool_)
     left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
     for u in range(n):
@@ -186,17 +202,16 @@ def greedy_schedule(g, d, window, placement, order, stop):
     c2 = np.zeros(n * d, dtype=np.int64)    # copies + output + temp - taken over, on device k
     cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
     dirty = np.ones(n, dtype=np.bool_)
+    s = GreedyState(placement, present, left, level, dynpeak, rbase, cx, c2, cb, dirty)
     while cnt > 0:
         if stop[0] != 0:
             return t
-        best, k = _greedy_pick(d, window, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, ready, cnt,
-                               dirty, placement, present, left, has_reuse, cx, c2, cb, rbase, level, dynpeak, peak)
+        best, k = _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak)
         v = ready[best]
         cnt -= 1
         for i in range(best, cnt):  # keep the order in which they became ready
             ready[i] = ready[i + 1]
-        _greedy_run(v, k, d, in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx, placement, present, left,
-                    has_reuse, rbase, level, dynpeak)
+        _greedy_run(g, s, v, k, d, has_reuse)
         order[t] = v
         t += 1
         stop[1] = t

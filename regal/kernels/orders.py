@@ -285,10 +285,10 @@ def _lpmf_start(g, outdeg, size, to_free):
 
 
 @numba.njit(**_JIT)
-def _lpmf_release(v, in_ptr, in_idx, out_ptr, out_idx, nbytes, resident, outdeg, to_free, size, ready, rank,
-                  tb, tv, width):
+def _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width):
     """After v runs: each non-resident input of v with one use left now frees its bytes when
-    that reader runs; ready readers move in the segment tree."""
+    that reader runs; ready readers move in the segment tree. g: the `KernelGraph`."""
+    in_ptr, in_idx, out_ptr, out_idx, nbytes, resident = g.in_ptr, g.in_idx, g.out_ptr, g.out_idx, g.nbytes, g.resident
     for e in range(in_ptr[v], in_ptr[v + 1]):
         u = in_idx[e]
         if resident[u]:
@@ -365,8 +365,7 @@ def lpmf_order(g, order):
                 ready[w] = True
                 cnt += 1
                 _seg_set(tb, tv, width, rank[w], size[w] - to_free[w], w)
-        _lpmf_release(v, g.in_ptr, g.in_idx, g.out_ptr, g.out_idx, g.nbytes, g.resident, outdeg, to_free, size,
-                      ready, rank, tb, tv, width)
+        _lpmf_release(g, v, outdeg, to_free, size, ready, rank, tb, tv, width)
     return t
 
 
