@@ -45,7 +45,7 @@ LAYERS = [
     # `eager`, its measured baselines) in tools
     ("importers", ["regal.hlo", "regal.onnx", "regal.torch.importer", "regal.torch._ops", "regal.load"]),
     ("models", ["regal.simulate", "regal.decode", "regal.allocation", "regal.solution", "regal.timed",
-                "regal.packing", "regal.memory_plan", "regal.recompute"]),
+                "regal.packing", "regal.memory_plan", "regal.recompute", "regal.check"]),
     ("heuristics", ["regal.heuristics", "regal.timed_heuristics", "regal.local_search", "regal.climb", "regal.moves"]),
     ("policy", ["regal.policy.actions", "regal.policy.teacher", "regal.policy.features", "regal.policy.network",
                 "regal.policy", "regal.policy.resolve"]),

@@ -18,7 +18,8 @@ __all__ = ["warmup", "warmup_packing", "warmup_report", "kernel_modules", "kerne
 
 #: The modules that hold the library's Numba kernels.
 KERNEL_MODULES = tuple(f"regal.kernels.{m}" for m in (
-    "alloc", "climb", "decode", "greedy", "heap", "heft", "minimalloc", "orders", "pack", "peak_memory", "timed")) + (
+    "alloc", "climb", "climb_picks", "decode", "greedy", "heap", "heft", "minimalloc", "orders", "pack", "peak_memory",
+    "timed")) + (
     "regal._takeover", "regal.decode", "regal.loop", "regal.memetic", "regal.runtime", "regal.search")
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from regal.kernels import climb as _climb_kernel
 from regal.kernels import decode as _kernels
+from regal.kernels.climb_picks import LOGITS, PICK_FIELDS, STATS
 from regal.kernels.structs import ClimbParams, ClimbState
 from regal._stop import expired
 from regal.graph import Graph, check_devices
@@ -132,8 +133,8 @@ class Evaluator:
 
 #: The move kinds an adaptive climb chooses among, as (focused, informed, directed share):
 #: uniform, focused (the baseline's), informed, directed; defined unpacked where the kernel
-#: reads them (`regal.kernels.climb._KIND_*`).
-KINDS = tuple(zip(_climb_kernel._KIND_FOCUSED, _climb_kernel._KIND_INFORMED, _climb_kernel._KIND_DIRECTED))
+#: reads them (`regal.kernels.climb.KIND_*`).
+KINDS = tuple(zip(_climb_kernel.KIND_FOCUSED, _climb_kernel.KIND_INFORMED, _climb_kernel.KIND_DIRECTED))
 
 
 def _counter(value: int = 0) -> np.ndarray:
@@ -151,8 +152,8 @@ def new_state(graph: Graph, devices: int, placement, order, score: Score, trace:
     if moves is None:
         none = np.zeros(0)
         moves = dict(move_weight=none, move_cum=none, move_cum_movable=none, move_group=none,
-                     move_stats=np.zeros((0, 6)), move_grad=np.zeros((0, 2)), move_glob=np.zeros(2),
-                     move_pick=np.zeros(8))
+                     move_stats=np.zeros((0, STATS)), move_grad=np.zeros((0, LOGITS)), move_glob=np.zeros(2),
+                     move_pick=np.zeros(PICK_FIELDS))
     else:
         moves = moves.arrays(movable)
     placement = np.ascontiguousarray(placement, dtype=np.int32).copy()
@@ -288,7 +289,7 @@ class Climb:
         self.candidates = pack_candidates(graph)
         self.evaluate = Evaluator(graph, devices)
         self.moves = moves   # a move policy (`regal.moves.MoveProposals`) or None
-        self.params = params if moves is None else params._replace(policy_mix=float(moves.mix))
+        self.params = params if moves is None else params._replace(mix=float(moves.mix))
         self.rng = rng
         self.state: ClimbRun | None = None
         self.start_index = -1

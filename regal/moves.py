@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from regal.kernels.climb_picks import GLOB_ANY, GLOB_MOVABLE, LOGIT_NODE, LOGITS, PICK_FIELDS, STATS
+
 __all__ = ["MoveProposals", "LOGIT_LIMIT", "DEFAULT_MIX"]
 
 #: Node and group logits are clipped to +- this (weights within e^8 of each other): every node
 #: keeps a share of the picks the policy makes.
 LOGIT_LIMIT = 4.0
-#: The share of the picks a policy makes when its file does not say (`Policy.meta["moves_mix"]`).
+#: The mix, the share of the picks a policy makes, when its file does not say (`Policy.meta["mix"]`).
 DEFAULT_MIX = 0.5
 
 
@@ -50,10 +52,10 @@ class MoveProposals:
         self.weight = np.exp(node - node.max(initial=0.0))
         self.group = 1.0 / (1.0 + np.exp(-group))
         self.cum = np.cumsum(self.weight)
-        self.stats = np.zeros((n if stats else 0, 6))
-        self.grad = np.zeros((n if learn else 0, 2))
+        self.stats = np.zeros((n if stats else 0, STATS))
+        self.grad = np.zeros((n if learn else 0, LOGITS))
         self.glob = np.zeros(2)
-        self.pick = np.zeros(8)   # pick[7], the reward baseline, carries over from climb to climb
+        self.pick = np.zeros(PICK_FIELDS)   # its PICK_BASELINE, the reward's mean, carries over from climb to climb
         self._movable = None
 
     @classmethod
@@ -78,9 +80,9 @@ class MoveProposals:
         if self.grad.shape[0] == 0:
             raise ValueError("this move policy was not made with learn=True")
         g = self.grad.copy()
-        g[:, 0] -= self.glob[0] * self.weight / self.cum[-1]
+        g[:, LOGIT_NODE] -= self.glob[GLOB_ANY] * self.weight / self.cum[-1]
         if self._movable is not None and self._movable[0].size:
             mov = self._movable[0]
-            g[mov, 0] -= self.glob[1] * self.weight[mov] / self._movable[1][-1]
+            g[mov, LOGIT_NODE] -= self.glob[GLOB_MOVABLE] * self.weight[mov] / self._movable[1][-1]
         g[self.clipped] = 0.0
         return g

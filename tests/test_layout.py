@@ -16,6 +16,7 @@ allowed below, each with its size then as a ceiling: they may shrink, never grow
 goes when they meet the rule (the modules are split later).
 """
 
+import ast
 import os
 
 import pytest
@@ -25,7 +26,6 @@ from benchmarks import layout_report as layout
 #: Modules over `MAX_MODULE_LINES` when the gates were set: path -> its lines then, a ceiling.
 #: Never raise one; delete the entry when the module is split below the limit.
 LONG_MODULES = {
-    "regal/kernels/climb.py": 685,
     "regal/torch/importer.py": 626,
 }
 
@@ -151,6 +151,67 @@ def test_layers_is_the_architecture_pages_table(tree):
     _fail(layout.layers_against_doc(tree.mods),
           "LAYERS in benchmarks/layout_report.py and docs/architecture.md's table must be one list: "
           "make them agree.")
+
+
+def _is_command(name: str) -> bool:
+    """A command module: regal.commands.X, X not private (`_common`, `_report`: their helpers)."""
+    parts = name.split(".")
+    return len(parts) == 3 and parts[:2] == ["regal", "commands"] and not parts[2].startswith("_")
+
+
+def test_no_command_imports_another(tree):
+    _fail([f"{a} imports {b} (line {line})" for a, targets in sorted(tree.edges.items()) if _is_command(a)
+           for b, (_, line) in sorted(targets.items()) if _is_command(b) and b != a],
+          "A command's helpers are the commands' (regal/commands/_common.py, _report.py): move what both "
+          "use there.")
+
+
+#: Private names that cross a package, allowed: "importer -> module.name". Never add one.
+PRIVATE_CROSSINGS = {
+    "regal.commands.program -> regal._stop._LAST_SIGNAL",   # regal/_stop.py is another helper's (issue 57)
+}
+
+
+def private_crossings(mods: dict) -> list[str]:
+    """Each private name (`_x`, not dunder) that a module of regal/ imports, or reads as an
+    attribute of an imported module, from a module of another package: "importer -> module.name"."""
+    out = set()
+    for name, path in mods.items():
+        package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        tree_ = layout.parse(path)
+        aliases = {}
+        for node in ast.walk(tree_):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "regal":
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    if full in mods:   # a module imported by name
+                        aliases[a.asname or a.name] = full
+                    elif a.name.startswith("_") and not a.name.startswith("__"):
+                        src_path = mods.get(node.module, "")
+                        src_package = node.module if src_path.endswith("__init__.py") else node.module.rsplit(".", 1)[0]
+                        if src_package != package:
+                            out.add(f"{name} -> {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname and a.name in mods:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree_):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                target = aliases[node.value.id]
+                t_package = target if mods[target].endswith("__init__.py") else target.rsplit(".", 1)[0]
+                if t_package != package:
+                    out.add(f"{name} -> {target}.{node.attr}")
+    return sorted(out)
+
+
+def test_no_private_name_crosses_a_package(tree):
+    found = private_crossings(tree.mods)
+    _fail([f"{x}: a private name used from another package" for x in found if x not in PRIVATE_CROSSINGS]
+          + [f"PRIVATE_CROSSINGS[{x!r}]: no longer used, delete the entry" for x in PRIVATE_CROSSINGS
+             if x not in found],
+          "Make the name public in its module (no leading underscore) if another package needs it, or move "
+          "the code that needs it into that package.")
 
 
 def test_module_sizes(tree):

@@ -127,7 +127,7 @@ def test_a_policy_file_with_a_move_head_runs_in_the_flagship(tmp_path):
     pol.save(str(path))
     from regal.policy import load_policy
     loaded = load_policy(str(path))
-    assert loaded.has_moves and loaded.meta["moves_mix"] == 0.5
+    assert loaded.has_moves and loaded.meta["mix"] == 0.5
     assert np.allclose(loaded.move_logits(g, 2)[:, 1], -0.5, atol=1e-5)
     sol = regal.optimize(g, 2, budget=400, seed=0, policy=str(path))
     assert sol.peak_bytes > 0

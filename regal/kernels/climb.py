@@ -8,7 +8,8 @@ replaced. Every kernel here takes `(g, state, params, rng, ...)`: the graph
 (`ClimbState`, kept by the caller between calls) and its settings (`ClimbParams`), all three
 beside each other in `regal.kernels.structs`; helpers that need only a few arrays take those.
 A move is written to `mv`: int64[3], (0 device, node, old device), (1 order, from, to) or
-(2 group, size, old device) with the group in `grp`.
+(2 group, size, old device) with the group in `grp`. Which node a move takes, with a move policy,
+and the credit of its outcome are `regal.kernels.climb_picks`'.
 """
 
 import numba
@@ -16,15 +17,19 @@ import numpy as np
 
 from regal._jit import JIT as _JIT
 from regal.kernels.decode import feasible_window, live_across, peak_hits, shift_node, steps_at_peak
+from regal.kernels.climb_picks import (ANY_MOVABLE, ANY_NODE, PICK_GROUP_NODE, PICK_GROUP_Q, PICK_GROUPED, PICK_Q,
+                                      clear, credit, note, pick_directed, pick_global, pick_pool, policy_of)
 from regal.kernels.peak_memory import simulate_peak
 
 #: The climb's steps, inlined into it by Numba. `climb` takes the state's arrays out once and
 #: hands each step the few it reads: a step given the whole `ClimbState` would count a reference
 #: to each of its 27 arrays up and down per move (Numba's inlining binds the struct anew).
 _STEP = dict(inline="always", **_JIT)
-_KIND_FOCUSED = (False, True, True, True)   # regal.climb.KINDS, unpacked
-_KIND_INFORMED = (False, False, True, True)
-_KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
+#: The move kinds an adaptive climb chooses among (regal.climb.KINDS), unpacked: uniform,
+#: focused, informed, directed.
+KIND_FOCUSED = (False, True, True, True)
+KIND_INFORMED = (False, False, True, True)
+KIND_DIRECTED = (0.0, 0.0, 0.0, 1.0)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
@@ -83,7 +88,7 @@ def _directed(g, order, pos, placement, scratch, rng, trace, peak, mv, pol):
     """Directed move (regal.local_search's docstring): pick a (step t, device k) at the peak and
     a tensor u held on k across t, by bytes; move u to the device with the least memory at t,
     delay it past t, or advance its last reader to t or before (thirds). mv and True, or False
-    if there is no such tensor or it cannot move. scratch: `_scratch(state)`; pol: `_policy(state, p)`."""
+    if there is no such tensor or it cannot move. scratch: `_scratch(state)`; pol: the `MovePolicy`."""
     hits, cand, last = scratch[0], scratch[1], scratch[2]
     m = peak_hits(trace, peak, hits)
     if m == 0:
@@ -94,7 +99,7 @@ def _directed(g, order, pos, placement, scratch, rng, trace, peak, mv, pol):
     m = live_across(g, order, pos, placement, t, k, cand, last)
     if m == 0:
         return False
-    i = _pick_directed(nbytes, cand, m, pol, rng)
+    i = pick_directed(nbytes, cand, m, pol, rng)
     u, lastpos = cand[i], last[i]
     r = rng.random()
     if trace.shape[1] > 1 and r < 1 / 3:
@@ -144,8 +149,8 @@ def _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv, po
     move. aim = (focused, informed, directed share): near the peak if focused (a window of
     `p.focus_width` positions around a random step at the peak), informed: aimed at the peak
     device, that share of the focused moves `_directed`'s. trace: the current schedule's step
-    trace; peak: its peak; scratch: `_scratch(state)`; pol: `_policy(state, p)`, the move policy's
-    weights its node picks follow (`_pick_pool`, `_pick_global`), the pick noted in it."""
+    trace; peak: its peak; scratch: `_scratch(state)`; pol: the `MovePolicy`, whose weights its
+    node picks follow (`climb_picks.pick_pool`, `pick_global`), the pick noted in it."""
     focused, informed, directed_share = aim
     if focused and directed_share > 0.0 and rng.random() < directed_share:
         if _directed(g, order, pos, placement, scratch, rng, trace, peak, mv, pol):
@@ -165,9 +170,9 @@ def _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv, po
     if d > 1 and rng.random() < 0.5:  # device move
         if focused:
             m = _focus_pool(order, placement, a, b, k_peak, True, pool)
-            v = _pick_pool(pool, m, g.resident, False, pol, rng)
+            v = pick_pool(pool, m, g.resident, False, pol, rng)
         else:
-            v = _pick_global(pol[2], n, pol, rng, 3)
+            v = pick_global(pol.cum, n, pol, rng, ANY_NODE)
         old = placement[v]
         if informed:
             placement[v] = _argmin_but(trace[t_peak], old)
@@ -182,177 +187,18 @@ def _propose(g, order, pos, placement, scratch, p, rng, trace, peak, aim, mv, po
     v = -1
     for _ in range(20):  # attempts at finding a node with room to move
         if focused:
-            v = _pick_pool(pool, m, g.resident, True, pol, rng)
+            v = pick_pool(pool, m, g.resident, True, pol, rng)
             if v < 0:
                 focused = False
                 continue
         elif movable.shape[0]:
-            v = movable[_pick_global(pol[3], movable.shape[0], pol, rng, 5)]
-            _note(pol[4], 5, movable.shape[0], v, pol[4][3])
+            v = movable[pick_global(pol.cum_movable, movable.shape[0], pol, rng, ANY_MOVABLE)]
+            note(pol.pick, ANY_MOVABLE, movable.shape[0], v, pol.pick[PICK_Q])
         else:
             return False
         if _order_move(g, order, pos, v, p.shift, rng, mv):
             return True
     return False
-
-
-# ---------------------------------------------------------------- a move policy's picks (issue 47)
-# A move policy (`regal.moves`) gives each node a weight; with probability `policy_mix` a node
-# pick follows the weights instead of the climb's own draw (uniform over a pool or over the
-# nodes; by bytes for a directed move). Each pick is noted in `pol[4]` (`ClimbState.move_pick`):
-# kind (1 focused pool, 2 its non-resident nodes, 3 any node, 4 a directed tensor, 5 any movable
-# node), the pool size, the node and q = mix p(node) / P(node), the factor of d log P / d logit
-# (P the mixture's probability, p the weights' share); `_credit` turns the move's outcome into
-# REINFORCE's gradient and the per-node counts. With mix 0 no draw is added: the climb is the
-# climb without a policy, bit for bit.
-
-
-@numba.njit(**_STEP)
-def _policy(s, mix):
-    """(mix, weight, cumulative weight over all nodes, over the movable ones, pick, group
-    probability): the move policy as the moves read it; mix 0 without weights."""
-    return (mix if s.move_weight.shape[0] else 0.0, s.move_weight, s.move_cum, s.move_cum_movable,
-            s.move_pick, s.move_group)
-
-
-@numba.njit(**_STEP)
-def _note(pick, kind, m, v, q):
-    pick[0], pick[1], pick[2], pick[3] = kind, m, v, q
-
-
-@numba.njit(**_STEP)
-def _share_factor(mix, p, base):
-    """q = mix p / (mix p + (1 - mix) base): d log P / d logit of the picked node is q (1 - p)."""
-    total = mix * p + (1.0 - mix) * base
-    return mix * p / total if total > 0.0 else 0.0
-
-
-@numba.njit(**_JIT)
-def _pick_pool(pool, m, resident, skip_resident, pol, rng):
-    """A node of pool[:m] (resident ones skipped with skip_resident), uniform or, with probability
-    mix, by the policy's weights; -1 when none is eligible (no draw made)."""
-    mix, w = pol[0], pol[1]
-    c, total = 0, 0.0
-    for i in range(m):
-        if not (skip_resident and resident[pool[i]]):
-            c += 1
-            if mix > 0.0:
-                total += w[pool[i]]
-    if c == 0:
-        return -1
-    v = -1
-    if mix > 0.0 and rng.random() < mix:
-        x = rng.random() * total
-        for i in range(m):
-            if not (skip_resident and resident[pool[i]]):
-                v = pool[i]
-                x -= w[v]
-                if x < 0.0:
-                    break
-    else:
-        j = rng.integers(0, c)
-        for i in range(m):
-            if not (skip_resident and resident[pool[i]]):
-                if j == 0:
-                    v = pool[i]
-                    break
-                j -= 1
-    q = _share_factor(mix, w[v] / total, 1.0 / c) if mix > 0.0 and total > 0.0 else 0.0
-    _note(pol[4], 2 if skip_resident else 1, m, v, q)
-    return v
-
-
-@numba.njit(**_JIT)
-def _pick_global(cum, size, pol, rng, kind):
-    """An index in [0, size): uniform or, with probability mix, by the cumulative weights cum."""
-    mix = pol[0]
-    if mix > 0.0 and rng.random() < mix:
-        i = min(int(np.searchsorted(cum, rng.random() * cum[size - 1], side="right")), size - 1)
-    else:
-        i = rng.integers(0, size)
-    q = 0.0
-    if mix > 0.0 and cum[size - 1] > 0.0:
-        w = cum[i] - (cum[i - 1] if i > 0 else 0.0)
-        q = _share_factor(mix, w / cum[size - 1], 1.0 / size)
-    _note(pol[4], kind, size, i, q)
-    return i
-
-
-@numba.njit(**_JIT)
-def _pick_directed(nbytes, cand, m, pol, rng):
-    """The index in cand[:m] of a directed move's tensor: by bytes or, with probability mix, by
-    bytes times the policy's weight."""
-    mix, w = pol[0], pol[1]
-    total, wtotal = 0.0, 0.0
-    for i in range(m):
-        total += float(nbytes[cand[i]])
-        if mix > 0.0:
-            wtotal += float(nbytes[cand[i]]) * w[cand[i]]
-    weighted = mix > 0.0 and rng.random() < mix
-    x = rng.random() * (wtotal if weighted else total)
-    acc, i = 0.0, m - 1
-    for j in range(m):  # the first cumulative weight > x (numpy.searchsorted, side="right")
-        acc += float(nbytes[cand[j]]) * (w[cand[j]] if weighted else 1.0)
-        if acc > x:
-            i = j
-            break
-    u = cand[i]
-    q = 0.0
-    if mix > 0.0 and wtotal > 0.0 and total > 0.0:
-        q = _share_factor(mix, float(nbytes[u]) * w[u] / wtotal, float(nbytes[u]) / total)
-    _note(pol[4], 4, m, u, q)
-    return i
-
-
-@numba.njit(**_JIT)
-def _credit(g, pol, stats, grad, glob, pool, cand, better):
-    """A simulated move's outcome (better: it improved the score) into the per-node counts
-    (stats) and, when learning, REINFORCE's gradient: advantage (reward - baseline) times
-    d log P / d logit, for the picked node's logit and (a device move of a non-resident node) its
-    group logit. The reward is 1 for a better score, else 0, per evaluation: a screened move
-    (rejected unsimulated, no evaluation spent) is neither rewarded nor counted. The baseline is
-    the reward's running mean (pick[7])."""
-    pick = pol[4]
-    kind = int(pick[0])
-    if kind == 0:
-        return
-    v, m, q = int(pick[2]), int(pick[1]), pick[3]
-    r = 1.0 if better else 0.0
-    gv = int(pick[4])
-    if stats.shape[0]:
-        stats[v, 0] += 1.0
-        stats[v, 1] += r
-        if gv >= 0:
-            col = 2 if pick[6] > 0.0 else 4
-            stats[gv, col] += 1.0
-            stats[gv, col + 1] += r
-    if grad.shape[0]:
-        c = r - pick[7]
-        pick[7] += 0.01 * (r - pick[7])
-        if q > 0.0:
-            grad[v, 0] += c * q
-            w = pol[1]
-            if kind == 1 or kind == 2:
-                total = 0.0
-                for i in range(m):
-                    if not (kind == 2 and g.resident[pool[i]]):
-                        total += w[pool[i]]
-                for i in range(m):
-                    u = pool[i]
-                    if not (kind == 2 and g.resident[u]):
-                        grad[u, 0] -= c * q * w[u] / total
-            elif kind == 4:
-                total = 0.0
-                for i in range(m):
-                    total += float(g.nbytes[cand[i]]) * w[cand[i]]
-                for i in range(m):
-                    u = cand[i]
-                    grad[u, 0] -= c * q * float(g.nbytes[u]) * w[u] / total
-            else:
-                glob[0 if kind == 3 else 1] += c * q
-        if gv >= 0:
-            grad[gv, 1] += c * pick[5]
-    pick[0], pick[4] = 0.0, -1.0
 
 
 @numba.njit(**_STEP)
@@ -466,7 +312,7 @@ def _kick(g, s, p, rng, mv, new):
     moved = 0
     for _ in range(p.kick_moves):
         moved += _propose(g, s.order, s.pos, s.placement, scratch, p, rng, trace, s.score[0], (False, False, 0.0), mv,
-                          _policy(s, 0.0))
+                          policy_of(s, 0.0))
     _score(g, s.order, s.placement, s.device_peak, s.count, trace, new)
     s.score[:] = new
     s.kicks[()] += 1
@@ -555,7 +401,7 @@ def _pick_move(quality, p, rng):
     the moves focused."""
     if p.adaptive_moves:
         kind = _pick_kind(quality, p.adaptive_floor, rng)
-        return kind, (_KIND_FOCUSED[kind], _KIND_INFORMED[kind], _KIND_DIRECTED[kind])
+        return kind, (KIND_FOCUSED[kind], KIND_INFORMED[kind], KIND_DIRECTED[kind])
     return -1, (rng.random() < p.focus_fraction, p.informed, p.directed_share)
 
 
@@ -572,16 +418,16 @@ def _maybe_group(g, placement, group_quality, grouped, p, rng, mv, grp, pol):
     share = p.group_moves
     if p.group_adaptive:
         share = min(0.9, max(0.1, group_quality[1] / (group_quality[0] + group_quality[1])))
-    mix, pick, v = pol[0], pol[4], mv[1]
-    sig = pol[5][v] if mix > 0.0 else 0.0
+    mix, pick, v = pol.mix, pol.pick, mv[1]
+    sig = pol.group[v] if mix > 0.0 else 0.0
     prob = mix * sig + (1.0 - mix) * share
-    pick[4], pick[5], pick[6] = v, 0.0, 0.0
+    pick[PICK_GROUP_NODE], pick[PICK_GROUP_Q], pick[PICK_GROUPED] = v, 0.0, 0.0
     if rng.random() < prob:
         _grow_group(g, placement, mv, grp, p.group_cap)
         grouped[()] += mv[0] == 2   # never screened: each one simulated
-        pick[5], pick[6] = (mix * sig * (1.0 - sig) / prob if prob > 0.0 else 0.0), 1.0
+        pick[PICK_GROUP_Q], pick[PICK_GROUPED] = (mix * sig * (1.0 - sig) / prob if prob > 0.0 else 0.0), 1.0
         return 1
-    pick[5] = -mix * sig * (1.0 - sig) / (1.0 - prob) if prob < 1.0 else 0.0
+    pick[PICK_GROUP_Q] = -mix * sig * (1.0 - sig) / (1.0 - prob) if prob < 1.0 else 0.0
     return 0
 
 
@@ -640,9 +486,9 @@ def climb(g, s, p, rng, stop):
     count, since, cur, screened = s.count, s.since, s.cur, s.screened
     quality, group_quality, device_peak, scratch = s.quality, s.group_quality, s.device_peak, _scratch(s)
     best, record, accepted, sideways = _best(s), _record(s), s.accepted, s.sideways
-    pol = _policy(s, p.policy_mix)
+    pol = policy_of(s, p.mix)
     stats, mgrad, glob = s.move_stats, s.move_grad, s.move_glob
-    pol[4][0], pol[4][4] = 0.0, -1.0
+    clear(pol.pick)
     while count[()] < stop:
         if since[()] >= p.patience:
             if _kick(g, s, p, rng, mv, new) == 0:
@@ -665,7 +511,7 @@ def climb(g, s, p, rng, stop):
                 screened[()] += 1
                 since[()] += 1
                 _learn_both(quality, group_quality, p, kind, gkind, False)
-                pol[4][0], pol[4][4] = 0.0, -1.0   # no evaluation spent: no reward, no count
+                clear(pol.pick)   # no evaluation spent: no reward, no count
                 continue
         _score(g, order, placement, device_peak, count, traces[1 - cur[()]], new)
         if p.screen_moves == 2 and single:
@@ -681,5 +527,5 @@ def climb(g, s, p, rng, stop):
         else:
             _undo(order, pos, placement, mv, grp)
         _learn_both(quality, group_quality, p, kind, gkind, better)
-        _credit(g, pol, stats, mgrad, glob, scratch[3], scratch[1], better)
+        credit(g, pol, stats, mgrad, glob, scratch[3], scratch[1], better)
     return 0

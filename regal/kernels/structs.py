@@ -68,7 +68,8 @@ class ClimbParams(NamedTuple):
     group_moves: float       # share of device moves that take neighbours along (0: no draw)
     group_cap: int           # the most nodes a group move moves
     group_adaptive: bool     # the grouped share by the recent success of grouped and single moves
-    policy_mix: float = 0.0  # share of node picks and group draws a move policy makes (issue 47); 0: no draw
+    mix: float = 0.0         # a move policy's mix: the share of node picks and group draws it makes
+    #                          (`regal.moves`); 0: none, no draw
 
 
 class ClimbState(NamedTuple):
@@ -101,17 +102,18 @@ class ClimbState(NamedTuple):
     cand: np.ndarray            # int64[n]     scratch: the tensors held across the peak
     last: np.ndarray            # int64[n]     scratch: their last consumer's position
     pool: np.ndarray            # int64[n]     scratch: the nodes a focused move picks from
-    # a move policy (issue 47, `regal.moves`): every array of size 0 without one
+    # a move policy (issue 47, `regal.moves`): every array of size 0 without one; the layouts of
+    # the last four are `regal.kernels.climb_picks`' (STAT_*, LOGIT_*, GLOB_*, PICK_*)
     move_weight: np.ndarray     # float64[n]   the policy's weight of picking each node (exp of its logit)
     move_cum: np.ndarray        # float64[n]   cumulative move_weight over all nodes
     move_cum_movable: np.ndarray  # float64[*] cumulative move_weight over `movable`
     move_group: np.ndarray      # float64[n]   the policy's probability that a device move of the node takes
     #                                          its neighbours along
-    move_stats: np.ndarray      # float64[n, 6] per picked node: picks, improvements, grouped picks, their
-    #                                          improvements, ungrouped device picks, their improvements
-    move_grad: np.ndarray       # float64[n, 2] REINFORCE: sum of advantage x d log-probability / d logit
+    move_stats: np.ndarray      # float64[n, STATS] per picked node: picks, improvements, grouped picks,
+    #                                          their improvements, ungrouped device picks, their improvements
+    move_grad: np.ndarray       # float64[n, LOGITS] REINFORCE: sum of advantage x d log-probability / d logit
     #                                          (node logit, group logit) over the moves
     move_glob: np.ndarray       # float64[2]   the same for picks over all nodes / all movable nodes, spread
     #                                          over the nodes by weight afterwards (`regal.moves`)
-    move_pick: np.ndarray       # float64[8]   the last pick: kind, pool size, node, d log-prob factor, group
-    #                                          node, group factor, grouped, the reward baseline
+    move_pick: np.ndarray       # float64[PICK_FIELDS] the last pick: kind, pool size, node, d log-prob
+    #                                          factor, group node, group factor, grouped, the reward baseline

@@ -125,10 +125,11 @@ class Policy:
     def move_proposals(self, graph: Graph, devices: int, *, mix: float | None = None, learn: bool = False,
                        stats: bool = False):
         """The climb's move proposals for `graph` (`regal.moves.MoveProposals`): the move head's
-        logits, a share `mix` of the picks (the file's `moves_mix`, else `regal.moves.DEFAULT_MIX`)."""
+        logits, a share `mix` of the picks (the file's `mix`, else `regal.moves.DEFAULT_MIX`)."""
         from regal.moves import DEFAULT_MIX, MoveProposals
         logits = self.move_logits(graph, devices)
-        mix = self.meta.get("moves_mix", DEFAULT_MIX) if mix is None else mix
+        if mix is None:   # files written before issue 57 name it "moves_mix"
+            mix = self.meta.get("mix", self.meta.get("moves_mix", DEFAULT_MIX))
         return MoveProposals(logits[:, 0], logits[:, 1], mix, learn=learn, stats=stats)
 
     def actions(self, graph: Graph, devices: int, *, sample: bool = False, seed: int = 0) -> Actions:

@@ -109,12 +109,14 @@ def _start_scores(cfg: PolicyConfig, h: jnp.ndarray, batch: GraphBatch, starts) 
     return jnp.where(starts.sum(axis=-1) != 0, score, -1e9)
 
 
-def _move_logits(cfg: PolicyConfig, h: jnp.ndarray) -> jnp.ndarray:
-    """The move head (`regal.moves`, issue 47): per node, the logit of picking it for a climb's
-    move and the logit of taking its neighbours along on a device move; zero at first (the
-    climb's own picks, and an even chance of grouping)."""
+def move_logits(hidden: int, h: jnp.ndarray) -> jnp.ndarray:
+    """The move head (`regal.moves`, issue 47), Haiku's one forward of it (NumPy's:
+    `numpy_net.move_head`; training's: this, transformed, `regal.training.moves`): per node
+    (columns `regal.kernels.climb_picks.LOGIT_*`), the logit of picking it for a climb's move
+    and the logit of taking its neighbours along on a device move; zero at first (the climb's
+    own picks, and an even chance of grouping)."""
     zeros = hk.initializers.Constant(0.0)
-    hid = jax.nn.gelu(hk.Linear(cfg.hidden, name="moves_hidden")(h))
+    hid = jax.nn.gelu(hk.Linear(hidden, name="moves_hidden")(h))
     return hk.Linear(2, w_init=zeros, b_init=zeros, name="head_moves")(hid)
 
 
@@ -144,7 +146,7 @@ def make_network(cfg: PolicyConfig) -> hk.Transformed:
         if cfg.start and starts is None:  # no starts given: the head runs on none (its parameters exist)
             starts = jnp.zeros((MAX_STARTS, NUM_START_FEATURES), jnp.float32)
         scores = _start_scores(cfg, h, batch, starts) if cfg.start else None
-        moves = _move_logits(cfg, h) if cfg.moves else None
+        moves = move_logits(cfg.hidden, h) if cfg.moves else None
         return Logits(place, sched, elite, transfer, scores, moves)
 
     if cfg.kind not in ("gnn", "gas"):

@@ -122,7 +122,8 @@ def node_states(config, params: dict, batch: GraphBatch) -> np.ndarray:
 
 
 def move_head(params: dict, states: np.ndarray) -> np.ndarray:
-    """The move head (network._move_logits): node and group logits [n, 2] from `node_states`."""
+    """The move head in NumPy (Haiku's: `network.move_logits`): node and group logits [n, 2]
+    (columns `regal.kernels.climb_picks.LOGIT_*`) from `node_states`."""
     return _linear(params["head_moves"], _gelu(_linear(params["moves_hidden"], states)))
 
 
@@ -142,7 +143,7 @@ def forward(config, params: dict, batch: GraphBatch, starts=None) -> dict[str, n
            "elite": _linear(params["head_elite"], h)}
     out["transfer_priority"] = (_linear(params["head_transfer_priority"], h) if config.transfer_priority
                                 else np.zeros((n, A), h.dtype))
-    if getattr(config, "moves", False):  # the move head (network._move_logits)
+    if getattr(config, "moves", False):  # the move head (network.move_logits)
         out["moves"] = move_head(params, h)
     if config.start and starts is not None:  # the start-choice head (network._start_scores)
         out["start_scores"] = _start_scores(config, params, h, batch, np.asarray(starts, np.float32))

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from regal.kernels.climb_picks import (STAT_BETTER, STAT_GROUPED, STAT_GROUPED_BETTER, STAT_PICKS, STAT_SINGLE,
+                                       STAT_SINGLE_BETTER)
+
 __all__ = ["SHRINK", "init_head", "head_logits", "imitation_targets", "fit_imitation", "Reinforce", "with_head"]
 
 #: Pseudo-picks at the run's own improvement rate behind each node's imitation target
@@ -32,7 +35,7 @@ TARGET_LIMIT = 3.0
 
 
 def init_head(in_dim: int, hidden: int, seed: int = 0) -> dict:
-    """The head's parameters (Haiku's names and initialisers: `regal.policy.network._move_logits`):
+    """The head's parameters (Haiku's names and initialisers: `regal.policy.network.move_logits`):
     a hidden layer (truncated normal, std 1 / sqrt(in_dim)) and a zero output layer."""
     rng = np.random.default_rng(seed)
     w = np.clip(rng.normal(size=(in_dim, hidden)), -2, 2) / np.sqrt(in_dim)
@@ -47,9 +50,12 @@ def head_logits(params: dict, states: np.ndarray) -> np.ndarray:
 
 
 def _jax_logits(params, states):
-    import jax
-    h = states @ params["moves_hidden"]["w"] + params["moves_hidden"]["b"]
-    return jax.nn.gelu(h) @ params["head_moves"]["w"] + params["head_moves"]["b"]
+    """The head in JAX, for its gradients: the policy network's own forward of it
+    (`regal.policy.network.move_logits`), transformed by Haiku on its own."""
+    import haiku as hk
+    from regal.policy.network import move_logits
+    hidden = params["moves_hidden"]["w"].shape[1]
+    return hk.without_apply_rng(hk.transform(lambda x: move_logits(hidden, x))).apply(params, states)
 
 
 def imitation_targets(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,15 +63,17 @@ def imitation_targets(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (`MoveProposals.stats`, summed over seeds): the log improvement-rate ratios described above
     and the picks behind each (0 where a node was never picked)."""
     s = np.asarray(stats, dtype=np.float64)
-    rate = s[:, 1].sum() / max(s[:, 0].sum(), 1.0)
-    node = np.log((s[:, 1] + SHRINK * rate + 1e-9) / (s[:, 0] + SHRINK) / (rate + 1e-9))
-    g_rate = s[:, 3].sum() / max(s[:, 2].sum(), 1.0)
-    s_rate = s[:, 5].sum() / max(s[:, 4].sum(), 1.0)
-    grouped = (s[:, 3] + SHRINK * g_rate + 1e-9) / (s[:, 2] + SHRINK)
-    single = (s[:, 5] + SHRINK * s_rate + 1e-9) / (s[:, 4] + SHRINK)
+    picks, better = s[:, STAT_PICKS], s[:, STAT_BETTER]
+    rate = better.sum() / max(picks.sum(), 1.0)
+    node = np.log((better + SHRINK * rate + 1e-9) / (picks + SHRINK) / (rate + 1e-9))
+    g_n, g_b, s_n, s_b = s[:, STAT_GROUPED], s[:, STAT_GROUPED_BETTER], s[:, STAT_SINGLE], s[:, STAT_SINGLE_BETTER]
+    g_rate = g_b.sum() / max(g_n.sum(), 1.0)
+    s_rate = s_b.sum() / max(s_n.sum(), 1.0)
+    grouped = (g_b + SHRINK * g_rate + 1e-9) / (g_n + SHRINK)
+    single = (s_b + SHRINK * s_rate + 1e-9) / (s_n + SHRINK)
     group = np.log(grouped / single)
-    targets = np.clip(np.stack([node, group], axis=1), -TARGET_LIMIT, TARGET_LIMIT)
-    weights = np.stack([s[:, 0], np.minimum(s[:, 2], s[:, 4])], axis=1)
+    targets = np.clip(np.stack([node, group], axis=1), -TARGET_LIMIT, TARGET_LIMIT)   # columns LOGIT_NODE, LOGIT_GROUP
+    weights = np.stack([picks, np.minimum(g_n, s_n)], axis=1)
     return targets.astype(np.float32), weights.astype(np.float32)
 
 
@@ -148,5 +156,6 @@ def with_head(policy, head: dict, mix: float, meta: dict | None = None):
     the same network and heads, `PolicyConfig.moves` on."""
     from regal.policy.loader import Policy
     params = {**policy.params, **{k: {n: np.asarray(a) for n, a in v.items()} for k, v in head.items()}}
-    out_meta = {**policy.meta, **(meta or {}), "moves_mix": float(mix)}
+    out_meta = {k: v for k, v in {**policy.meta, **(meta or {})}.items() if k != "moves_mix"}
+    out_meta["mix"] = float(mix)
     return Policy(policy.config._replace(moves=True), params, out_meta)
