@@ -261,12 +261,18 @@ _LAST_SIGNAL: list = [None]
 REDELIVER_S = 0.02
 
 
-def _inside_llvm(frame) -> bool:
-    """Whether `frame` or a frame below it runs llvmlite's code: Numba compiling or loading a
-    kernel, where llvmlite calls back into Python through ctypes, which drops an exception."""
-    marker = os.sep + "llvmlite" + os.sep
+#: Code where an exception raised by a signal handler is lost or fatal: llvmlite (Numba compiling
+#: or loading a kernel calls back into Python through ctypes, which drops it) and JAX (its C++ calls
+#: back into Python; a KeyboardInterrupt raised there can end in std::terminate, status -6).
+_KEEP_SIGNALS_IN = tuple(os.sep + m + os.sep for m in ("llvmlite", "jaxlib", os.path.join("jax", "_src")))
+
+
+def _signal_must_wait(frame) -> bool:
+    """Whether `frame` or a frame below it runs code of `_KEEP_SIGNALS_IN`, where the signal's
+    KeyboardInterrupt must wait until the main thread is out."""
     while frame is not None:
-        if marker in frame.f_code.co_filename:
+        name = frame.f_code.co_filename
+        if any(m in name for m in _KEEP_SIGNALS_IN):
             return True
         frame = frame.f_back
     return False
@@ -285,9 +291,10 @@ def _redeliver(signum: int) -> None:
 
 def interrupt_handler(signum, frame):
     """A signal handler that raises KeyboardInterrupt, as Python's own SIGINT handler does, for
-    SIGINT, SIGTERM or SIGHUP; but while the main thread runs inside llvmlite (where Python would
-    drop it) the signal is kept and raised within REDELIVER_S of the main thread coming out."""
-    if _inside_llvm(frame):
+    SIGINT, SIGTERM or SIGHUP; but while the main thread runs inside llvmlite or JAX (where Python
+    would drop it or the process would abort, `_KEEP_SIGNALS_IN`) the signal is kept and raised
+    within REDELIVER_S of the main thread coming out."""
+    if _signal_must_wait(frame):
         with _PENDING_LOCK:
             if not _PENDING:
                 threading.Thread(target=_redeliver, args=(signum,), name="regal-interrupt", daemon=True).start()

@@ -20,9 +20,9 @@ HANG_S = 60.0
 
 #: A function whose code says it is llvmlite's (its file name), to stand for a ctypes callback
 #: of llvmlite: `interrupt_handler` must keep a signal that lands in it.
-_FAKE_LLVMLITE = compile("def busy(seconds):\n    import time\n    end = time.perf_counter() + seconds\n"
-                         "    while time.perf_counter() < end:\n        pass\n    return 'done'\n",
-                         os.path.join(os.sep, "site-packages", "llvmlite", "binding", "fake.py"), "exec")
+_BUSY = ("def busy(seconds):\n    import time\n    end = time.perf_counter() + seconds\n"
+         "    while time.perf_counter() < end:\n        pass\n    return 'done'\n")
+_FAKE_LLVMLITE = compile(_BUSY, os.path.join(os.sep, "site-packages", "llvmlite", "binding", "fake.py"), "exec")
 
 
 def _busy_inside_llvmlite():
@@ -49,6 +49,24 @@ def test_a_signal_inside_llvmlite_is_kept_and_raised_once_out():
                 time.sleep(0.001)
     assert out == ["done"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("where", [("jax", "_src", "pjit.py"), ("jaxlib", "xla_client.py")])
+def test_a_signal_inside_jax_is_kept_and_raised_once_out(where):
+    """Inside (what says it is) JAX's Python code, which its C++ calls back into (a KeyboardInterrupt
+    raised there can abort the process), the signal is kept too and raised once out."""
+    code = compile(_BUSY, os.path.join(os.sep, "site-packages", *where), "exec")
+    scope: dict = {}
+    exec(code, scope)
+    out = []
+    with pytest.raises(KeyboardInterrupt):
+        with _stop.keyboard_interrupts():
+            _interrupt_soon()
+            out.append(scope["busy"](0.5))
+            t = time.perf_counter()
+            while time.perf_counter() - t < HANG_S:
+                time.sleep(0.001)
+    assert out == ["done"]
 
 
 def test_a_signal_outside_llvmlite_raises_at_once():
