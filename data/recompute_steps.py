@@ -21,7 +21,7 @@ can be held out from tuning:
   the `data` extra; the source is skipped with a message when flax is not installed).
 
 **Costs.** The torch graphs' op costs are measured where they run: the traced program
-(`regal.torch.importer.trace(..., split_outputs=True)`, which keeps the FX program and real
+(`regal.torch.trace(..., split_outputs=True)`, which keeps the FX program and real
 arguments) is run on this CPU by a `torch.fx.Interpreter` that times every node
 (`time.perf_counter` around `run_node`), with one thread (`torch.set_num_threads(1)`, restored
 afterwards), one warm-up run and the median of three timed runs, each on fresh copies of the
@@ -666,7 +666,7 @@ def build_torch(name: str, out_path: str) -> dict:
 
     from data._files import save_graph
     from regal.graph import Graph
-    from regal.torch.importer import trace
+    from regal.torch.tracing import trace
 
     spec = TORCH_MODELS[name]
     torch.manual_seed(0)

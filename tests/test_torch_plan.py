@@ -175,7 +175,8 @@ def test_regal_torch_json_contract(tmp_path, devices):
                "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"devices", "pytorch", "regal", "eager", "outputs_match"}
+    assert set(doc) == {"devices", "pytorch", "regal", "eager", "outputs_match", "recompute"}
+    assert doc["recompute"] == {"count": 0, "extra_cost": 0.0, "extra_fraction": 0.0}
     assert doc["devices"] == devices and doc["outputs_match"] is True
     assert set(doc["eager"]) == {"measured_peak_bytes"} and len(doc["eager"]["measured_peak_bytes"]) == 1
     assert doc["eager"]["measured_peak_bytes"][0] > 0

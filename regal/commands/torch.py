@@ -2,7 +2,8 @@
 
 FILE.py is executed (imported as a module, its folder first on the import path, as `python
 FILE.py` would see it) and `FN()` returns `(module, example_inputs)`. The command traces it
-(`regal.torch.trace`: the forward pass, or one training step with `--train sgd|adam`), runs it
+(`regal.torch.trace`: the forward pass, or one training step with `--train NAME`, the one trace
+`regal.torch.planned_step` makes, its loss `--loss`), runs it
 in its own order and in the order (and on the devices) regal's flagship chooses, measures eager
 PyTorch running the same program, and reports each device's peak as regal predicts it and as
 measured in the process (`regal.torch.compare.compare`: every tensor the process holds + the
@@ -21,7 +22,7 @@ import sys
 
 import click
 
-from regal.commands._common import BUDGET, DEVICES, SEED, SEED_HELP
+from regal.commands._common import BUDGET, DEVICES, SEED, SEED_HELP, Fraction
 
 __all__ = ["torch_cmd", "load_program"]
 
@@ -29,8 +30,39 @@ __all__ = ["torch_cmd", "load_program"]
 MAX_CPU_DEVICES = 16
 
 
+#: `--train`'s optimizers (`regal.torch._optim.NAMED`: lr 1e-3, SGD with momentum 0.9).
+OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "adadelta")
+#: `--loss`'s named losses: the model's output against the last input (the target).
+LOSSES = ("mean", "mse", "cross_entropy")
+
+
 def load_program(spec: str):
     """`FILE.py:FN` -> `FN()`'s `(module, example_inputs)`; one-line errors name the problem."""
+    got = _call_from_file(spec, call=True)
+    import torch
+    path = spec.rpartition(":")[0]
+    fn = spec.rpartition(":")[2]
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
+        raise click.ClickException(f"{path}:{fn}() must return (module, example_inputs), got {type(got).__name__}")
+    return got
+
+
+def load_loss(spec: str | None):
+    """`--loss`: None or "mean" (the sum of the floating outputs' means), "mse" / "cross_entropy"
+    (the output against the last input), or `FILE.py:FN`, a function `FN(outputs, *inputs)`."""
+    if spec is None or spec == "mean":
+        return None
+    if spec in ("mse", "cross_entropy"):
+        import torch.nn.functional as F
+        f = F.mse_loss if spec == "mse" else F.cross_entropy
+        return lambda out, *inputs: f(out, inputs[-1])
+    if ":" not in spec:
+        raise click.BadParameter(f"'{spec}' is none of {', '.join(LOSSES)}, nor FILE.py:FUNCTION", param_hint="--loss")
+    return _call_from_file(spec, call=False)
+
+
+def _call_from_file(spec: str, call: bool):
+    """`FILE.py:FN`'s FN() (`call`) or FN itself, loaded as `load_program` says; one-line errors."""
     path, sep, fn = spec.rpartition(":")
     if not sep or not path or not fn:
         raise click.UsageError(f"'{spec}': expected FILE.py:FUNCTION")
@@ -50,16 +82,14 @@ def load_program(spec: str):
         make = getattr(module, fn, None)
         if not callable(make):
             raise click.ClickException(f"{path}: no function '{fn}'")
+        if not call:
+            return make
         try:
-            got = make()
+            return make()
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
             raise click.ClickException(f"{path}:{fn}() failed ({type(e).__name__}: {_line(e)})") from None
-    import torch
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
-        raise click.ClickException(f"{path}:{fn}() must return (module, example_inputs), got {type(got).__name__}")
-    return got
 
 
 @contextlib.contextmanager
@@ -93,12 +123,20 @@ def _mb(n: int) -> str:
 @click.option("--devices", "-d", default=1, show_default=True, type=DEVICES, help="number of devices")
 @click.option("--device", "device", default=None, metavar="cpu|cuda[:N]",
               help="where to run (the module is moved there first; default: where FN() put it)")
-@click.option("--train", type=click.Choice(["sgd", "adam"]), default=None,
-              help="one training step with this optimizer (default: the forward pass)")
+@click.option("--train", type=click.Choice(OPTIMIZERS), default=None,
+              help="one training step with this torch.optim optimizer (lr 1e-3; sgd: momentum 0.9), traced as "
+                   "regal.torch.planned_step traces it (default: the forward pass)")
+@click.option("--loss", "loss", default=None, metavar="mean|mse|cross_entropy|FILE.py:FN",
+              help="the training step's loss: mean (default: the sum of the floating outputs' means), mse or "
+                   "cross_entropy (the output against the last input, the target), or FN(outputs, *inputs) "
+                   "from FILE.py")
+@click.option("--recompute", "recompute", type=Fraction(0), default=0.0, show_default=True, metavar="B",
+              help="extra compute the search may spend recomputing values instead of keeping them, a fraction "
+                   "of one run's cost (as regal optimize --recompute-budget; one device); 0: none")
 @click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET, help="evaluations")
 @click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def torch_cmd(program, devices, device, train, budget, seed, as_json):
+def torch_cmd(program, devices, device, train, loss, recompute, budget, seed, as_json):
     try:
         import torch
     except ImportError:
@@ -118,6 +156,11 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
             raise click.BadParameter(f"'{device}': regal torch runs on cpu or cuda", param_hint="--device")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise click.ClickException(f"--device {device}: PyTorch sees no CUDA device here")
+    if loss is not None and train is None:
+        raise click.BadParameter("a loss needs a training step (--train NAME)", param_hint="--loss")
+    if recompute and devices != 1:
+        raise click.BadParameter(f"recomputation runs on one device, not {devices}", param_hint="--recompute")
+    loss_fn = load_loss(loss)
     module, inputs = load_program(program)
     where = torch.device(device) if device is not None else module_device(module)
     most = torch.cuda.device_count() if where.type == "cuda" else MAX_CPU_DEVICES
@@ -132,7 +175,8 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             # what PyTorch and the program print while tracing and running: shown on success, on stderr
-            cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed, device=where)
+            cmp = compare(module, inputs, devices, training=train, budget=budget, seed=seed, device=where,
+                          loss_fn=loss_fn, recompute_budget=recompute)
     except GraphError as e:
         raise click.ClickException(str(e).splitlines()[0]) from None
     except (RuntimeError, ValueError, TypeError, NotImplementedError) as e:   # the program's own ops failing to run
@@ -145,6 +189,9 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
                      "measured_peak_bytes": cmp.regal.measured_peak_bytes},
            "eager": {"measured_peak_bytes": [cmp.eager]},
            "outputs_match": bool(cmp.regal.outputs_match)}
+    rc = cmp.solution.info.get("recompute") or {}   # as regal optimize --json says it (zeros: none)
+    doc["recompute"] = {"count": int(rc.get("count", 0)), "extra_cost": float(rc.get("extra_cost", 0.0)),
+                        "extra_fraction": float(rc.get("extra_fraction", 0.0))}
     if as_json:
         click.echo(json.dumps(doc))
     else:
@@ -159,5 +206,9 @@ def torch_cmd(program, devices, device, train, budget, seed, as_json):
             label = "regal plan" if devices == 1 else f"regal plan, device {k}"
             click.echo(f"{label:24}{_mb(p):>14}{_mb(m):>14}")
         click.echo(f"outputs   {'equal to PyTorch order' if cmp.regal.outputs_match else 'DIFFER from PyTorch order'}")
+        if recompute:
+            r = doc["recompute"]
+            click.echo(f"recompute {r['count']:,} op run{'' if r['count'] == 1 else 's'} again, "
+                       f"+{r['extra_fraction'] * 100:.2f} % compute (budget {recompute * 100:g} %)")
         click.echo("measured  as the process sees it: every tensor it holds + the allocator's high mark during the run"
                    + ("" if devices == 1 else " (several devices: each worker's arguments + its high mark)"))

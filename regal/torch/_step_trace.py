@@ -1,7 +1,9 @@
-"""The planned step's trace (`regal.torch.step`): the optimizer's structure and update written
-op for op as torch.optim's single-tensor functions run them, the arguments' layout, and one
-training step traced with `make_fx` and imported (`_trace`). See `regal.torch.step` for what is
-traced and refused."""
+"""The one trace of a training step: forward, backward (`make_fx` below autograd) and the
+update of a real `torch.optim` optimizer, run from torch.optim's own single-tensor functions
+(`regal.torch._optim`), imported with `from_fx`. `regal.torch.planned_step`,
+`regal.torch.from_module(..., training=True)` / `regal.torch.trace` and `regal torch --train` all
+trace through `_trace` (the latter two with `regal.torch._optim.make_optimizer(NAME)`), so they
+plan the same program. See `regal.torch.step` for what is traced and refused."""
 
 from __future__ import annotations
 
@@ -11,110 +13,37 @@ import torch
 import torch.fx
 
 from regal.graph import GraphError
+from regal.torch._optim import Recorder, UnsupportedError, algorithm, group_flags, new_state, step_free, trace_update
 from regal.torch.importer import Traced, _default_loss, _forward_arity, from_fx, no_onednn
 
 __all__ = ["UnsupportedError"]
 
 
-class UnsupportedError(ValueError):
-    """What a planned step cannot do, in one line."""
-
-
 class _Kind(NamedTuple):
     """The optimizer's structure, fixed when the step is traced (its numbers are not)."""
-    algorithm: str               # "sgd" or "adam"
-    groups: tuple                # per param group: a tuple of structural flags
+    algorithm: str               # `regal.torch._optim.Algorithm.name`
+    groups: tuple                # per param group: (its flags' values, its state keys, its parameters' ids)
+    flag_names: tuple = ()
 
 
 def _structure(optimizer) -> _Kind:
-    if type(optimizer) in (torch.optim.SGD,):
-        algorithm = "sgd"
-    elif type(optimizer) in (torch.optim.Adam, torch.optim.AdamW):
-        algorithm = "adam"
-    else:
-        raise UnsupportedError(f"planned_step: optimizer {type(optimizer).__name__} is not supported "
-                               "(torch.optim.SGD, Adam, AdamW)")
+    algo = algorithm(optimizer)
     groups = []
     for k, g in enumerate(optimizer.param_groups):
         for flag in ("fused", "capturable", "differentiable"):
             if g.get(flag):
                 raise UnsupportedError(f"planned_step: param group {k} has {flag}=True; not supported")
-        for key in ("lr", "momentum", "dampening", "weight_decay", "eps", "betas"):
+        for key in ("lr",) + tuple(n for n in algo.numbers if n not in ("beta1", "beta2")) + ("betas",):
             vals = g.get(key, ())
             if any(isinstance(v, torch.Tensor) for v in (vals if isinstance(vals, tuple) else (vals,))):
                 raise UnsupportedError(f"planned_step: param group {k} has a tensor '{key}'; give it as a float")
-        if algorithm == "sgd":
-            flags = (g["momentum"] != 0, bool(g["nesterov"]), bool(g["maximize"]), g["weight_decay"] != 0)
-        else:
-            flags = (bool(g["amsgrad"]), bool(g["maximize"]), g["weight_decay"] != 0,
-                     bool(g.get("decoupled_weight_decay", False)))
-        groups.append(flags + (tuple(id(p) for p in g["params"]),))
-    return _Kind(algorithm, tuple(groups))
+        groups.append((tuple(group_flags(algo, g).values()), algo.state(g), tuple(id(p) for p in g["params"])))
+    return _Kind(algo.name, tuple(groups), algo.flags)
 
 
-_FLAG_NAMES = {"sgd": ("momentum on/off", "nesterov", "maximize", "weight decay on/off"),
-               "adam": ("amsgrad", "maximize", "weight decay on/off", "decoupled weight decay")}
-
-
-def _state_keys(kind: _Kind, flags: tuple) -> tuple:
-    if kind.algorithm == "sgd":
-        return ("momentum_buffer",) if flags[0] else ()
-    return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if flags[0] else ())
-
-
-#: The scalars each parameter's update takes, by algorithm (arguments of the program).
-_SCALARS = {"sgd": ("weight_decay", "momentum", "alpha", "neg_lr"),
-            "adam": ("decay", "weight_decay", "one_minus_beta1", "beta2", "one_minus_beta2", "bc2_sqrt", "eps",
-                     "neg_step_size")}
-
-
-def _scalars(kind: _Kind, group: dict, state: dict, first: bool) -> dict:
-    """The update's numbers for one parameter, computed as torch.optim computes them (Python
-    floats, the same operations), for a step whose state counter is already advanced."""
-    if kind.algorithm == "sgd":
-        return {"weight_decay": group["weight_decay"], "momentum": group["momentum"],
-                "alpha": 1.0 if first else 1 - group["dampening"], "neg_lr": -group["lr"]}
-    lr, (beta1, beta2) = group["lr"], group["betas"]
-    step = state["step"].item()
-    bias_correction1 = 1 - beta1 ** step
-    bias_correction2 = 1 - beta2 ** step
-    return {"decay": 1 - lr * group["weight_decay"], "weight_decay": group["weight_decay"],
-            "one_minus_beta1": 1 - beta1, "beta2": beta2, "one_minus_beta2": 1 - beta2,
-            "bc2_sqrt": bias_correction2 ** 0.5, "eps": group["eps"], "neg_step_size": -(lr / bias_correction1)}
-
-
-def _update(kind: _Kind, flags: tuple, p, g, state: list, s: dict) -> None:
-    """torch.optim's single-tensor update of one parameter, op for op (torch 2.9-2.14), with
-    the numbers `s` as given (traced: stand-ins that become the program's arguments)."""
-    if kind.algorithm == "sgd":
-        momentum, nesterov, maximize, decay = flags[:4]
-        if maximize:
-            g = -g
-        if decay:
-            g = g.add(p, alpha=s["weight_decay"])
-        if momentum:
-            buf = state[0]
-            buf.mul_(s["momentum"]).add_(g, alpha=s["alpha"])
-            g = g.add(buf, alpha=s["momentum"]) if nesterov else buf
-        p.add_(g, alpha=s["neg_lr"])
-        return
-    amsgrad, maximize, decay, decoupled = flags[:4]
-    exp_avg, exp_avg_sq = state[0], state[1]
-    if maximize:
-        g = -g
-    if decay:
-        if decoupled:
-            p.mul_(s["decay"])
-        else:
-            g = g.add(p, alpha=s["weight_decay"])
-    exp_avg.lerp_(g, s["one_minus_beta1"])
-    exp_avg_sq.mul_(s["beta2"]).addcmul_(g, g, value=s["one_minus_beta2"])
-    if amsgrad:
-        torch.maximum(state[2], exp_avg_sq, out=state[2])
-        denom = (state[2].sqrt() / s["bc2_sqrt"]).add_(s["eps"])
-    else:
-        denom = (exp_avg_sq.sqrt() / s["bc2_sqrt"]).add_(s["eps"])
-    p.addcdiv_(exp_avg, denom, value=s["neg_step_size"])
+def _state_keys(kind: _Kind, group: tuple) -> tuple:
+    """The tensor state keys of a parameter of this group (the program's arguments)."""
+    return group[1]
 
 
 def _clip(grads: list, max_norm) -> None:
@@ -127,18 +56,21 @@ def _clip(grads: list, max_norm) -> None:
 
 
 class _Layout(NamedTuple):
-    """Who is who among the program's arguments."""
+    """Who is who among the program's arguments (the numbers are `_Lifted`'s, after tracing)."""
     params: list                 # (name, group index, index in group) per optimized parameter
     buffers: list                # buffer names
     frozen: list                 # names of parameters that do not require grad
     state: list                  # (parameter position, state key) per optimizer state tensor
     inputs: int
-    scalars: list                # (parameter position, scalar name) per scalar argument
+    clips: bool = False          # the step clips its gradients (`max_grad_norm`)
 
-    @property
-    def clips(self) -> bool:
-        """Whether the step clips its gradients (its last scalar is the threshold)."""
-        return bool(self.scalars) and self.scalars[-1][0] == -1
+
+class _Lifted(NamedTuple):
+    """The numbers a traced step takes after its tensors: `scalars[j] = (parameter position or
+    -1 for the step's own, expression)` (`regal.torch._optim.evaluate`), and the `guards` its
+    program is valid under: `(parameter position, expression, comparison, other, answer)`."""
+    scalars: tuple
+    guards: tuple
 
 
 def _layout(model, optimizer, kind: _Kind, n_inputs: int, clip: bool = False) -> _Layout:
@@ -166,40 +98,53 @@ def _layout(model, optimizer, kind: _Kind, n_inputs: int, clip: bool = False) ->
         else:
             frozen.append(name)
     state = [(k, key) for k, (_, gi, _) in enumerate(params) for key in _state_keys(kind, kind.groups[gi])]
-    scalars = [(k, s) for k in range(len(params)) for s in _SCALARS[kind.algorithm]]
-    scalars += [(-1, "max_grad_norm")] if clip else []   # one for the step: the clipping threshold
-    return _Layout(params, [n for n, _ in model.named_buffers()], frozen, state, n_inputs, scalars)
+    return _Layout(params, [n for n, _ in model.named_buffers()], frozen, state, n_inputs, clip)
 
 
-#: Stand-ins for the update's numbers while tracing: odd values that no model constant has; each
-#: becomes a placeholder of the program (`_lift_scalars`).
-def _stand_in(k: int) -> float:
-    return 0.123456789012345 + k * 2.0 ** -30
+def _clip(grads: list, max_norm) -> None:
+    """`torch.nn.utils.clip_grad_norm_(..., max_norm)` on these gradients, op for op as it runs
+    on the CPU (norm 2; its foreach kernels fall back to these per-tensor ops there)."""
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, 2.0) for g in grads]), 2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef)
 
 
-def _lift_scalars(gm: torch.fx.GraphModule, count: int) -> None:
-    """Replace the stand-in numbers in `gm` by `count` new placeholders (after the others)."""
-    values = {_stand_in(k): k for k in range(count)}
-    last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
-    phs = []
-    with gm.graph.inserting_after(last):
-        for k in reversed(range(count)):
-            phs.append(gm.graph.placeholder(f"scalar_{k}"))
-    phs.reverse()
-    found = set()
+def _lift_scalars(gm: torch.fx.GraphModule, rec: Recorder, bake: bool = False) -> list:
+    """Replace the recorded stand-in numbers in `gm` by new placeholders (after the others), one
+    per number found, in the order they were made; returns their stand-in values. `bake`: by the
+    numbers they stand for now instead (constants of the program, no placeholders; returns [])."""
+    found: dict = {}
 
     def lift(a):
-        if type(a) is float and a in values:
-            found.add(values[a])
-            return phs[values[a]]
+        if type(a) is float and a in rec.table:
+            found.setdefault(a, None)
         return a
 
     for n in gm.graph.nodes:
         if n.op == "call_function":
-            n.args = torch.fx.node.map_aggregate(n.args, lift)
-            n.kwargs = torch.fx.node.map_aggregate(n.kwargs, lift)
+            torch.fx.node.map_aggregate((n.args, n.kwargs), lift)
+    values = sorted(found)
+    phs = {}
+    if bake:
+        phs = {v: float(rec.true[v]) for v in values}
+        values = []
+    else:
+        last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+        with gm.graph.inserting_after(last):
+            for j in reversed(range(len(values))):
+                phs[values[j]] = gm.graph.placeholder(f"scalar_{j}")
+
+    def put(a):
+        return phs[a] if type(a) is float and a in phs else a
+
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            n.args = torch.fx.node.map_aggregate(n.args, put)
+            n.kwargs = torch.fx.node.map_aggregate(n.kwargs, put)
     gm.graph._codegen = torch.fx.graph.CodeGen()   # flat arguments, as the plans take them
     gm.recompile()
+    return values
 
 
 def _storage_key(t):
@@ -209,28 +154,47 @@ def _storage_key(t):
         return None
 
 
-def _zeros_state(p):
-    """A state tensor as torch.optim makes it on a parameter's first step."""
-    return torch.zeros_like(p, memory_format=torch.preserve_format)
+def _guards(rec: Recorder, layout: _Layout) -> tuple:
+    """The recorded comparisons, once per param group where they do not read the step count."""
+    out, seen = [], set()
+    for k, expr, cmp, other, answer in rec.guards:
+        gi = layout.params[k][1] if k >= 0 else -1
+        key = (gi, expr, cmp, other) if step_free(expr) else (k, expr, cmp, other)
+        if key not in seen:
+            seen.add(key)
+            out.append((k, expr, cmp, other, answer))
+    return tuple(out)
 
 
-def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_fn, name: str,
-           recompute: bool = False) -> Traced:
+def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_fn, name: str, rewrite=None, *,
+           reuse: bool = True, split_outputs: bool = True, random_order: bool = True,
+           max_grad_norm: float = 1.0, bake: bool = False) -> tuple[Traced, _Lifted]:
+    """`(Traced, _Lifted)`: one training step of `model` with `optimizer`, traced (fake tensors)
+    in the modules' own modes. Its arguments: parameters, buffers, frozen parameters, optimizer
+    state tensors, inputs, then the numbers (`_Lifted.scalars`); `Traced.args` holds the real
+    tensors (a state tensor the optimizer has not made yet: made as torch.optim makes it, not
+    stored) and the numbers of the optimizer's next step. `rewrite(gm)`: applied to the program
+    before it is imported (`regal.torch.recompute.recompute_norms`). `bake`: the numbers of the
+    optimizer's next step as constants of the program instead of arguments (`regal.torch.trace`:
+    a program that runs as is, on one device or several)."""
     from torch.fx.experimental.proxy_tensor import make_fx
+    algo = algorithm(optimizer)
     named = dict(model.named_parameters())
     params = [named[n] for n, _, _ in layout.params]
     bufs = dict(model.named_buffers())
     buffers = [bufs[n] for n in layout.buffers]
     frozen = [named[n] for n in layout.frozen]
+    groups = optimizer.param_groups
     state = [optimizer.state.get(params[k], {}).get(key) for k, key in layout.state]
-    state = [s if isinstance(s, torch.Tensor) else _zeros_state(params[k]) for s, (k, _) in zip(state, layout.state)]
-    per_param: list[list] = [[] for _ in params]
-    for j, (k, _) in enumerate(layout.state):
-        per_param[k].append(j)
+    state = [s if isinstance(s, torch.Tensor) else new_state(algo, key, params[k], groups[layout.params[k][1]])
+             for s, (k, key) in zip(state, layout.state)]
+    per_param: list[dict] = [{} for _ in params]
+    for j, (k, key) in enumerate(layout.state):
+        per_param[k][key] = j
+    steps = [float(optimizer.state.get(p, {}).get("step", 0)) + 1 for p in params]
     arity = _forward_arity(model)
-    names_s = _SCALARS[kind.algorithm]
     loss_fn = loss_fn or _default_loss
-
+    rec = Recorder()
     grad_storages: list = []   # the gradients' (fake) storages: what `explain` calls gradients
 
     def step(params, buffers, frozen, state, *inputs):
@@ -244,13 +208,11 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
         grad_storages.extend(_storage_key(g) for g in grads if g is not None)
         with torch.no_grad():
             if layout.clips:
-                _clip([g for g in grads if g is not None], _stand_in(len(layout.scalars) - 1))
+                _clip([g for g in grads if g is not None], rec.var(-1, "max_grad_norm", max_grad_norm))
             for k, (p, g) in enumerate(zip(params, grads)):
-                if g is None:
-                    continue
-                flags = kind.groups[layout.params[k][1]]
-                s = {nm: _stand_in(k * len(names_s) + j) for j, nm in enumerate(names_s)}
-                _update(kind, flags, p, g, [state[j] for j in per_param[k]], s)
+                if g is not None:
+                    mine = {key: state[j] for key, j in per_param[k].items()}
+                    trace_update(rec, algo, k, groups[layout.params[k][1]], p, g, mine, steps[k])
         return loss.detach()
 
     try:   # in the modules' own train / eval modes, as eager runs them
@@ -263,21 +225,22 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
         raise GraphError(f"torch program '{name}': tracing the training step failed ({type(e).__name__}: {first})") \
             from None
     gm.meta["regal_gradients"] = [k for k in grad_storages if k is not None]
-    if recompute:
-        from regal.torch.recompute import recompute_norms
-        recompute_norms(gm)
-    _lift_scalars(gm, len(layout.scalars))
+    if rewrite is not None:
+        rewrite(gm)
+    values = _lift_scalars(gm, rec, bake)
+    scalars = tuple(rec.table[v] for v in values)
     ids = [(n, "parameter") for n, _, _ in layout.params] + [(n, "buffer") for n in layout.buffers]
     ids += [(n, "parameter") for n in layout.frozen]
     ids += [(f"{layout.params[k][0]}.{key}", "optimizer_state") for k, key in layout.state]
     ids += [(f"input_{k}", "input") for k in range(layout.inputs)]
-    ids += [(f"scalar:{k}", "input") for k in range(len(layout.scalars))]
+    ids += [(f"scalar:{k}", "input") for k in range(len(scalars))]
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(phs) != len(ids):
         raise GraphError(f"torch program '{name}': the traced step takes {len(phs)} arguments, expected {len(ids)}")
     placeholders = {ph.name: ids[k] for k, ph in enumerate(phs)}
-    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=True, split_outputs=True, random_order=True,
+    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse, split_outputs=split_outputs,
+                    random_order=random_order,
                     meta={"mode": "train", "ir": "make_fx", "optimizer": type(optimizer).__name__,
                           "model": type(model).__name__})
-    args = (*params, *buffers, *frozen, *state, *inputs)
-    return Traced(graph, gm, args, tuple(i for i, _ in ids))
+    args = (*params, *buffers, *frozen, *state, *inputs, *(rec.true[v] for v in values))
+    return Traced(graph, gm, args, tuple(i for i, _ in ids)), _Lifted(scalars, _guards(rec, layout))

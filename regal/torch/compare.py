@@ -76,13 +76,15 @@ def to_device(module, example_inputs, device):
     return module.to(device), tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs), device
 
 
-def eager_peak(module, inputs, training: str | None, device, seed: int = 0, exclude=()) -> int:
+def eager_peak(module, inputs, training: str | None, device, seed: int = 0, exclude=(), loss_fn=None) -> int:
     """Eager PyTorch's peak for the program `compare` runs, measured as the process sees it
     (`regal.torch.eager.measure_step`: every tensor alive + the allocator's high mark): a forward
-    under `no_grad` on the module itself, or one `loss.backward()` + torch.optim step (SGD
-    momentum 0.9 / Adam, lr 1e-3, the loss of `regal.torch.trace`) after a warm-up step, on a
+    under `no_grad` on the module itself, or one `loss.backward()` + torch.optim step (the
+    optimizer `regal.torch._optim.make_optimizer(training)` makes, `loss_fn` or the loss of
+    `regal.torch.trace`) after a warm-up step, on a
     copy of the module (the module's own tensors then left out). `exclude`: other tensors that
     are not eager's (the traced program's), left out."""
+    from regal.torch._optim import make_optimizer
     from regal.torch.eager import _loss_step, copy_setup, measure_step
     from regal.torch.importer import _default_loss, _forward_arity
     torch.manual_seed(seed)
@@ -95,10 +97,9 @@ def eager_peak(module, inputs, training: str | None, device, seed: int = 0, excl
         finally:
             module.train(was)
     params = [p for p in module.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9) if training == "sgd" else torch.optim.Adam(params, lr=1e-3)
-    m, o = copy_setup(module, opt)
+    m, o = copy_setup(module, make_optimizer(training, params))
     m.train()
-    return measure_step(_loss_step(m, o, _default_loss, _forward_arity(m)), inputs, device,
+    return measure_step(_loss_step(m, o, loss_fn or _default_loss, _forward_arity(m)), inputs, device,
                         exclude=[*module.parameters(), *module.buffers(), *exclude])
 
 
@@ -126,10 +127,13 @@ def _tensors(x) -> list:
 
 def compare(module, example_inputs, devices: int = 1, *, training: str | None = None, budget: int = 5000,
             seed: int = 0, device: str | torch.device | None = None, calibrate_temps: bool = True,
-            eager: bool = True) -> Comparison:
-    """Trace `module` (forward, or one training step with `training` = "sgd" / "adam"), run
-    it in PyTorch's own order, optimize it with the flagship on `devices`, run regal's plan,
-    and measure both with PyTorch's allocator; `eager`: measure eager PyTorch's peak too.
+            eager: bool = True, loss_fn=None, recompute_budget: float = 0.0) -> Comparison:
+    """Trace `module` (forward, or one training step with `training` = "sgd", "adam", "adamw",
+    ... of `regal.torch._optim.NAMED`, its loss `loss_fn(outputs, *inputs)`, default the sum of
+    the floating outputs' means), run it in PyTorch's own order, optimize it with the flagship on
+    `devices` (one device: with `recompute_budget`, the extra compute the search may spend
+    recomputing values, a fraction of one run's), run regal's plan, and measure both with
+    PyTorch's allocator; `eager`: measure eager PyTorch's peak too.
 
     Measured as the process sees it (`regal.torch.eager`): every tensor alive in the process
     plus the allocator's high mark during the run, less what belongs to the comparison itself
@@ -151,16 +155,18 @@ def compare(module, example_inputs, devices: int = 1, *, training: str | None = 
     """
     module, inputs, device = to_device(module, example_inputs, device)
     with global_state_kept():
-        traced = trace_for(module, inputs, training, split_outputs=True)
+        traced = trace_for(module, inputs, training, split_outputs=True, loss_fn=loss_fn)
         with deterministic():
-            return _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager)
+            return _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager,
+                            loss_fn, recompute_budget)
 
 
-def _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager) -> Comparison:
+def _compare(module, inputs, traced, devices, training, budget, seed, device, calibrate_temps, eager, loss_fn=None,
+             recompute_budget=0.0) -> Comparison:
     # the traced program's own tensors (its optimizer state): not eager's
     mine = set(storages_of([*module.parameters(), *module.buffers(), *inputs]))
     own = [a for a in traced.args if isinstance(a, torch.Tensor) and storages_of([a]).keys() - mine]
-    base = eager_peak(module, inputs, training, device, seed, exclude=own) if eager else None
+    base = eager_peak(module, inputs, training, device, seed, exclude=own, loss_fn=loss_fn) if eager else None
     if calibrate_temps:
         traced = calibrate(traced, measure_nodes(traced, device))
     plain = traced._replace(graph=without_reuse(traced.graph))
@@ -168,7 +174,7 @@ def _compare(module, inputs, traced, devices, training, budget, seed, device, ca
     reference = measure_program(plan_program(plain, mine_order), plain.args, device)
     pytorch = PlanRun([int(mine_order.peak_bytes)], [reference.peak_bytes], [reference.reserved_bytes], True)
     if devices == 1:
-        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed)
+        sol = optimize(traced.graph, devices=1, budget=budget, seed=seed, recompute_budget=recompute_budget)
         got = measure_program(plan_program(traced, sol, realize_reuse=True), traced.args, device,
                               exclude=(reference.outputs, reference.args))
         predicted = int(simulate(traced.graph, sol.placement, sol.order, 1).peak_bytes)

@@ -1,22 +1,18 @@
-"""PyTorch module or ExportedProgram -> `Graph` (SPEC.md section 1): the importer of `regal.torch`.
+"""FX program or ExportedProgram -> `Graph` (SPEC.md section 1): the importer of `regal.torch`.
 
-    graph = regal.torch.from_module(model, (x,))                   # forward, via torch.export
-    graph = regal.torch.from_module(model, (x,), training=True)    # forward + backward + SGD step
     graph = regal.torch.from_exported(torch.export.export(model, (x,)))
+    graph = regal.torch.from_fx(gm, placeholders, ["loss"])     # a make_fx program (a training step)
 
 Tested with torch 2.14.1 (torchvision 0.29.1, transformers 5.23.0); the extra admits 2.9-2.14.
-
-**Forward** (`training=False`): `torch.export.export(module, example_inputs)`, the program as
-torch.export gives it (ATen ops as the module calls them, in-place ops such as `relu_` kept),
-imported by `from_exported`. **Training step** (`training=True`): one eager training step,
-forward, `torch.autograd.grad` of the loss, then an in-place optimizer update (SGD with
-momentum 0.9, or Adam), traced with `make_fx(tracing_mode="fake")`, the ATen-level tracer
-AOTAutograd is built on. Why not torch.export: it cannot trace `autograd.grad` or an optimizer
-step (its joint-graph helper, `torch.export.experimental._export_forward_backward`, is private
-and stops before the update). Tracing below autograd records the backward ops the autograd
-engine runs, and an eager optimizer updates parameters and its state in place, so the update
-allocates nothing, as in PyTorch. The default loss is the sum of the means of the floating
-outputs (`loss_fn(outputs, *example_inputs)` replaces it). Nothing runs: tensors are fake.
+`regal.torch.from_module` / `regal.torch.trace` (`regal.torch.tracing`) trace a module and import
+it here: the forward pass with `torch.export.export` (ATen ops as the module calls them, in-place
+ops such as `relu_` kept), one training step with `make_fx(tracing_mode="fake")`, the ATen-level
+tracer AOTAutograd is built on (forward, `torch.autograd.grad` of the loss, then the optimizer's
+in-place update: `regal.torch._step_trace`, the one tracer of training steps). Why not
+torch.export for a step: it cannot trace `autograd.grad` or an optimizer step. Tracing below
+autograd records the backward ops the autograd engine runs, and an eager optimizer updates
+parameters and its state in place, so the update allocates nothing, as in PyTorch. Nothing runs:
+tensors are fake.
 
 What each FX node becomes:
 
@@ -50,10 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import operator
 import warnings
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 try:
     import torch
@@ -65,7 +60,7 @@ from regal._ops import COST_MODEL, roofline
 from regal.torch._ops import ELEMENTWISE_ATEN, _flops, _has_out_variant, _op_name  # noqa: F401
 from regal.graph import Graph, GraphError, mark_outputs
 
-__all__ = ["Traced", "from_exported", "from_fx", "from_module", "trace"]
+__all__ = ["Traced", "from_exported", "from_fx"]
 
 _KIND_OPS = {"PARAMETER": "parameter", "BUFFER": "buffer", "CONSTANT_TENSOR": "constant",
              "USER_INPUT": "input", "TOKEN": "token", "CUSTOM_OBJ": "custom_object"}
@@ -469,46 +464,6 @@ class Traced(NamedTuple):
     arg_ids: tuple
 
 
-def from_module(module: "torch.nn.Module", example_inputs, training: bool = False, *,
-                loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None,
-                reuse: bool = True) -> Graph:
-    """Import a module's forward pass (torch.export), or with `training=True` one training step
-    (forward, backward, in-place `optimizer` update: "sgd" with momentum 0.9, or "adam").
-
-    `example_inputs` is a tuple of the forward's positional arguments (a lone tensor is
-    wrapped); only their shapes and dtypes matter. The module is traced in eval mode for the
-    forward pass and in train mode for a step, and put back in its mode afterwards. With
-    `reuse=False` no node lists inputs it may take over (what eager PyTorch allocates).
-    """
-    return trace(module, example_inputs, training, loss_fn=loss_fn, optimizer=optimizer, name=name,
-                 reuse=reuse).graph
-
-
-def trace(module: "torch.nn.Module", example_inputs, training: bool = False, *,
-          loss_fn: Callable | None = None, optimizer: str = "sgd", name: str | None = None,
-          reuse: bool = True, split_outputs: bool = False) -> Traced:
-    """`from_module`, keeping the traced program and real arguments to run it (`Traced`).
-    `split_outputs`: as `from_fx`'s (a program for one device). Traced with oneDNN off, so that
-    `nn.LSTM` / `nn.GRU` are traced as the ops of their cells: oneDNN's fused RNN kernel cannot be
-    traced through its backward."""
-    args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
-    name = name or f"{type(module).__name__.lower()}_{'train' if training else 'fwd'}"
-    was_training = module.training
-    module.train(training)
-    try:
-        with no_onednn():
-            if not training:
-                ep = _export(module, args, name)
-                graph = from_fx(ep.graph_module, *_exported_names(ep), name=name, reuse=reuse,
-                                split_outputs=split_outputs,
-                                meta={"mode": "forward", "ir": "torch.export", "model": type(module).__name__})
-                ids = tuple(_exported_ids(ep))
-                return Traced(graph, ep.graph_module, _exported_args(ep, args), ids)
-            return _train_step(module, args, loss_fn, optimizer, name, reuse, split_outputs)
-    finally:
-        module.train(was_training)
-
-
 @contextlib.contextmanager
 def no_onednn():
     """oneDNN off (its RNN kernels cannot be traced), its TF32 notice kept quiet."""
@@ -516,35 +471,6 @@ def no_onednn():
         warnings.simplefilter("ignore")
         with torch.backends.mkldnn.flags(enabled=False):
             yield
-
-
-def _exported_ids(ep):
-    for spec in ep.graph_signature.input_specs:
-        kind = spec.kind.name
-        yield str(spec.target if spec.target is not None and kind != "USER_INPUT" else spec.arg.name)
-
-
-def _exported_args(ep, args) -> tuple:
-    """The real tensors of an ExportedProgram's placeholders, in order."""
-    state, consts, user = ep.state_dict, ep.constants, iter(args)
-    out = []
-    for spec in ep.graph_signature.input_specs:
-        kind = spec.kind.name
-        if kind == "USER_INPUT":
-            out.append(next(user))
-        elif kind in ("PARAMETER", "BUFFER"):
-            out.append(state[spec.target] if spec.target in state else consts[spec.target])
-        else:
-            out.append(consts[spec.target])
-    return tuple(out)
-
-
-def _export(module, args, name: str):
-    try:
-        return torch.export.export(module, args)
-    except Exception as e:  # torch.export raises many types; one line for the caller
-        first = " ".join(str(e).split())[:300]
-        raise GraphError(f"torch program '{name}': torch.export failed ({type(e).__name__}: {first})") from None
 
 
 def _forward_arity(model) -> int | None:
@@ -564,63 +490,3 @@ def _default_loss(outputs, *inputs):
     if not leaves:
         raise GraphError("training step: the module returns no floating tensor to take a loss of")
     return sum(t.float().mean() for t in leaves)
-
-
-_STATE = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq")}
-
-
-def _train_step(module, args, loss_fn, optimizer: str, name: str, reuse: bool, split_outputs: bool) -> Traced:
-    from torch.fx.experimental.proxy_tensor import make_fx
-    if optimizer not in _STATE:
-        raise ValueError(f"optimizer must be one of {sorted(_STATE)}, got {optimizer!r}")
-    loss_fn = loss_fn or _default_loss
-    pnames = [n for n, p in module.named_parameters() if p.requires_grad]
-    params = [p for _, p in module.named_parameters() if p.requires_grad]
-    frozen = {n: p for n, p in module.named_parameters() if not p.requires_grad}
-    bnames, buffers = zip(*module.named_buffers()) if list(module.buffers()) else ((), ())
-    state = [torch.zeros_like(p) for p in params for _ in _STATE[optimizer]]
-    arity = _forward_arity(module)
-
-    def step(params, buffers, state, *inputs):
-        tensors = {**dict(zip(pnames, params)), **dict(zip(bnames, buffers)), **frozen}
-        loss = loss_fn(torch.func.functional_call(module, tensors, inputs if arity is None else inputs[:arity]), *inputs)
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        with torch.no_grad():
-            _update(optimizer, params, grads, state)
-        return loss
-
-    try:
-        gm = make_fx(step, tracing_mode="fake")(list(params), list(buffers), state, *args)
-    except GraphError:
-        raise
-    except Exception as e:  # noqa: BLE001 - tracing raises many types; one line for the caller
-        first = " ".join(str(e).split())[:300]
-        raise GraphError(f"torch program '{name}': tracing the training step failed "
-                         f"({type(e).__name__}: {first})") from None
-    ids = [(n, "parameter") for n in pnames] + [(n, "buffer") for n in bnames]
-    ids += [(f"{n}.{s}", "optimizer_state") for n in pnames for s in _STATE[optimizer]]
-    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    placeholders = {ph.name: ids[k] if k < len(ids) else (f"input_{k - len(ids)}", "input")
-                    for k, ph in enumerate(phs)}
-    graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse, split_outputs=split_outputs,
-                    meta={"mode": "train", "ir": "make_fx", "optimizer": optimizer, "model": type(module).__name__})
-    real = (*params, *buffers, *state, *args)
-    return Traced(graph, gm, real, tuple(placeholders[ph.name][0] for ph in phs))
-
-
-def _update(optimizer: str, params, grads, state, lr: float = 1e-3) -> None:
-    """In-place update as torch.optim's single-tensor SGD(momentum=0.9) / Adam (step 1) do it."""
-    if optimizer == "sgd":
-        for p, g, buf in zip(params, grads, state):
-            if g is not None:
-                buf.mul_(0.9).add_(g)
-                p.add_(buf, alpha=-lr)
-        return
-    for k, (p, g) in enumerate(zip(params, grads)):
-        if g is None:
-            continue
-        exp_avg, exp_avg_sq = state[2 * k], state[2 * k + 1]
-        exp_avg.lerp_(g, 0.1)
-        exp_avg_sq.mul_(0.999).addcmul_(g, g, value=0.001)
-        denom = (exp_avg_sq.sqrt() / math.sqrt(0.001)).add_(1e-8)
-        p.addcdiv_(exp_avg, denom, value=-lr / 0.1)

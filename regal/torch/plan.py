@@ -513,15 +513,16 @@ def without_reuse(graph: Graph) -> Graph:
     return Graph.from_records(recs, name=graph.name, meta=graph.meta, source=graph.name)
 
 
-def trace_for(module, example_inputs, training: str | None, split_outputs: bool = False) -> Traced:
-    """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer,
-    its random ops each on a stream of their own (`seed_random_ops`). `split_outputs`: each
-    output of a multi-output op freed after its own last reader (for a one-device plan)."""
-    from regal.torch.importer import trace
+def trace_for(module, example_inputs, training, split_outputs: bool = False, loss_fn=None) -> Traced:
+    """`regal.torch.trace` of a forward pass (`training=None`) or one step with an optimizer (a
+    name of `regal.torch._optim.NAMED` or a torch.optim optimizer; `loss_fn` as `trace`'s), its
+    random ops each on a stream of their own (`seed_random_ops`). `split_outputs`: each output of
+    a multi-output op freed after its own last reader (for a one-device plan)."""
+    from regal.torch.tracing import trace
     if training is None:
         return seed_random_ops(trace(module, example_inputs, False, reuse=True, split_outputs=split_outputs))
     return seed_random_ops(trace(module, example_inputs, True, optimizer=training, reuse=True,
-                                 split_outputs=split_outputs))
+                                 split_outputs=split_outputs, loss_fn=loss_fn))
 
 
 class SeededOp:

@@ -63,8 +63,8 @@ import torch
 import torch.fx
 
 from regal.torch._step_report import _Progress, _autocast, _breakdown, _mib
-from regal.torch._step_trace import (_FLAG_NAMES, _SCALARS, UnsupportedError, _Kind, _Layout, _layout, _scalars,
-                                     _state_keys, _structure, _trace, _zeros_state)
+from regal.torch._optim import OPTIMIZERS, env, evaluate, new_state
+from regal.torch._step_trace import UnsupportedError, _Kind, _Layout, _layout, _Lifted, _state_keys, _structure, _trace
 from regal.torch.importer import _forward_arity  # noqa: F401  (regal.torch.eager and the experiments read it here)
 from regal._stop import stops_on_interrupt
 from regal.torch.importer import Traced
@@ -85,6 +85,7 @@ class _Plan(NamedTuple):
     traced_peak: int             # the same for PyTorch's traced order
     recomputed: bool             # whether the backward reads recomputed values
     peaks: dict                  # the predicted peak of each variant planned: {"plain": B, "recompute": B}
+    lifted: _Lifted              # the program's numbers (expressions of the hyperparameters) and guards
 
 
 class _Spec(NamedTuple):
@@ -198,8 +199,10 @@ class PlannedStep:
             if len(now.groups) != len(self._kind.groups):
                 raise UnsupportedError("planned step: the optimizer's param groups changed since the step was planned")
             for gi, (a, b) in enumerate(zip(now.groups, self._kind.groups)):
-                for name, x, y in zip(_FLAG_NAMES[now.algorithm] + ("parameters",), a, b):
+                for name, x, y in zip(("flags", "state tensors", "parameters"), a, b):
                     if x != y:
+                        if name == "flags":
+                            name = next(f for f, u, v in zip(now.flag_names, x, y) if u != v)
                         raise UnsupportedError(f"planned step: param group {gi}'s {name} changed since the step was "
                                                "planned; plan it again")
         groups = self.optimizer.param_groups
@@ -221,34 +224,39 @@ class PlannedStep:
         sys.stderr.flush()
         return plan
 
-    def _arguments(self, inputs: tuple) -> tuple:
+    def _arguments(self, inputs: tuple, plan: _Plan) -> tuple:
+        """The program's arguments for this call: the tensors, then its numbers computed from
+        `param_groups` and `state` as torch.optim computes them (the state made and the step
+        counts advanced first, as `optimizer.step` does)."""
         layout, opt = self._layout, self.optimizer
+        algo = _algorithm(opt)
         groups = opt.param_groups
         params = [groups[gi]["params"][pi] for _, gi, pi in layout.params]
         named_b = dict(self.model.named_buffers())
         named_p = dict(self.model.named_parameters())
-        first = []
-        for k, p in enumerate(params):   # the state torch.optim makes on a parameter's first step
+        envs, made = [], []
+        for k, p in enumerate(params):   # what this step's numbers read, nothing changed yet
+            group = groups[layout.params[k][1]]
             keys = _state_keys(self._kind, self._kind.groups[layout.params[k][1]])
-            if not keys and self._kind.algorithm == "sgd":   # plain SGD keeps no state
-                first.append(False)
-                continue
-            st = opt.state[p]
-            first.append(any(key not in st for key in keys))
-            for key in keys:
-                if key not in st:
-                    st[key] = _zeros_state(p)
-            if self._kind.algorithm == "adam":
-                if "step" not in st:
-                    st["step"] = torch.tensor(0.0, dtype=torch.float64 if torch.get_default_dtype() == torch.float64
-                                              else torch.float32)
-                st["step"] += 1
-        scalars = []
-        for k, p in enumerate(params):
-            s = _scalars(self._kind, groups[layout.params[k][1]], opt.state.get(p, {}), first[k])
-            scalars.extend(s[nm] for nm in _SCALARS[self._kind.algorithm])
-        if self.max_grad_norm is not None:
-            scalars.append(float(self.max_grad_norm))
+            st = opt.state.get(p, {})
+            missing = [key for key in keys if st.get(key) is None]
+            after = {"step": st["step"] + 1 if "step" in st else new_state(algo, "step", p, group) + 1} \
+                if algo.step else {}
+            envs.append(env(algo, group, after, bool(missing)))
+            made.append(missing)
+        clip = {"max_grad_norm": float(self.max_grad_norm)} if self.max_grad_norm is not None else {}
+        _check_guards(plan.lifted, envs, clip)
+        for k, p in enumerate(params):   # the state torch.optim makes on a parameter's first step, the step counted
+            group = groups[layout.params[k][1]]
+            if made[k] or algo.step:
+                st = opt.state[p]
+                for key in made[k]:
+                    st[key] = new_state(algo, key, p, group)
+                if algo.step:
+                    if "step" not in st:
+                        st["step"] = new_state(algo, "step", p, group)
+                    st["step"] += 1
+        scalars = [evaluate(e, envs[k] if k >= 0 else clip) for k, e in plan.lifted.scalars]
         state = [opt.state[params[k]][key] for k, key in layout.state]
         return (*params, *[named_b[n] for n in layout.buffers], *[named_p[n] for n in layout.frozen], *state,
                 *inputs, *scalars)
@@ -257,7 +265,7 @@ class PlannedStep:
         self._check(inputs)
         key = _signature(inputs, self.model)
         plan = self._plans.get(key) or self._plan_for(key, inputs)
-        args = self._arguments(inputs)
+        args = self._arguments(inputs, plan)
         with torch.no_grad():
             out = plan.program(*args)
         self.steps += 1
@@ -386,9 +394,10 @@ def _plan_step(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, se
             plans = []
             for r in variants:
                 progress.stage("tracing" + (" the step with recomputation" if r else ""))
-                traced = _trace(model, optimizer, kind, layout, inputs, settings["loss_fn"], settings["name"], r)
-                plans.append(_plan(traced, layout, settings, progress, r))
-            traced, solution, predicted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
+                traced, lifted = _trace(model, optimizer, kind, layout, inputs, settings["loss_fn"], settings["name"],
+                                        _recompute_norms if r else None)
+                plans.append(_plan(traced, settings, progress) + (lifted,))
+            traced, solution, predicted, lifted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
             program = plan_program(traced, solution, realize_reuse=search)
             base = plans[0][0]
             own = own_solution(base)
@@ -396,17 +405,16 @@ def _plan_step(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, se
     finally:
         progress.close()
     peaks = {("recompute" if r else "plain"): p[2] for r, p in zip(variants, plans)}
-    return _Plan(_shapes_only(traced), solution, program, predicted, traced_peak, traced is not base, peaks)
+    return _Plan(_shapes_only(traced), solution, program, predicted, traced_peak, traced is not base, peaks, lifted)
 
 
-def _plan(traced: Traced, layout: _Layout, settings: dict, progress: _Progress, recompute: bool):
+def _plan(traced: Traced, settings: dict, progress: _Progress):
     """`(calibrated traced step, its solution, its predicted peak)` for one traced step: regal's
     order, or PyTorch's traced order (`settings["order"]` "traced", `PlannedStep.in_order(None)`)."""
     from regal.flagship import optimize
     from regal.simulate import simulate
     from regal.torch.plan import calibrate, measure_nodes, own_solution, without_reuse
-    # The ops' scratch, measured on copies with the first step's numbers (any finite ones do).
-    traced = traced._replace(args=traced.args + tuple(0.5 for _ in layout.scalars))
+    # The ops' scratch, measured on copies (the traced arguments hold the next step's numbers).
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
     progress.stage("measuring the ops' scratch")
     traced = calibrate(traced, measure_nodes(traced, device))
@@ -418,3 +426,24 @@ def _plan(traced: Traced, layout: _Layout, settings: dict, progress: _Progress, 
     solution = optimize(traced.graph, devices=1, budget=settings["budget"], seed=settings["seed"],
                         callback=progress.searching(what), recompute_budget=settings["recompute"])
     return traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
+
+
+def _algorithm(optimizer):
+    return OPTIMIZERS[type(optimizer)]
+
+
+def _recompute_norms(gm) -> None:
+    from regal.torch.recompute import recompute_norms
+    recompute_norms(gm)
+
+
+def _check_guards(lifted: _Lifted, envs: list, clip: dict) -> None:
+    """Refuse a call whose hyperparameters answer a comparison torch.optim made while tracing
+    otherwise (`weight_decay != 0` with the weight decay set to 0 since): its program differs."""
+    from regal.torch._optim import _CMP
+    for k, expr, cmp, other, answer in lifted.guards:
+        e = envs[k] if k >= 0 else clip
+        if bool(_CMP[cmp](evaluate(expr, e), evaluate(other, e))) != answer:
+            what = expr[1] if expr[0] == "var" else "a hyperparameter"
+            raise UnsupportedError(f"planned step: the optimizer's {what} changed since the step was planned "
+                                   f"(its update takes another branch now); plan it again")
