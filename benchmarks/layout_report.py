@@ -55,7 +55,8 @@ LAYERS = [
                "regal.fit", "regal._warmup", "regal.torch", "regal.torch.plan",
                "regal.torch._storage", "regal.torch._workers", "regal.torch.dist", "regal.torch.compare",
                "regal.torch._step_trace", "regal.torch._step_report", "regal.torch.step", "regal.torch.eager",
-               "regal.torch.recompute"]),
+               "regal.torch.recompute", "regal.torch._compile_joint", "regal.torch._compile_order",
+               "regal.torch.compile"]),
     ("front", ["regal.__init__", "regal.cli", "regal.commands"]),
 ]
 
