@@ -9,8 +9,10 @@
 **What is traced.** One training step, as eager PyTorch runs it: `model(*inputs)` (the leading
 inputs its `forward` takes; `loss_fn(outputs, *inputs)` sees all of them), `loss`, the backward
 (`torch.autograd.grad`, ATen ops as the autograd engine runs them: `make_fx`), then the update
-of `optimizer`'s own algorithm (torch.optim's single-tensor SGD / Adam / AdamW, op for op), on
-the module's own parameters, buffers and optimizer state tensors, in place. The optimizer's
+of `optimizer`'s own algorithm (torch.optim's own single-tensor function for SGD, Adam, AdamW,
+RMSprop, Adagrad, Adamax or Adadelta, traced: `regal.torch._optim`), on the module's own
+parameters, buffers and optimizer state tensors, in place. The same trace as
+`regal.torch.from_module(..., training=True)` and `regal torch --train` (`_step_trace._trace`). The optimizer's
 numbers (lr, momentum, dampening, betas, eps, weight decay, the step count's bias corrections)
 are arguments of the program, read from `optimizer.param_groups` and `optimizer.state` at every
 call: a learning-rate scheduler, `optimizer.load_state_dict` and `model.load_state_dict` work as
@@ -50,7 +52,8 @@ no param group, an input on another device or not a tensor, a call under autocas
 would run in full precision), a call that finds a gradient in a parameter's `.grad` (eager's
 backward would add to it; gradient accumulation is not supported), a change of the optimizer's
 structure (momentum on/off, nesterov, amsgrad, maximize, weight decay on/off, its parameters),
-`devices` other than 1.
+`devices` other than 1, a number that sends torch.optim's update down another branch than
+when it was traced (weight decay set to 0, say).
 """
 
 from __future__ import annotations
