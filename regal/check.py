@@ -10,7 +10,8 @@ simulators disagree; the tests run it against the fast simulator on random graph
     checked = check(graph, placement, order, devices)   # Checked(peak_bytes, device_peak_bytes)
     check_solution(graph, solution)                      # raises CheckError when the numbers differ
 
-It costs O((n + e) d) time in Python: about a second per 100,000 nodes and edges.
+It costs O((n + e) d) time in Python: 0.50 s of CPU on ResNet-152's training step (17,086 nodes,
+26,204 edges, d = 2; measured under load 12 on 2 cores), about 1.2 s per 100,000 nodes and edges.
 """
 
 from __future__ import annotations
