@@ -31,6 +31,7 @@ class OrderResult(NamedTuple):
     """What the scheduler hook did on one compiled graph (kept in `RegalCompiled.records`)."""
     kernels: int             # fused scheduler nodes
     inductor_bytes: int      # Inductor's estimate of the order it gave the hook
+    inductor_best_bytes: int  # the lowest estimate of Inductor's own reordering (given, LPMF, BFS, DFS)
     regal_bytes: int         # Inductor's estimate of regal's order
     regal_model_bytes: int   # regal's own peak (SPEC.md section 3) of its order
     adopted: bool            # the hook returned regal's order
@@ -106,8 +107,9 @@ def order_kernels(nodes, evaluations: int, seed: int, time_limit_s: float | None
     records, freeable = kernel_graph_records(nodes, sched.name_to_buf, sched.name_to_fused_node, graph_inputs,
                                              graph_outputs)
     given, _ = estimate_peak_memory(nodes, freeable, graph_outputs)
+    best = _inductor_best(nodes, sched, freeable, graph_outputs, given)
     if len(nodes) < 3:
-        return nodes, OrderResult(len(nodes), int(given), int(given), -1, False, time.perf_counter() - t0)
+        return nodes, OrderResult(len(nodes), int(given), best, int(given), -1, False, time.perf_counter() - t0)
     graph = Graph.from_records(records, name="inductor_kernels")
     solution = optimize(graph, 1, budget=evaluations, seed=seed, time_limit_s=time_limit_s)
     kernel_ids = {f"k{i}": i for i in range(len(nodes))}
@@ -115,6 +117,21 @@ def order_kernels(nodes, evaluations: int, seed: int, time_limit_s: float | None
              if graph.ids[v] in kernel_ids]
     found, _ = estimate_peak_memory(order, freeable, graph_outputs)
     adopted = found <= given
-    result = OrderResult(len(nodes), int(given), int(found), int(solution.peak_bytes), bool(adopted),
+    result = OrderResult(len(nodes), int(given), best, int(found), int(solution.peak_bytes), bool(adopted),
                          time.perf_counter() - t0)
     return (order if adopted else nodes), result
+
+
+def _inductor_best(nodes, sched, freeable, graph_outputs, given: int) -> int:
+    """The estimate `reorder_for_peak_memory` would reach from `nodes`: the lowest of the given
+    order and its three heuristics (what regal's order is measured against, graph by graph)."""
+    from torch._inductor import memory
+    best = int(given)
+    for method in (memory.topological_sort_lpmf, memory.topological_sort_bfs, memory.topological_sort_dfs):
+        try:
+            order = (method(nodes, freeable, sched.name_to_buf, graph_outputs) if method is memory.topological_sort_lpmf
+                     else method(nodes))
+            best = min(best, int(memory.estimate_peak_memory(order, freeable, graph_outputs)[0]))
+        except Exception:  # noqa: BLE001 - a heuristic that fails is left out, as Inductor logs and skips it
+            continue
+    return best
