@@ -14,6 +14,19 @@ from regal._takeover import taken_over
 _BIG = np.int64(2 ** 62)   # larger than any score
 
 
+class GreedyGraph(NamedTuple):
+    """The seven arrays of the `KernelGraph` the greedy's steps read. The steps are inlined, and
+    Numba's inlining binds a struct argument anew, a reference count up and down per array: the
+    whole graph struct (19 arrays) made the greedy 10 % slower (issue 57)."""
+    in_ptr: np.ndarray
+    in_idx: np.ndarray
+    nbytes: np.ndarray
+    temp: np.ndarray
+    resident: np.ndarray
+    reuse_ptr: np.ndarray
+    reuse_idx: np.ndarray
+
+
 class GreedyState(NamedTuple):
     """The greedy's running state, one struct for its steps (made in `greedy_schedule`)."""
     placement: np.ndarray   # int32[n]     each node's device, -1 until placed
@@ -29,12 +42,12 @@ class GreedyState(NamedTuple):
 
 
 @numba.njit(inline="always", **_JIT)
-def _greedy_terms(g, s, v, d, has_reuse):
-    """Node v's terms in the greedy's score on the running state s: cx[v] the bytes of its
-    unplaced resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what
-    it takes over, cb[v*d+k] its copies in + output - what its run frees (on every device)."""
+def _greedy_terms(g, v, d, has_reuse, placement, present, left, cx, c2, cb):
+    """Node v's terms in the greedy's score on the running state: cx[v] the bytes of its unplaced
+    resident inputs; for each device k, c2[v*d+k] its copies in + output + temp - what it takes
+    over, cb[v*d+k] its copies in + output - what its run frees (on every device). g: the
+    `GreedyGraph`."""
     in_ptr, in_idx, nbytes, temp, resident = g.in_ptr, g.in_idx, g.nbytes, g.temp, g.resident
-    placement, present, left, cx, c2, cb = s.placement, s.present, s.left, s.cx, s.c2, s.cb
     extra_r = np.int64(0)
     for e in range(in_ptr[v], in_ptr[v + 1]):
         if placement[in_idx[e]] < 0:
@@ -101,8 +114,10 @@ def _greedy_sources(g, d, placement, present, rbase, indeg, order, ready):
 def _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak):
     """The (ready index, device) to run next: among the last `window` ready nodes, each on its
     device of lowest (peak after, net bytes, memory while running, device), the node of lowest
-    (peak after without the resident bytes it homes, net bytes, memory while running, index)."""
+    (peak after without the resident bytes it homes, net bytes, memory while running, index).
+    g: the `GreedyGraph`; s: the `GreedyState`."""
     dirty, cx, c2, cb, rbase, level, dynpeak = s.dirty, s.cx, s.c2, s.cb, s.rbase, s.level, s.dynpeak
+    placement, present, left = s.placement, s.present, s.left
     best = -1
     bk = 0
     s1 = _BIG
@@ -112,7 +127,7 @@ def _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak):
         v = ready[i]
         if dirty[v]:
             dirty[v] = False
-            _greedy_terms(g, s, v, d, has_reuse)
+            _greedy_terms(g, v, d, has_reuse, placement, present, left, cx, c2, cb)
         vk = -1
         f1 = _BIG
         f2 = _BIG
@@ -135,12 +150,12 @@ def _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak):
 
 
 @numba.njit(inline="always", **_JIT)
-def _greedy_run(g, s, v, k, d, has_reuse):
-    """Run v on device k in the greedy's running state s: its unplaced resident inputs are homed
+def _greedy_run(g, v, k, d, has_reuse, placement, present, left, rbase, level, dynpeak):
+    """Run v on device k in the greedy's running state: its unplaced resident inputs are homed
     on k, the others copied in; the level rises by its output and temp (less what it takes
-    over) while it runs; inputs it was the last reader of are freed on every device."""
+    over) while it runs; inputs it was the last reader of are freed on every device. g: the
+    `GreedyGraph`."""
     in_ptr, in_idx, nbytes, temp, resident = g.in_ptr, g.in_idx, g.nbytes, g.temp, g.resident
-    placement, present, left, rbase, level, dynpeak = s.placement, s.present, s.left, s.rbase, s.level, s.dynpeak
     taken = 0
     if has_reuse:
         taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
@@ -203,15 +218,16 @@ def greedy_schedule(g, d, window, placement, order, stop):
     cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
     dirty = np.ones(n, dtype=np.bool_)
     s = GreedyState(placement, present, left, level, dynpeak, rbase, cx, c2, cb, dirty)
+    gg = GreedyGraph(in_ptr, in_idx, nbytes, g.temp, g.resident, g.reuse_ptr, g.reuse_idx)
     while cnt > 0:
         if stop[0] != 0:
             return t
-        best, k = _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak)
+        best, k = _greedy_pick(gg, s, d, window, ready, cnt, has_reuse, peak)
         v = ready[best]
         cnt -= 1
         for i in range(best, cnt):  # keep the order in which they became ready
             ready[i] = ready[i + 1]
-        _greedy_run(g, s, v, k, d, has_reuse)
+        _greedy_run(gg, v, k, d, has_reuse, placement, present, left, rbase, level, dynpeak)
         order[t] = v
         t += 1
         stop[1] = t
