@@ -137,6 +137,12 @@ def _mb(n: int) -> str:
 @click.option("--seed", "-s", default=0, show_default=True, type=SEED, help=SEED_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def torch_cmd(program, devices, device, train, loss, recompute, budget, seed, as_json):
+    if loss is not None and train is None:
+        raise click.BadParameter("a loss needs a training step (--train NAME)", param_hint="--loss")
+    if recompute and devices != 1:
+        raise click.BadParameter(f"recomputation runs on one device, not {devices}", param_hint="--recompute")
+    if loss is not None and loss not in LOSSES and ":" not in loss:
+        raise click.BadParameter(f"'{loss}' is none of {', '.join(LOSSES)}, nor FILE.py:FUNCTION", param_hint="--loss")
     try:
         import torch
     except ImportError:
@@ -156,10 +162,6 @@ def torch_cmd(program, devices, device, train, loss, recompute, budget, seed, as
             raise click.BadParameter(f"'{device}': regal torch runs on cpu or cuda", param_hint="--device")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise click.ClickException(f"--device {device}: PyTorch sees no CUDA device here")
-    if loss is not None and train is None:
-        raise click.BadParameter("a loss needs a training step (--train NAME)", param_hint="--loss")
-    if recompute and devices != 1:
-        raise click.BadParameter(f"recomputation runs on one device, not {devices}", param_hint="--recompute")
     loss_fn = load_loss(loss)
     module, inputs = load_program(program)
     where = torch.device(device) if device is not None else module_device(module)
