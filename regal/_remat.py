@@ -185,8 +185,10 @@ def insertion_points(g, order, rg, chosen, at):
     positions are its consumers' positions and the insertion points of its chosen consumers'
     recomputations; the widest gap between two consecutive ones (wider than one step, the
     earliest of equal widths) ends at v's insertion point: the readers from there on read the new
-    instance. A node whose insertion point would fall after a control successor (a control edge
-    orders every instance of v before it) does not run again."""
+    instance. A control edge orders every instance of v before its successor: a control successor
+    inside the gap moves the insertion point back to it (the same readers read the new instance);
+    one before the gap (at or before the last reader of the first instance) means v does not run
+    again."""
     n = order.shape[0]
     pos = np.empty(n, dtype=np.int64)
     for t in range(n):
@@ -211,14 +213,19 @@ def insertion_points(g, order, rg, chosen, at):
                 buf[j] = p
                 k += 1
         best = 1
+        lo = -1
         for j in range(1, k):
             gap = buf[j] - buf[j - 1]
             if gap > best:
                 best = gap
                 at[v] = buf[j]
+                lo = buf[j - 1]
         for e in range(rg.ctrl_ptr[v], rg.ctrl_ptr[v + 1]):  # every instance before a control successor
-            if at[v] > pos[rg.ctrl_idx[e]]:
-                at[v] = -1
+            c = pos[rg.ctrl_idx[e]]
+            if at[v] > c:
+                at[v] = c if c > lo else -1  # inside the gap: the recomputation moves back before it
+            if at[v] < 0:
+                break
 
 
 @numba.njit(**_JIT)

@@ -202,9 +202,18 @@ def test_control_edges_order_every_instance():
         simulate(g, [0] * 5, [ix[k] for k in "xabwac"], 1)       # a again after w: a write overtook a read
     inst, _ = instance_graph(g, [ix[k] for k in "xabawc"])
     assert [inst.ids[u] for u in inst.control_inputs(inst.index["w"])] == ["a", "a#2"]
-    # the decoder never puts a recomputation after a control successor
+    # the decoder never puts a recomputation after a control successor: one inside the gap (w,
+    # between a's readers b and c) moves it back before w; one before the gap keeps a from running again
     order = np.array([ix[k] for k in "xabwc"], dtype=np.int32)
-    assert recompute_sequence(g, order, np.ones(5, dtype=bool)).tolist() == order.tolist()
+    assert recompute_sequence(g, order, np.ones(5, dtype=bool)).tolist() == [ix[k] for k in "xabawc"]
+    g2 = Graph.from_records([
+        {"id": "x", "bytes": 4, "resident": True}, {"id": "a", "bytes": 8, "inputs": ["x"]},
+        {"id": "w", "bytes": 0, "inputs": ["x"], "control_inputs": ["a"]}, {"id": "b", "bytes": 1, "inputs": ["a"]},
+        {"id": "e", "bytes": 1, "inputs": ["x"]}, {"id": "c", "bytes": 1, "inputs": ["b", "a", "e"]}], name="ctrl2")
+    order = np.array([g2.index[k] for k in "xawbec"], dtype=np.int32)
+    assert recompute_sequence(g2, order, np.ones(6, dtype=bool)).tolist() == order.tolist()
+    order = np.array([g2.index[k] for k in "xabwec"], dtype=np.int32)   # w inside a's gap (b .. c)
+    assert recompute_sequence(g2, order, np.ones(6, dtype=bool)).tolist() == [g2.index[k] for k in "xabawec"]
 
 
 def test_torch_importer_pins_what_a_second_run_would_change():
