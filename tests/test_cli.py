@@ -238,6 +238,24 @@ def test_onnx_models_are_read_wherever_a_graph_is(tmp_path):
     assert r.exit_code != 0 and "NAME=VALUE" in r.output
 
 
+def _wait_for_cpu_seconds(proc, seconds: float, hang_s: float = 300.0) -> None:
+    """Wait until `proc` has run `seconds` of CPU time (Linux: /proc; elsewhere that many seconds
+    of wall time): a point in its run that does not move with the machine's load."""
+    import os
+    import time
+    t0 = time.perf_counter()
+    stat = f"/proc/{proc.pid}/stat"
+    while time.perf_counter() - t0 < hang_s and proc.poll() is None:
+        if not os.path.exists(stat):
+            time.sleep(seconds)
+            return
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= seconds:
+            return
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_the_search_and_keep_the_best(graph_file, tmp_path, signame):
     """A real `regal optimize` process sent SIGTERM or SIGHUP mid-search writes its best
@@ -246,14 +264,13 @@ def test_sigterm_and_sighup_stop_the_search_and_keep_the_best(graph_file, tmp_pa
     import signal
     import subprocess
     import sys
-    import time
     g, p = graph_file
     out = tmp_path / "sol.json"
     env = {**os.environ, "REGAL_JAX_CACHE": "0"}
     proc = subprocess.Popen([sys.executable, "-m", "regal.cli", "optimize", str(p), "-n", "100000000",
                              "-d", "2", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
-    time.sleep(4.0)  # start-up and a part of the search
+    _wait_for_cpu_seconds(proc, 5.0)  # start-up and a part of the search, however loaded the machine
     proc.send_signal(getattr(signal, signame))
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 3, stderr
@@ -421,7 +438,7 @@ def test_the_report_does_not_wait_for_a_slow_packing(graph_file, monkeypatch):
     assert r.exit_code == 0 and "packed    (not computed within 0.3 s" in r.output, r.output
     doc = json.loads(_invoke("optimize", p, "-n", 200, "--policy", "none", "--json").output)
     assert doc["arena_bytes"] is None and isinstance(doc["allocation_bytes"], int)
-    assert time.perf_counter() - t < 10
+    assert time.perf_counter() - t < 120  # a hang only: the time limit's figures are benchmarks'
 
 
 def test_solution_text_is_json_dumps_with_indent_for_any_ids():

@@ -326,12 +326,13 @@ def test_fixture_node_counts(fixtures, name):
     assert g.lower_bound(1) > g.meta["parameter_bytes"] and entry["compressed_bytes"] < 300_000
 
 
-def test_fixture_import_is_fast(fixtures):
-    """Each shipped fixture imports in well under a second."""
+def test_fixture_import_finishes(fixtures):
+    """Each shipped fixture imports (well under a second idle: benchmarks/bench_import.py; the
+    bound here only catches a hang)."""
     for name, entry in MANIFEST.items():
         t0 = time.perf_counter()
         load_onnx(os.path.join(FIXTURES, entry["file"]), dims=entry["reference_dims"])
-        assert time.perf_counter() - t0 < 1.0, name
+        assert time.perf_counter() - t0 < 60, name
 
 
 # ---------------------------------------------------------------------- fuzz
@@ -388,7 +389,7 @@ def test_fuzzed_fixture_bytes_give_a_graph_or_a_graph_error(tmp_path):
           f"{counts['graphs']} graphs, {counts['tracebacks']} tracebacks, {seconds:.1f} s")
     assert counts["tracebacks"] == 0
     assert counts["graphs"] > 0 and counts["clean_errors"] > 0
-    assert seconds < 20
+    assert seconds < 600  # catches a hang only (about 5 s idle; speed is not a test)
 
 
 # ---------------------------------------------------------------------- in-place reuse

@@ -44,7 +44,7 @@ def test_interruptible_returns_control_while_a_call_goes_on():
     t = time.perf_counter()
     with pytest.raises(Stopped):
         interruptible(time.sleep, d, 5.0)
-    assert time.perf_counter() - t < 1.0
+    assert time.perf_counter() - t < 4.5  # left behind before the 5 s call ends, whatever the load
     assert interruptible(sum, Deadline(60), [1, 2, 3]) == 6
     with pytest.raises(ZeroDivisionError):
         interruptible(lambda: 1 / 0, Deadline(60))
