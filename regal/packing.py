@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from regal.kernels.collide import first_collision
 from regal.kernels import minimalloc as _minimalloc
 from regal.kernels import pack as K
 from regal._io import CsvError, csv_field, csv_rows
@@ -130,44 +131,51 @@ def live_bytes_bound(lower, upper, size) -> int:
     return _live_peak(lower, upper, size)[0]
 
 
-#: `check` compares the buffers live at each start time with NumPy (issue 55: the sweep in
-#: Python took 2 s for 100,000 buffers, after a stop request) while the pairs (start time,
-#: buffer live then) are at most this many; past it, the sweep.
-CHECK_VECTOR_PAIRS = 10_000_000
-
-
 def check(inst: Instance, offsets, vectorized: bool = True) -> int:
     """The arena of a valid packing of `inst`; PackingError naming two buffers that collide (or
     a missing, negative or too large offset: every end, offset + size, is at most MAX_VALUE).
-    Independent of the packer: two live buffers overlap in time iff both are live at the later
-    one's start, so the buffers live at each start time, sorted by offset, must not overlap
-    their neighbour (NumPy, up to CHECK_VECTOR_PAIRS pairs; vectorized=False, or more pairs: a
-    sweep over time that keeps the live buffers sorted by offset, in Python ints)."""
+    Independent of the packer: a sweep over time that keeps the live buffers sorted by offset,
+    each starting buffer tested against its neighbours (`regal.kernels.collide`, issue 55: the
+    NumPy test of every (start time, live buffer) pair took 1-3 s for 100,000 buffers after a
+    stop request; vectorized=False: the same sweep in Python ints, its twin)."""
     offsets = np.asarray(offsets)
     m = inst.size.shape[0]
     if offsets.shape != (m,):
         raise PackingError(f"{offsets.shape[0] if offsets.ndim else 0} offsets for {m} buffers")
     if m and not (np.issubdtype(offsets.dtype, np.integer) or offsets.dtype == object):
         raise PackingError("offsets must be integers")
-    offs = [int(x) for x in offsets.tolist()]
+    fits = offsets.dtype != object and (offsets.dtype.kind == "i" or (m and int(offsets.max()) <= MAX_VALUE))
+    if fits:  # NumPy integers: the range checks vectorized, Python ints only to name a bad buffer
+        o = offsets.astype(np.int64)
+        bad = np.flatnonzero((o < 0) | (o > MAX_VALUE - inst.size))
+        offs = [int(x) for x in offsets[bad[:1]].tolist()] if bad.size else []
+        candidates = bad[:1].tolist()
+    else:
+        offs = [int(x) for x in offsets.tolist()]
+        candidates = range(m)
     sizes = inst.size.tolist()
-    for i in range(m):
-        if offs[i] < 0:
-            raise PackingError(f"buffer {inst.ids[i]!r} has a negative offset {offs[i]}")
-        if offs[i] + sizes[i] > MAX_VALUE:
-            raise PackingError(f"buffer {inst.ids[i]!r} ends at {offs[i] + sizes[i]} (offset {offs[i]} + size "
+    for k, i in enumerate(candidates):
+        oi = offs[k] if fits else offs[i]
+        if oi < 0:
+            raise PackingError(f"buffer {inst.ids[i]!r} has a negative offset {oi}")
+        if oi + sizes[i] > MAX_VALUE:
+            raise PackingError(f"buffer {inst.ids[i]!r} ends at {oi + sizes[i]} (offset {oi} + size "
                                f"{sizes[i]}), over 2**62, the largest value a packing holds exactly")
+    if fits:
+        offs = o.tolist() if not vectorized else o
     live_at = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
     if vectorized and live_at.size:
-        pair = _collision(inst.lower[live_at], inst.upper[live_at], np.asarray(offs, dtype=np.int64)[live_at],
-                          inst.size[live_at])
-        if pair is not None:
-            if pair[0] < 0:
-                return int(max(offs[i] + sizes[i] for i in live_at.tolist()))
-            i, other = int(live_at[pair[0]]), int(live_at[pair[1]])
-            a, b = (offs[i], offs[i] + sizes[i]), (offs[other], offs[other] + sizes[other])
-            raise PackingError(f"buffers {inst.ids[i]!r} and {inst.ids[other]!r} are live at the same time "
-                               f"and overlap in [{max(a[0], b[0])}, {min(a[1], b[1])})")
+        off64 = np.asarray(offs, dtype=np.int64)[live_at]
+        pair = first_collision(np.ascontiguousarray(inst.lower[live_at], dtype=np.int64),
+                               np.ascontiguousarray(inst.upper[live_at], dtype=np.int64), off64,
+                               np.ascontiguousarray(inst.size[live_at], dtype=np.int64))
+        if pair[0] < 0:
+            return int((off64 + inst.size[live_at]).max())
+        i, other = int(live_at[pair[0]]), int(live_at[pair[1]])
+        a = (int(offs[i]), int(offs[i]) + sizes[i])
+        b = (int(offs[other]), int(offs[other]) + sizes[other])
+        raise PackingError(f"buffers {inst.ids[i]!r} and {inst.ids[other]!r} are live at the same time "
+                           f"and overlap in [{max(a[0], b[0])}, {min(a[1], b[1])})")
     live = live_at.tolist()
     lo, up = inst.lower.tolist(), inst.upper.tolist()
     events = sorted([(lo[i], 1, i) for i in live] + [(up[i], 0, i) for i in live])
@@ -186,32 +194,6 @@ def check(inst: Instance, offsets, vectorized: bool = True) -> int:
                                    f"and overlap in [{max(item[0], active[j][0])}, {min(item[1], active[j][1])})")
         active.insert(k, item)
     return max((offs[i] + sizes[i] for i in live), default=0)
-
-
-def _collision(lo, up, off, size):
-    """`check`'s NumPy test of live buffers (lo < up, size > 0): (i, j), two that are live at
-    the same time and overlap in space; (-1, -1) when none; None when the pairs (start time,
-    buffer live then) are over CHECK_VECTOR_PAIRS (the caller sweeps instead)."""
-    starts = np.unique(lo)
-    first = np.searchsorted(starts, lo, side="left")   # the buffer's own start
-    last = np.searchsorted(starts, up, side="left")    # the starts before its end
-    span = last - first
-    total = int(span.sum())
-    if total > CHECK_VECTOR_PAIRS:
-        return None
-    n = lo.shape[0]
-    by_offset = np.argsort(off, kind="stable")
-    rank = np.empty(n, dtype=np.int64)
-    rank[by_offset] = np.arange(n)
-    # one int64 key per pair, (start index, the buffer's rank by offset): one sort, not a lexsort
-    key = (np.repeat(first - np.cumsum(span) + span, span) + np.arange(total)) * n + np.repeat(rank, span)
-    key.sort()
-    at, owner = key // n, by_offset[key % n]
-    # sorted by offset, a buffer that overlaps a later one overlaps its next: neighbours suffice
-    clash = np.flatnonzero((at[1:] == at[:-1]) & (off[owner[1:]] < off[owner[:-1]] + size[owner[:-1]]))
-    if clash.size == 0:
-        return -1, -1
-    return int(owner[clash[0] + 1]), int(owner[clash[0]])
 
 
 # ---------------------------------------------------------------- the packer

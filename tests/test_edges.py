@@ -185,16 +185,16 @@ def test_pack_keeps_quoted_ids_and_ends_its_json_with_a_newline(tmp_path):
             packing.read_csv(bad)
 
 
-def test_the_numpy_check_agrees_with_the_sweep():
-    """`packing.check`'s NumPy test and its sweep in Python give the same verdict on random
-    packings, valid or not."""
+def test_the_check_kernel_agrees_with_the_sweep():
+    """`packing.check`'s kernel (`regal.kernels.collide`) and its sweep in Python give the same
+    verdict on random packings, valid or not, with offsets of any integer type."""
     from regal import packing
     rng = np.random.default_rng(0)
     for _ in range(500):
         n = int(rng.integers(1, 25))
         lo = rng.integers(0, 20, n)
         inst = packing.instance(lo, lo + rng.integers(0, 8, n), rng.integers(0, 5, n), [f"b{i}" for i in range(n)])
-        off = rng.integers(0, 15, n)
+        off = rng.integers(0, 15, n).astype(rng.choice([np.int64, np.int32, np.uint64, object]))
         verdicts = []
         for vectorized in (True, False):
             try:
