@@ -306,6 +306,12 @@ def interrupt_handler(signum, frame):
     raise KeyboardInterrupt
 
 
+def record_signal(signum: int | None) -> None:
+    """Set the signal `last_signal` reports (the program records one that arrived before its
+    handlers, and clears it between commands run in one process)."""
+    _LAST_SIGNAL[0] = signum
+
+
 def last_signal() -> int | None:
     """The number of the last signal turned into KeyboardInterrupt (None: none)."""
     return _LAST_SIGNAL[0]

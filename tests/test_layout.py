@@ -165,9 +165,7 @@ def test_no_command_imports_another(tree):
 
 
 #: Private names that cross a package, allowed: "importer -> module.name". Never add one.
-PRIVATE_CROSSINGS = {
-    "regal.commands.program -> regal._stop._LAST_SIGNAL",   # regal/_stop.py is another helper's (issue 57)
-}
+PRIVATE_CROSSINGS: set = set()
 
 
 def private_crossings(mods: dict) -> list[str]:

@@ -74,8 +74,8 @@ def _stop_from_the_start(argv, start: float, program: bool = False):
 
 def _raise_early(signals: list) -> None:
     if signals:
-        from regal._stop import _LAST_SIGNAL
-        _LAST_SIGNAL[0] = signals[0]
+        from regal._stop import record_signal
+        record_signal(signals[0])
         raise KeyboardInterrupt
 
 
@@ -120,8 +120,8 @@ class RegalGroup(click.Group):
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         program = args is None and standalone_mode
         start = self.program_start if program and self.program_start is not None else time.perf_counter()
-        from regal._stop import _LAST_SIGNAL
-        _LAST_SIGNAL[0] = None
+        from regal._stop import record_signal
+        record_signal(None)
         self._program = program
         try:
             with _stop_from_the_start(sys.argv[1:] if args is None else list(args), start, program):
