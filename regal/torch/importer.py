@@ -325,8 +325,12 @@ def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what
     largest output as its own bytes; each other new output becomes an `alloc` node of its size
     that the op reads (so it is live through the op) and that the output's readers read. Each
     output is then freed after its own last reader, as eager PyTorch frees it, instead of all of
-    them after the last reader of any. An alloc node runs no op (a plan skips it); run earlier
-    than right before its op it only books its bytes sooner, so the model never undercounts.
+    them after the last reader of any. An alloc node runs no op (a plan skips it) and has no
+    inputs: run earlier than right before its op it only books its bytes sooner, so the model
+    never undercounts. (Its op's inputs as its control inputs would keep it from running before
+    them, but under SPEC.md 3b a control edge orders every instance of its source before the
+    target: no input of a multi-output op, such as every activation a convolution's backward
+    reads, could then be recomputed after the op's alloc nodes.)
     Returns `(the op's own bytes, [alloc node indices])`, `(0, [])` for a call with fewer than
     two new outputs; `per_out` is rewritten for the alloc nodes."""
     new = [k for k, p in enumerate(per_out) if p == (idx,)]
@@ -334,7 +338,6 @@ def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what
         return 0, []
     sizes = {k: _nbytes(outs[k], f"{what}: output {k}") for k in new}
     own = max(new, key=lambda k: (sizes[k], -k))
-    control = sorted(set(b.leaves((node.args, node.kwargs))))
     allocs = []
     for k in new:
         if k == own:
@@ -343,7 +346,7 @@ def _split(b: _Builder, node: torch.fx.Node, outs, per_out: list, idx: int, what
             allocs.append(len(b.records))
             per_out[k] = (allocs[-1],)
             b.records.append({"id": f"{node.name}:{k}", "op": "alloc", "bytes": sizes[k], "inputs": [],
-                              "control_inputs": control, "cost": 0.0})
+                              "control_inputs": [], "cost": 0.0})
     return sizes[own], allocs
 
 
