@@ -537,11 +537,15 @@ def report(args) -> None:
             w.writerow(c)
     loads = [c["load1"] for c in large + rec]
     doc = ["# headroom-scarce: the room a per-node prior has where evaluations are scarce (issue 56, step 1)", "",
-           "Commands: `.venv/bin/python -m experiments.headroom_scarce graphs`, then `... large`, `... recompute`, "
-           "`... report` (resumable; cells cached under experiments/cache/headroom-scarce/).  ",
+           "Commands: `.venv/bin/python -m experiments.headroom_scarce graphs`, then `... large --time-limit 15 "
+           "--long 120`, `... ceiling --graphs densenet121_torch_x27_100k --devices 1 --long 420`, `... recompute`, "
+           "`... recompute --arms hind_rc-c3 hind_rc-c50`, `... report` (resumable; cells cached under "
+           "experiments/cache/headroom-scarce/).  ",
            f"Machine: {machine()}, shared with other jobs: load average (1 min) at the cells' ends median "
            f"{np.median(loads) if loads else 0:.1f}, range {min(loads, default=0):.1f}-{max(loads, default=0):.1f}. "
-           f"Code: {sorted({c['code'] for c in large + rec})}. Report written {time.strftime('%Y-%m-%d %H:%M')}.", ""]
+           f"Code: the cells ran at {len({c['code'] for c in large + rec})} code states (HEAD moved under the run as "
+           "other sessions committed, +dirty: their uncommitted work; the hook this issue added to regal is commit "
+           f"d31e652; each cell's state is in cells.csv). Report written {time.strftime('%Y-%m-%d %H:%M')}.", ""]
     doc += open(os.path.join(RESULTS, "notes.md")).read().splitlines() if os.path.exists(
         os.path.join(RESULTS, "notes.md")) else []
     doc += ["", "## A. Graphs of 100K nodes under a time limit", "",
