@@ -38,8 +38,9 @@ What each FX node becomes:
 - The nodes the program returns are marked `output` (never freed, SPEC.md section 3, even when
   consumed inside too) and are in no `reuse` list; `meta["outputs"]` names them.
 
-`cost`: the roofline of `regal._ops` (`COST_MODEL`: 100 TFLOP/s, 1 TB/s): FLOPs of matrix
-products, convolutions (forward and backward) and attention, bytes moved for the rest.
+`cost`: the roofline of `regal._ops` (`COST_MODEL`: 100 TFLOP/s, 1 TB/s; `cost_model=` another,
+such as the one a planned step measures on its device): FLOPs of matrix products, convolutions
+(forward and backward) and attention, bytes moved for the rest.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only where torch is absent
     raise ImportError("regal.torch needs PyTorch: pip install regal[torch]") from e
 
-from regal._ops import COST_MODEL, roofline
+from regal._ops import COST_MODEL
 from regal.torch._ops import ELEMENTWISE_ATEN, _flops, _has_out_variant, _op_name  # noqa: F401
 from regal.graph import Graph, GraphError, mark_outputs
 
@@ -93,8 +94,11 @@ class _Builder:
     """Records for Graph.from_records; `struct[fx node]` is the value's producing regal nodes:
     a tuple of node indices for a tensor, a list of such tuples for a tuple/list value."""
 
-    def __init__(self, source: str, reuse: bool = True, split_outputs: bool = False, random_order: bool = False):
+    def __init__(self, source: str, reuse: bool = True, split_outputs: bool = False, random_order: bool = False,
+                 cost_model: Mapping | None = None):
         self.source = source
+        model = COST_MODEL if cost_model is None else cost_model
+        self.flops_per_s, self.bytes_per_s = float(model["peak_flops_per_s"]), float(model["bandwidth_bytes_per_s"])
         self.reuse = reuse
         self.split_outputs = split_outputs
         self.random_order = random_order
@@ -242,7 +246,7 @@ def _add_call(b: _Builder, node: torch.fx.Node) -> None:
     moved += sum(_nbytes(t, what) for n in dict.fromkeys(_flat_nodes((node.args, node.kwargs)))
                             for t in _tensors(n.meta.get("val")))
     rec = {"id": node.name, "op": _op_name(node.target), "bytes": new_bytes, "inputs": inputs,
-           "control_inputs": control, "cost": roofline(_flops(node), moved)}
+           "control_inputs": control, "cost": max(_flops(node) / b.flops_per_s, moved / b.bytes_per_s)}
     reuse = _reuse(b, node, val, new_bytes) if b.reuse and not in_place and not written_args else []
     if reuse:
         rec["reuse"] = reuse
@@ -376,7 +380,7 @@ def _reuse(b: _Builder, node: torch.fx.Node, val, new_bytes: int) -> list:
 def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]] | None = None,
             outputs: Sequence[str] | None = None, name: str = "torch", meta: Mapping | None = None,
             source: str | None = None, reuse: bool = True, split_outputs: bool = False,
-            random_order: bool = False) -> Graph:
+            random_order: bool = False, cost_model: Mapping | None = None) -> Graph:
     """Import an FX graph whose nodes carry `meta["val"]` (fake tensors).
 
     `placeholders` maps a placeholder's name to `(regal id, op)`; unnamed ones become inputs.
@@ -386,10 +390,11 @@ def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]
     reader (`_split`; a plan must then take each output out of its tuple at once, as
     `regal.torch.plan.plan_program` does). `random_order=True`: the seeded-random ops keep their
     traced order (control edges), so a plan draws from the global generator what eager draws.
+    `cost_model`: the roofline's two rates (`regal._ops.COST_MODEL`'s keys), default the nominal.
     """
     source = source or f"torch program '{name}'"
     placeholders = placeholders or {}
-    b = _Builder(source, reuse, split_outputs, random_order)
+    b = _Builder(source, reuse, split_outputs, random_order, cost_model)
     out_args: list = []
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -422,7 +427,8 @@ def from_fx(gm: torch.fx.GraphModule, placeholders: Mapping[str, tuple[str, str]
     full_meta = {"source": "torch", "torch": torch.__version__, "fx_nodes": len(gm.graph.nodes),
                  "folded": b.folded, "outputs": out_ids,
                  "parameter_bytes": sum(r["bytes"] for r in resident if r["op"] == "parameter"),
-                 "cost_model": dict(COST_MODEL), **({"split_outputs": True} if split_outputs else {}),
+                 "cost_model": dict(COST_MODEL if cost_model is None else cost_model),
+                 **({"split_outputs": True} if split_outputs else {}),
                  **dict(meta or {})}
     return Graph.from_records(b.records, name=name, meta=full_meta, source=source)
 
