@@ -260,6 +260,34 @@ def table(cells: dict, programs) -> str:
     return "\n".join(rows)
 
 
+def summary(cells: dict, programs) -> str:
+    """The issue's targets, each against the figure measured (programs with every side)."""
+    full = [p for p in programs if all(isinstance(cells.get((p, s), {}).get("peak_bytes"), int) for s in SIDES)]
+    if not full:
+        return "No program has every side measured yet."
+    lines = [f"Programs with every side measured: {len(full)} ({', '.join(full)}).", ""]
+    for side in ("regal_none", "regal_01"):
+        vs = [(cells[(p, side)]["peak_bytes"] - cells[(p, "compile")]["peak_bytes"]) / cells[(p, "compile")]["peak_bytes"]
+              for p in full]
+        below = sum(v < 0 for v in vs)
+        slow = [cells[(p, side)]["step_s"] / cells[(p, "compile")]["step_s"] for p in full]
+        comp = [cells[(p, side)]["compile_s"] / cells[(p, "compile")]["compile_s"] for p in full]
+        amb = [p for p in full if cells[(p, side)]["peak_bytes"] < cells[(p, "compile_amb05")]["peak_bytes"]
+               and cells[(p, side)]["step_s"] <= cells[(p, "compile_amb05")]["step_s"]]
+        worse_eager = [p for p in full if cells[(p, side)]["peak_bytes"] > cells[(p, "eager")]["peak_bytes"]]
+        rel = [r for r in (_rel_loss(cells[(p, side)], cells[(p, "compile")]) for p in full) if r is not None]
+        lines += [f"- `{side}` against torch.compile's default: below on {below} of {len(full)} "
+                  f"(target >= 90 %), mean {100 * statistics.mean(vs):+.1f} % (target <= -15 %); step time "
+                  f"{min(slow):.2f}-{max(slow):.2f}x torch.compile's (median {statistics.median(slow):.2f}x; target "
+                  f"<= 1.1x); compile time {min(comp):.2f}-{max(comp):.2f}x",
+                  f"- `{side}` against activation_memory_budget 0.5: lower peak at a step time no higher on "
+                  f"{len(amb)} of {len(full)} (target >= 80 %); above eager on {len(worse_eager)} "
+                  f"({', '.join(worse_eager) or 'none'}; target: none)",
+                  f"- `{side}` losses over {STEPS} steps against torch.compile's: largest relative difference "
+                  f"{max(rel):.1e} (target <= 1e-5)" if rel else f"- `{side}`: no losses"]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="experiments/results/torch-compile")
@@ -297,7 +325,7 @@ def main(argv=None) -> int:
     cells = _load(args.out)
     done = [p for p in PROGRAMS if any((p, s) in cells for s in SIDES)]
     with open(os.path.join(args.out, "table.md"), "w") as fh:
-        fh.write(table(cells, done) + "\n")
+        fh.write(table(cells, done) + "\n\n" + summary(cells, done) + "\n")
     return 0
 
 
