@@ -105,8 +105,11 @@ def device_cost_model(device) -> dict:
         x = torch.full((4 << 20,), 1.0, device=device)
         y = torch.empty_like(x)
         bandwidth = 2.0 * x.numel() * 4 / best(lambda: y.copy_(x), 2)
+    # each rate to the nearest power of two: the same plan from run to run on one machine, unless
+    # its speed moves by more than sqrt(2) (the load of the moment moves a measurement by less)
+    flops, bandwidth = (2.0 ** round(math.log2(r)) for r in (flops, bandwidth))
     model = {"peak_flops_per_s": flops, "bandwidth_bytes_per_s": bandwidth,
              "rule": f"measured on {device} ({torch.get_num_threads()} threads): the best of a 256^3 float32 "
-                     "matmul and a 16 MiB copy; " + COST_MODEL["rule"]}
+                     "matmul and a 16 MiB copy, each rate to the nearest power of two; " + COST_MODEL["rule"]}
     _DEVICE_COSTS[key] = model
     return model
