@@ -31,12 +31,15 @@ demo: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check --no-cache .
 
+# The suite runs on every core (pytest-xdist, -n auto); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
+
 test: $(BIN)/.installed lint
-	@echo "== the default test suite (slow tests deselected: make test-slow); pytest prints a dot per test"
-	$(BIN)/python -m pytest -q
+	@echo "== the default test suite (slow tests deselected: make test-slow) on $(TEST_WORKERS) workers; a dot per test"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-slow: $(BIN)/.installed
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m slow
 
 clean:
 	rm -rf $(VENV) demo_solution.json demo_brkga.json
