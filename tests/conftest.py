@@ -1,6 +1,12 @@
 """Fixtures shared by several test modules; tests/ is on sys.path through pyproject's `pythonpath`."""
 
+import os
+
 import pytest
+
+# Plans of PyTorch steps are costed by the nominal roofline in the tests, the same on every machine
+# (`regal.torch._ops.device_cost_model`; its own test clears this).
+os.environ["REGAL_COST_MODEL"] = "nominal"
 
 
 @pytest.fixture

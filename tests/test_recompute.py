@@ -256,6 +256,10 @@ def test_a_recomputing_plan_runs_in_pytorch():
     torch = pytest.importorskip("torch")
     from torch import nn
     from regal.torch import plan
+    # the nominal roofline (tests/conftest.py sets REGAL_COST_MODEL=nominal), not the one measured
+    # on this machine: the same plan on every machine (open: under the costs measured on the
+    # development VM one plan here recomputes ops whose run holds 15,616 B more than predicted,
+    # +2.6 %; not explained yet)
 
     class Block(nn.Module):
         def __init__(self, d=32, h=4):
@@ -334,3 +338,20 @@ def test_planned_step_recomputes_what_the_search_chose_and_trains_as_eager():
     measured = sum(b for b, _ in storages_of(own).values()) + peak_during(lambda: step(*data[0]))[0]
     assert abs(measured - step.predicted_peak_bytes) <= 0.02 * measured
     assert "the search recomputes" in step.explain()
+
+
+def test_the_device_cost_model_is_measured_in_powers_of_two(monkeypatch):
+    """Without REGAL_COST_MODEL=nominal a torch step's costs come from the device's measured
+    matmul rate and copy bandwidth, each a power of two (the same plan run after run)."""
+    torch = pytest.importorskip("torch")
+    import math
+    from regal.torch import _ops
+    monkeypatch.delenv("REGAL_COST_MODEL")
+    monkeypatch.setattr(_ops, "_DEVICE_COSTS", {})
+    model = _ops.device_cost_model("cpu")
+    for key in ("peak_flops_per_s", "bandwidth_bytes_per_s"):
+        assert model[key] > 0 and math.log2(model[key]) == round(math.log2(model[key]))
+    assert _ops.device_cost_model(torch.device("cpu")) is model   # cached
+    monkeypatch.setenv("REGAL_COST_MODEL", "nominal")
+    from regal._ops import COST_MODEL
+    assert _ops.device_cost_model("cpu")["peak_flops_per_s"] == COST_MODEL["peak_flops_per_s"]

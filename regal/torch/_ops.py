@@ -77,8 +77,12 @@ def device_cost_model(device) -> dict:
     bandwidth of a 16 MiB copy, with the threads torch uses now; cached per device and thread
     count. A planned step's recomputations are then costed as that device runs them (the nominal
     100 TFLOP/s and 1 TB/s make a CPU's convolutions look twenty times cheaper than they are).
-    Draws nothing from the random generators."""
+    Draws nothing from the random generators. `REGAL_COST_MODEL=nominal` in the environment: the
+    nominal roofline instead (`regal._ops.COST_MODEL`), the same plan on every machine."""
+    import os
     import time
+    if os.environ.get("REGAL_COST_MODEL", "measured") == "nominal":
+        return dict(COST_MODEL)
     device = torch.device(device)
     key = (str(device), torch.get_num_threads())
     if key in _DEVICE_COSTS:
