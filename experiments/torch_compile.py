@@ -38,21 +38,12 @@ import sys
 import tempfile
 import time
 
+from experiments.torch_steps import _adam, _adamw, _sgd, _tv  # torchvision builders, optimizers: as torch_steps makes them
+
 SIDES = ("eager", "compile", "compile_amb05", "regal_none", "regal_01")
 STEPS = 20
 MEASURED_STEP = 3          # 1-based: step 1 compiles, step 2 warms up
 TIMED_STEPS = range(4, 9)  # 1-based, five steps
-
-
-def _tv(name: str, batch: int, hw: int, **kw):
-    def build():
-        import torch
-        import torchvision
-        from torch.nn import functional as F
-        model = getattr(torchvision.models, name)(weights=None, num_classes=10, **kw)
-        inputs = (torch.randn(batch, 3, hw, hw), torch.randint(0, 10, (batch,)))
-        return model, inputs, lambda out, x, y: F.cross_entropy(out, y)
-    return build
 
 
 def _decoder(kind: str, batch: int = 4, tokens: int = 64):
@@ -107,21 +98,6 @@ def _gru_lm():
             return self.out(self.norm(torch.stack(outs, 1)))
     return GRULM(), (torch.randint(0, 1000, (16, 12)), torch.randint(0, 1000, (16, 12))), \
         lambda out, x, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
-
-
-def _sgd(p):
-    import torch
-    return torch.optim.SGD(p, lr=0.01, momentum=0.9, weight_decay=5e-4)
-
-
-def _adam(p):
-    import torch
-    return torch.optim.Adam(p, lr=1e-3)
-
-
-def _adamw(p):
-    import torch
-    return torch.optim.AdamW(p, lr=1e-3, weight_decay=0.05)
 
 
 #: name -> (build: () -> (model, inputs, loss_fn), optimizer factory, description)
