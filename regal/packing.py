@@ -144,39 +144,35 @@ def check(inst: Instance, offsets, vectorized: bool = True) -> int:
         raise PackingError(f"{offsets.shape[0] if offsets.ndim else 0} offsets for {m} buffers")
     if m and not (np.issubdtype(offsets.dtype, np.integer) or offsets.dtype == object):
         raise PackingError("offsets must be integers")
-    fits = offsets.dtype != object and (offsets.dtype.kind == "i" or (m and int(offsets.max()) <= MAX_VALUE))
-    if fits:  # NumPy integers: the range checks vectorized, Python ints only to name a bad buffer
-        o = offsets.astype(np.int64)
-        bad = np.flatnonzero((o < 0) | (o > MAX_VALUE - inst.size))
-        offs = [int(x) for x in offsets[bad[:1]].tolist()] if bad.size else []
-        candidates = bad[:1].tolist()
-    else:
-        offs = [int(x) for x in offsets.tolist()]
-        candidates = range(m)
     sizes = inst.size.tolist()
-    for k, i in enumerate(candidates):
-        oi = offs[k] if fits else offs[i]
+    if offsets.dtype == object or (offsets.dtype.kind == "u" and m and int(offsets.max()) > MAX_VALUE):
+        big = [int(x) for x in offsets.tolist()]   # Python ints: a value past int64 stays exact
+        bad = next((i for i in range(m) if big[i] < 0 or big[i] + sizes[i] > MAX_VALUE), None)
+    else:
+        o = offsets.astype(np.int64)
+        found = np.flatnonzero((o < 0) | (o > MAX_VALUE - inst.size))
+        bad = int(found[0]) if found.size else None
+    if bad is not None:
+        oi = int(offsets[bad])
         if oi < 0:
-            raise PackingError(f"buffer {inst.ids[i]!r} has a negative offset {oi}")
-        if oi + sizes[i] > MAX_VALUE:
-            raise PackingError(f"buffer {inst.ids[i]!r} ends at {oi + sizes[i]} (offset {oi} + size "
-                               f"{sizes[i]}), over 2**62, the largest value a packing holds exactly")
-    if fits:
-        offs = o.tolist() if not vectorized else o
+            raise PackingError(f"buffer {inst.ids[bad]!r} has a negative offset {oi}")
+        raise PackingError(f"buffer {inst.ids[bad]!r} ends at {oi + sizes[bad]} (offset {oi} + size "
+                           f"{sizes[bad]}), over 2**62, the largest value a packing holds exactly")
+    off = offsets.astype(np.int64)   # every offset fits now
     live_at = np.flatnonzero((inst.size > 0) & (inst.upper > inst.lower))
     if vectorized and live_at.size:
-        off64 = np.asarray(offs, dtype=np.int64)[live_at]
+        off64 = off[live_at]
         pair = first_collision(np.ascontiguousarray(inst.lower[live_at], dtype=np.int64),
                                np.ascontiguousarray(inst.upper[live_at], dtype=np.int64), off64,
                                np.ascontiguousarray(inst.size[live_at], dtype=np.int64))
         if pair[0] < 0:
             return int((off64 + inst.size[live_at]).max())
         i, other = int(live_at[pair[0]]), int(live_at[pair[1]])
-        a = (int(offs[i]), int(offs[i]) + sizes[i])
-        b = (int(offs[other]), int(offs[other]) + sizes[other])
+        a = (int(off[i]), int(off[i]) + sizes[i])
+        b = (int(off[other]), int(off[other]) + sizes[other])
         raise PackingError(f"buffers {inst.ids[i]!r} and {inst.ids[other]!r} are live at the same time "
                            f"and overlap in [{max(a[0], b[0])}, {min(a[1], b[1])})")
-    live = live_at.tolist()
+    live, offs = live_at.tolist(), off.tolist()
     lo, up = inst.lower.tolist(), inst.upper.tolist()
     events = sorted([(lo[i], 1, i) for i in live] + [(up[i], 0, i) for i in live])
     import bisect
