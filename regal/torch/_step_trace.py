@@ -239,17 +239,11 @@ def _trace(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, loss_f
     if len(phs) != len(ids):
         raise GraphError(f"torch program '{name}': the traced step takes {len(phs)} arguments, expected {len(ids)}")
     placeholders = {ph.name: ids[k] for k, ph in enumerate(phs)}
+    device = next((t.device for t in (*params, *inputs) if isinstance(t, torch.Tensor)), torch.device("cpu"))
     graph = from_fx(gm, placeholders, ["loss"], name=name, reuse=reuse, split_outputs=split_outputs,
-                    random_order=random_order, cost_model=device_cost_model(_device_of(params, inputs)),
+                    random_order=random_order, cost_model=device_cost_model(device),
                     meta={"mode": "train", "ir": "make_fx", "optimizer": type(optimizer).__name__,
                           "model": type(model).__name__})
     args = (*params, *buffers, *frozen, *state, *inputs, *(rec.true[v] for v in values))
     return Traced(graph, gm, args, tuple(i for i, _ in ids)), _Lifted(scalars, _guards(rec, layout))
 
-
-def _device_of(params, inputs) -> torch.device:
-    """The device the step runs on: its first parameter's, else its first tensor input's (CPU)."""
-    for t in (*params, *inputs):
-        if isinstance(t, torch.Tensor):
-            return t.device
-    return torch.device("cpu")
