@@ -19,7 +19,8 @@ Variables, for each node v that may run again (not resident, not a graph output,
 room to: t[v] in [lo(v), hi(v)] or the sentinel n (not recomputed), b[v] <=> t[v] < n.
 lo(v) = 1 + the first consumer's position (the first instance must keep a reader; SPEC 3b);
 hi(v) = the last consumer's position, or a recomputable consumer's hi, whichever is larger
-(the second instance must have a reader). A node with lo > hi never runs again.
+(the second instance must have a reader), and at most the first control successor's position
+(every instance runs before it). A node with lo > hi never runs again.
 
 Intervals (demand: bytes, one cumulative of capacity M - resident bytes):
 - first instance of non-resident u: [F(u), E1[u]); a graph output (marked, or unread) to the
@@ -123,6 +124,9 @@ class MoccasinModel:
             lo[v], hi[v] = int(pc.min()) + 1, int(pc.max())
             for w in cons[may[cons]].tolist():
                 hi[v] = max(hi[v], hi[w])
+            succ = g.ctrl_out_idx[g.ctrl_out_ptr[v]:g.ctrl_out_ptr[v + 1]]
+            if succ.size:   # every instance before a control successor (SPEC 3b)
+                hi[v] = min(hi[v], int(pos[succ].min()))
             may[v] = lo[v] <= hi[v]
         self.may = may
         self.t, self.b = {}, {}

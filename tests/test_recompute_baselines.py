@@ -483,3 +483,22 @@ def test_pointwise_recomputes_only_pointwise_nodes():
     again = np.flatnonzero(counts > 1)
     assert again.size > 0 and all(is_pointwise(g.ops[v]) for v in again)
     assert sol.info["recompute"]["count"] == again.size
+
+
+def test_moccasin_never_places_a_recomputation_after_a_control_successor():
+    """Every node's recomputation window in the model ends at its first control successor (SPEC
+    3b: every instance of u runs before a control successor), so no solution the solver returns,
+    whatever its time limit, is an invalid sequence."""
+    g = regal.load(RESNET)
+    order = g.topological_order()
+    model = MoccasinModel(g, order, 10**12, op_costs(g)[0])
+    pos = np.empty(g.num_nodes, dtype=np.int64)
+    pos[np.asarray(order)] = np.arange(g.num_nodes)
+    checked = 0
+    for v, t in model.t.items():
+        succ = g.ctrl_out_idx[g.ctrl_out_ptr[v]:g.ctrl_out_ptr[v + 1]]
+        if succ.size:
+            hi = max(d for d in t.proto.domain if d < g.num_nodes)
+            assert hi <= pos[succ].min(), (g.ids[v], hi)
+            checked += 1
+    assert checked > 0
