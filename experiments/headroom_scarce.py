@@ -347,7 +347,7 @@ def run_recompute(args) -> None:
                 np.savez(path + ".tmp.npz", **b)
                 os.replace(path + ".tmp.npz", path)
                 _log(f"long recompute {name} d={d}: peak {b['peak']:,}, {int(b['chosen'].sum())} recomputed")
-    tables = {}
+    tables, args.arms = {}, args.arms or ["none", "hind_rc-c10", "hind_all-c10", "rule-c4", "table-c4"]
     for budget in args.budgets:
         for arm in args.arms:   # arm outer: an arm's quantile tables are computed once, not evicted by another's
             for name in names:
@@ -526,24 +526,31 @@ def _recompute_tables(cells: list[dict]) -> list[str]:
     return rows + allrows
 
 
+def _run_paper(args) -> None:
+    from experiments.headroom_paper import ARMS, run_paper
+    args.arms = args.arms or list(ARMS)
+    run_paper(args, CACHE, _write_json, _log, _code)
+
+
 def report(args) -> None:
-    large, rec = _cells("large"), _cells("recompute")
+    from experiments.headroom_paper import paper_tables
+    large, rec, paper = _cells("large"), _cells("recompute"), _cells("paper")
     os.makedirs(RESULTS, exist_ok=True)
-    keys = sorted({k for c in large + rec for k in c})
+    keys = sorted({k for c in large + rec + paper for k in c})
     with open(os.path.join(RESULTS, "cells.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
-        for c in large + rec:
+        for c in large + rec + paper:
             w.writerow(c)
-    loads = [c["load1"] for c in large + rec]
+    loads = [c["load1"] for c in large + rec + paper]
     doc = ["# headroom-scarce: the room a per-node prior has where evaluations are scarce (issue 56, step 1)", "",
            "Commands: `.venv/bin/python -m experiments.headroom_scarce graphs`, then `... large --time-limit 15 "
-           "--long 120`, `... ceiling --graphs densenet121_torch_x27_100k --devices 1 --long 420`, `... recompute`, "
-           "`... recompute --arms hind_rc-c3 hind_rc-c50`, `... report` (resumable; cells cached under "
-           "experiments/cache/headroom-scarce/).  ",
+           "--long 120` (and `--devices 4`), `... ceiling --graphs densenet121_torch_x27_100k --devices 1 --long 420`, "
+           "`... recompute` (and `--devices 4 --budgets 1000`), `... recompute --arms hind_rc-c3 hind_rc-c50`, "
+           "`... paper --devices 2 4`, `... report` (resumable; cells cached under experiments/cache/headroom-scarce/).  ",
            f"Machine: {machine()}, shared with other jobs: load average (1 min) at the cells' ends median "
            f"{np.median(loads) if loads else 0:.1f}, range {min(loads, default=0):.1f}-{max(loads, default=0):.1f}. "
-           f"Code: the cells ran at {len({c['code'] for c in large + rec})} code states (HEAD moved under the run as "
+           f"Code: the cells ran at {len({c['code'] for c in large + rec + paper})} code states (HEAD moved under the run as "
            "other sessions committed, +dirty: their uncommitted work; the hook this issue added to regal is commit "
            f"d31e652; each cell's state is in cells.csv). Report written {time.strftime('%Y-%m-%d %H:%M')}.", ""]
     doc += open(os.path.join(RESULTS, "notes.md")).read().splitlines() if os.path.exists(
@@ -561,7 +568,7 @@ def report(args) -> None:
             "Per graph the median over seeds 0-2 of % lower peak than the recompute search without priors (same "
             "seed and budget); per source the mean over its graphs. Equal evaluations; wall time as the ratio of "
             "the arm's seconds to no policy's, same seed (the hindsight and table priors cost no inference).", ""]
-    doc += _recompute_tables(rec)
+    doc += _recompute_tables(rec) + paper_tables(paper)
     with open(os.path.join(RESULTS, "README.md"), "w") as f:
         f.write("\n".join(doc) + "\n")
     print("\n".join(doc))
@@ -569,18 +576,19 @@ def report(args) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["graphs", "large", "ceiling", "recompute", "report"])
+    ap.add_argument("what", choices=["graphs", "large", "ceiling", "recompute", "paper", "report"])
     ap.add_argument("--devices", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--time-limit", type=float, default=15.0)
     ap.add_argument("--long", type=float, default=120.0, help="seconds of the long run (A)")
     ap.add_argument("--budgets", type=int, nargs="+", default=[1000, 5000])
-    ap.add_argument("--arms", nargs="+", default=["none", "hind_rc-c10", "hind_all-c10", "rule-c4", "table-c4"])
+    ap.add_argument("--arms", nargs="+", default=None, help="default: every arm of the stage")
+    ap.add_argument("--graphs-per-source", type=int, default=4, help="paper: test graphs per source")
     ap.add_argument("--graphs", nargs="*", default=None)
     args = ap.parse_args(argv)
     os.makedirs(CACHE, exist_ok=True)
     {"graphs": lambda a: build_graphs(), "large": run_large, "ceiling": run_ceiling, "recompute": run_recompute,
-     "report": report}[args.what](args)
+     "paper": _run_paper, "report": report}[args.what](args)
     return 0
 
 
