@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from regal._io import atomic_text, open_text
+from regal._io import atomic_text, open_text, read_json
 from regal.graph import Graph
 from regal.simulate import ScheduleError, simulate
 from regal.timed import DeviceModel, TimedSimulation, memory_limits, resimulate, timed_info
@@ -318,7 +318,7 @@ def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
     p = os.fspath(path)
     try:
         with open_text(p) as f:
-            doc = json.load(f)
+            doc = read_json(f)
     except FileNotFoundError:
         raise SolutionError(f"{p}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:

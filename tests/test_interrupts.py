@@ -203,3 +203,32 @@ def test_signal_status_is_the_shells_convention():
     assert _stop.signal_status(signal.SIGINT) == 130
     assert _stop.signal_status(signal.SIGTERM) == 143
     assert _stop.signal_status(None) == 130
+
+
+def test_reading_a_large_json_file_lets_a_signal_in_mid_parse(tmp_path):
+    """`regal._io.read_json` (graphs and solutions are read through it): a signal that arrives while
+    the C parser runs is handled inside the parse (in its per-object hook), not after the whole
+    document: the handler (re-armed until then) runs in the hook's frame, and its exception ends
+    the read."""
+    import io as _io
+    from regal._io import read_json
+    text = "[" + ",".join(['{"a":1}'] * 1_000_000) + "]"
+    seen = []
+
+    def handler(signum, frame):
+        if frame.f_code.co_name != "_each_object":   # not parsing yet, or (a regression) not a hook
+            signal.setitimer(signal.ITIMER_REAL, 0.002)
+            return
+        seen.append(frame.f_code.co_name)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(KeyboardInterrupt):
+            read_json(_io.StringIO(text))
+            time.sleep(1.0)   # the read ended with no handler run inside it: the failure
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert seen == ["_each_object"], seen

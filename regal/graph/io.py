@@ -9,7 +9,7 @@ import os
 from contextlib import contextmanager
 from typing import Any, Mapping
 
-from regal._io import atomic_text, open_text
+from regal._io import atomic_text, open_text, read_json
 from regal.graph.core import GRAPH_FORMAT, Graph
 from regal.graph.records import GraphError
 
@@ -70,7 +70,7 @@ def load(path: str | os.PathLike) -> Graph:
 def _load(source: str) -> Graph:
     try:
         with open_text(source, "rt") as f:
-            doc = json.load(f)
+            doc = read_json(f)
     except FileNotFoundError:
         raise GraphFileNotFound(source) from None
     except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError) as e:
