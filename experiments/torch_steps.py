@@ -10,12 +10,15 @@ constructor or config with random weights (torchvision, Hugging Face transformer
 here), a batch, a loss and a torch.optim optimizer. For each, `regal.torch.eager.measure_anchor`
 measures one training step's peak under eager PyTorch (default foreach; foreach=False too on
 CUDA, where the default differs), the optimizer-in-backward recipe, torch.compile (Inductor,
-reorder_for_peak_memory on) and regal's planned step (flagship, d = 1, 5,000 evaluations;
-recompute=False, the order alone, and planned_step's default recompute=0.1, the search's budget
-of extra compute), the same rule for every anchor as experiments/planned_recompute.py; then
-eager and both planned steps train 20 steps in one process from the same weights, their steps
-interleaved and timed (`train_20`: losses bit for bit / relative difference, step time ratios).
-PyTorch's traced order (`--anchors traced`) is not measured by default.
+reorder_for_peak_memory on) and regal's planned step as `planned_step` plans it by default
+(flagship, d = 1, 3,000 evaluations as in experiments/planned_recompute.py, recompute=0.1: the
+search's budget of extra compute), the same rule for every anchor as
+experiments/planned_recompute.py. The checks' process measures that anchor first (so that the
+default step is planned once), then trains eager, the planned step with recompute=False (the
+order alone) and the default step 20 steps from the same weights, their steps interleaved and
+timed (`train_20`: losses bit for bit / relative difference, step time ratios). The order
+alone's peak (`--anchors planned`) and PyTorch's traced order (`--anchors traced`) are measured
+only when asked.
 
 The measure is the user's process's (`regal.torch.eager`): every tensor storage alive in the
 process + the allocator's high mark during the step. So that each anchor's process holds only
@@ -256,19 +259,22 @@ def _batches(inputs: tuple, steps: int) -> list:
             for _ in range(steps)]
 
 
-def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STEPS) -> dict:
+def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STEPS, default=None) -> dict:
     """Eager, the planned step with recompute=False and with its default (0.1) trained `steps`
     steps from the same weights on the same batches, in this process, their steps interleaved
     (who goes first rotating) and each step's global generator seeded alike (dropout draws the
     same): the losses (bit for bit? the largest relative difference), the parameters and buffers
     after, and each step's wall time (medians over steps 2..`steps`, ratios to eager). Where a
     planned step differs from eager, eager is run once more without oneDNN (the RNN kernels the
-    planned step cannot trace)."""
+    planned step cannot trace). `default`: `(step, model, optimizer)`, the default step already
+    planned on `model` itself (at the same weights, its optimizer's state empty)."""
     import regal.torch as rt
     from regal.torch.step import _forward_arity
     arity = _forward_arity(model)
     models = {k: copy.deepcopy(model) for k in ("eager", "planned", "planned_recompute")}
     opts = {k: opt_factory(m.parameters()) for k, m in models.items()}
+    if default is not None:
+        models["planned_recompute"], opts["planned_recompute"] = default[1], default[2]
     for m in models.values():
         m.train()
 
@@ -282,7 +288,8 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
         return run
     runs = {"eager": eager_step(models["eager"], opts["eager"])}
     for k, r in (("planned", False), ("planned_recompute", 0.1)):
-        runs[k] = rt.planned_step(models[k], opts[k], inputs, loss_fn=loss_fn, budget=budget, recompute=r)
+        runs[k] = default[0] if k == "planned_recompute" and default is not None else \
+            rt.planned_step(models[k], opts[k], inputs, loss_fn=loss_fn, budget=budget, recompute=r)
     rc = runs["planned_recompute"]
     rc_info = {"rewrite": bool(rc.recomputed), **(rc.solution.info.get("recompute") or {})}
     data = _batches(inputs, steps)
@@ -331,10 +338,12 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
 MEASURE = "process: every tensor storage alive (gc) + the allocator's high mark; one process per anchor"
 
 #: The anchors measured per device: on the CPU torch.optim's default is foreach=False already,
-#: so `eager_foreach_false` is `eager` there.
+#: so `eager_foreach_false` is `eager` there; `planned_recompute` is the checks' first measure there.
 def anchors_for(device: str) -> tuple:
     from regal.torch.eager import ANCHORS
-    return tuple(a for a in ANCHORS if (device != "cpu" or a != "eager_foreach_false") and a != "traced")
+    skip = ("traced", "planned", "planned_recompute")   # (the last: measured by the checks, on the CPU)
+    return tuple(a for a in ANCHORS if (device != "cpu" or a != "eager_foreach_false")
+                 and (a not in skip or (device != "cpu" and a == "planned_recompute")))
 
 
 def _build(name: str, device: str):
@@ -359,13 +368,35 @@ def run_anchor(name: str, anchor: str, device: str, budget: int, compile: bool) 
 
 
 def run_checks(name: str, device: str, budget: int) -> dict:
-    """The numbers' checks (CPU): 20 steps of eager and both planned steps, interleaved, timed."""
+    """The checks (CPU), in one process: first the anchor `planned_recompute` as
+    `measure_anchor` measures it (the default step planned on the model itself, nothing else of
+    the program's alive: the model's first weights are kept as bytes, not tensors), then, from
+    the first weights again, 20 steps of eager and both planned steps, interleaved and timed
+    (`_train_20`; the default step is the one just measured, so it is planned once)."""
+    import io
+    from regal.torch.eager import measure_step
+    from regal.torch.plan import global_state_kept
+    from regal.torch.step import planned_step
     model, opt_factory, inputs, loss_fn = _build(name, device)
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    first = buf.getvalue()   # bytes: not a tensor the measure would count
+    del buf
     t0 = time.perf_counter()
+    out: dict = {"anchors": {}}
     try:
-        out = {"train_20": _train_20(model, opt_factory, inputs, loss_fn, budget)}
+        opt = opt_factory(model.parameters())
+        with global_state_kept():   # as measure_anchor (seed 0, the generators put back)
+            torch.manual_seed(0)
+            step = planned_step(model, opt, inputs, loss_fn=loss_fn, budget=budget, recompute=0.1)
+            out["anchors"] = {"planned_recompute": measure_step(step, inputs, device),
+                              "predicted_recompute": step.predicted_peak_bytes}
+        out["seconds"] = round(time.perf_counter() - t0, 1)
+        model.load_state_dict(torch.load(io.BytesIO(first)))
+        opt.state.clear()
+        out["train_20"] = _train_20(model, opt_factory, inputs, loss_fn, budget, default=(step, model, opt))
     except Exception as e:  # noqa: BLE001 - recorded, not fatal
-        out = {"train_20": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"}
+        out["train_20"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
     out["checks_seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -396,6 +427,8 @@ def _summary(records: list[dict], key: str, pred: str, label: str) -> list[str]:
             pred_ok.append(abs(q - p) <= 0.02 * p)
             worst.append((abs(q - p) / p, r["program"]))
     n = len(gains)
+    if not n:
+        return []
     miss = max(worst, default=(0.0, "-"))
     return [f"{label} (ran on {n}):",
             f"- below eager: {sum(g > 0 for g in gains)} of {n}; mean {100 * sum(gains) / max(n, 1):.1f} % lower "
@@ -515,7 +548,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.torch_steps", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--budget", type=int, default=5000)
+    p.add_argument("--budget", type=int, default=3000, help="the flagship's evaluations (3000: as "
+                   "experiments/planned_recompute.py)")
     p.add_argument("--programs", nargs="*", default=list(PROGRAMS))
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--timeout", type=int, default=900, help="seconds per anchor (per process)")
@@ -548,9 +582,10 @@ def main(argv=None) -> int:
             rec = {"anchors": {}}
         for k in ("equal_20", "recompute_1step", "checks_from"):   # the checks before recompute= was a budget
             rec.pop(k, None)
-        if "traced" not in wanted:   # (not measured since the step stopped keeping its tracing tensors)
-            for k in ("traced", "traced_predicted"):
-                rec.get("anchors", {}).pop(k, None)
+        for a, said in (("traced", "traced_predicted"), ("planned", "predicted")):
+            if a not in wanted and a not in rec.get("commits", {}):   # measured before the step kept no tracing tensors
+                for k in (a, said):
+                    rec.get("anchors", {}).pop(k, None)
         rec.update({"program": name, "description": PROGRAMS[name][2], "device": args.device, "budget": args.budget,
                     "torch": torch.__version__, "measure": MEASURE})
         rec.setdefault("anchors", {})
@@ -575,6 +610,10 @@ def main(argv=None) -> int:
             print(f"{time.strftime('%H:%M:%S')} {name} checks (load {os.getloadavg()[0]:.1f})", flush=True)
             got, st = _child(args, name, ["--checks"])
             if got is not None:
+                rec["anchors"].update(got.pop("anchors"))
+                if "seconds" in got:
+                    rec["seconds"]["planned_recompute"] = got.pop("seconds")
+                    rec["commits"]["planned_recompute"] = commit
                 rec.update(got)
                 rec["commits"]["train_20"] = commit
             else:
