@@ -108,7 +108,8 @@ def optimize(graph: Graph, devices: int = 1, budget: int = 5000, seed: int = 0, 
 def _optimize_recompute(graph, devices, budget, seed, recompute_budget, objective, memory_limit_bytes, device_model,
                         common) -> Solution:
     """`optimize` with recomputation (`regal.recompute_search`): the memory objective, or the
-    runtime objective at d = 1 under one memory limit (the step time is the sequence's cost)."""
+    runtime objective under a memory limit: at d = 1 the step time is the sequence's cost, at
+    d > 1 the timed model's makespan (`regal.recompute_runtime`)."""
     from regal.recompute_search import optimize_recompute
     if objective == "memory":
         if memory_limit_bytes is not None or device_model is not None:
@@ -116,12 +117,13 @@ def _optimize_recompute(graph, devices, budget, seed, recompute_budget, objectiv
         return optimize_recompute(graph, devices, budget, seed, recompute_budget, **common)
     if objective != "runtime":
         raise ValueError(f"recompute_budget > 0 works with objective 'memory' or 'runtime', not {objective!r}")
-    if devices != 1:
-        raise ValueError("recompute_budget with objective='runtime' is supported at devices=1 only "
-                         "(the step time is then the sequence's cost)")
     if memory_limit_bytes is None:
         raise ValueError("recompute_budget with objective='runtime' needs memory_limit_bytes: without a limit "
                          "the fastest step recomputes nothing")
+    if devices != 1:  # the step time is the timed model's makespan (regal.recompute_runtime)
+        from regal.recompute_runtime import optimize_recompute_runtime
+        return optimize_recompute_runtime(graph, devices, budget, seed, recompute_budget,
+                                          memory_limit_bytes=memory_limit_bytes, device_model=device_model, **common)
     limit = memory_limit_bytes[0] if isinstance(memory_limit_bytes, (list, tuple)) else memory_limit_bytes
     return optimize_recompute(graph, devices, budget, seed, recompute_budget, memory_limit_bytes=int(limit),
                               device_model=device_model, **common)

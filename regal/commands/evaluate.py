@@ -48,12 +48,15 @@ def evaluate_cmd(graph_path, solution_path, as_json, cross_check, dims):
         from regal.check import check_solution
         checked = check_solution(g, sol)   # CheckError (a ValueError): one line, exit 1
     alloc = report_allocation(g, sol)
+    timed = _timed(g, sol)
     if as_json:
         doc = {"graph": g.name, "devices": sol.num_devices, "peak_bytes": sol.peak_bytes,
                "device_peak_bytes": [int(x) for x in sol.device_peak_bytes],
                "allocation_bytes": alloc.allocation_bytes,
                "device_allocation_bytes": alloc.device_allocation_bytes.tolist(),
                "lower_bound_bytes": g.lower_bound(sol.num_devices), "valid": True}
+        if timed is not None:
+            doc["timed"] = timed
         if checked is not None:
             doc["checked"] = True
         click.echo(json.dumps(doc, indent=1))
@@ -69,6 +72,24 @@ def evaluate_cmd(graph_path, solution_path, as_json, cross_check, dims):
         click.echo(f"  device {k}  peak {human_bytes(sol.device_peak_bytes[k])}, allocation "
                    f"{human_bytes(alloc.device_allocation_bytes[k])} = {human_bytes(alloc.argument_bytes[k])} + "
                    f"{human_bytes(alloc.output_bytes[k])} + {human_bytes(alloc.heap_bytes[k])}")
+    if timed is not None:
+        fit = "" if timed["feasible"] is None else ", fits the limit" if timed["feasible"] else ", OVER the limit"
+        click.echo(f"makespan    {timed['makespan_s'] * 1e3:,.4f} ms, peak over time "
+                   f"{', '.join(human_bytes(x) for x in timed['device_peak_bytes'])}{fit} (SPEC section 4)")
+
+
+def _timed(g, sol) -> dict | None:
+    """A runtime solution's timed figures (SPEC section 4) re-simulated: makespan, every device's
+    peak over time, whether it fits its limit (None: no limit); None without info.timed."""
+    info = sol.info.get("timed")
+    if not isinstance(info, dict):
+        return None
+    from regal.timed import excess_bytes, memory_limits, resimulate
+    sim = resimulate(g, sol)
+    limit = info.get("memory_limit_bytes")
+    return {"makespan_s": float(sim.makespan_s), "device_peak_bytes": [int(x) for x in sim.device_peak_bytes],
+            "feasible": None if limit is None else
+            excess_bytes(sim.device_peak_bytes, memory_limits(limit, sol.num_devices)) == 0}
 
 
 @click.command("plot", short_help="draw memory over the schedule of a solution (PNG)")

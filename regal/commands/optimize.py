@@ -68,8 +68,8 @@ if TYPE_CHECKING:
 @click.option("--recompute-budget", "recompute_budget", type=Fraction(0), default=0.0, show_default=True,
               help="extra compute the search may spend recomputing values instead of keeping them, as a "
                    "fraction of one run's cost (0.1: at most 10 % more; SPEC section 3b); with --objective "
-                   "runtime and --memory-limit (one device), the recomputation allowed while the step time "
-                   "is minimized. 0: none")
+                   "runtime and --memory-limit, the recomputation allowed while the step time (the timed "
+                   "model's makespan, SPEC section 4) is minimized. 0: none")
 @RUNTIME_OPTIONS
 @DIM_OPTION
 @friendly_errors
@@ -87,6 +87,9 @@ def optimize_cmd(graph_path, devices, budget, seed, policy, seeding, polish, pop
     if objective == "arena":
         runtime = {"objective": "arena"}
     if recompute_budget:
+        if objective == "runtime" and memory_limit is None:
+            raise click.UsageError("--recompute-budget with --objective runtime needs --memory-limit: without a "
+                                   "limit the fastest step recomputes nothing")
         runtime = {**runtime, "recompute_budget": recompute_budget}
     if threads is not None:
         from numba import config as numba_config
