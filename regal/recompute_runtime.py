@@ -4,27 +4,32 @@ memory limit per device, the search free to run values again (SPEC.md sections 3
 `regal.optimize(graph, d, objective="runtime", memory_limit_bytes=M, recompute_budget=B)` with
 d > 1 runs `optimize_recompute_runtime`. The step time is the timed model's makespan on the
 solution's instance graph (section 3b: the instances run with the sequence as their dispatch
-order), with transfers and devices that run side by side, so the extra compute is not the
+priorities), with transfers and devices that run side by side, so the extra compute is not the
 time; a schedule fits when every device's peak over time (section 4) is at most its limit. Every
-candidate is scored that way (`timed_score`), which is what `Solution.info["timed"]` and
-`regal evaluate` report. Stages that share the evaluations:
+candidate is scored that way (`timed_score`; `fast_instance_graph` builds the instance graph from
+arrays), which is what `Solution.info["timed"]` holds and `regal evaluate` re-simulates.
+
+Section 4 starts a device's ready node whenever the device is idle, and a recomputation is ready
+as soon as its inputs exist: on a device that waits (for a transfer, for the other device) it
+runs early, holding its value as long as the first instance did. Recomputation that lowers the
+sequential peak (section 3b) therefore often leaves the timed peak where it was (measured:
+experiments/results/recompute-runtime). Stages that share the evaluations:
 
 1. **The runtime search without recomputation** under the limits (`regal.runtime.optimize_runtime`,
-   `LIMITED_SHARE` of the budget). A schedule that fits is a candidate as it is.
-2. **The fastest step** (the same search without a limit, `FAST_SHARE`): it runs over the limit
-   when the limit binds, but a recomputation that fits it may cost less time than the limited
-   schedule's slower placement.
-3. **The recompute search on the memory objective** (`regal.recompute_search.optimize_recompute`
-   without a limit, `MEMORY_SHARE`): the lowest sequential peak within the recompute budget, the
-   start that fits when nothing faster does.
-4. **Fit by recomputation** (`fit_by_recompute`) each start that does not fit: the recompute
-   climb in limit mode (`regal._remat_climb.recompute_climb`: feasibility first, then the least
-   extra cost) on its placement and order, against a limit on the sequential peak that is lowered
-   by what the timed model finds over the limit after each round (a device that waits for a
-   transfer runs a ready recomputation early, so the timed peak can stay above the sequential one).
+   `LIMITED_SHARE` of the budget). When it fits, the rest of the budget goes to it (stage 5):
+   recomputation only adds compute to a schedule that fits.
+2. **Everything on one device** (the fastest): d = 1's recompute search under that device's limit
+   (`regal.recompute_search.optimize_recompute`, `ONE_DEVICE_SHARE` of what is left). One device
+   never waits, so the sequential peak is the timed one: it fits where d = 1 can.
+3. **The recompute search on the memory objective** at d devices (`MEMORY_SHARE` of what is left):
+   the lowest sequential peak; then the timed recompute climb (`fit_by_recompute`) from its
+   recomputations.
+4. **The timed recompute climb** from stage 1's schedule.
+5. **The runtime search again** with what is left, from stage 1's best (`initial`).
 
 The answer: the shortest makespan among the candidates that fit, else the least bytes over the
-limits (then the shortest makespan). At d = 1 `regal.recompute_search` solves this problem
+limits (then the shortest makespan); info["candidates"] lists each stage's [source, makespan,
+bytes over the limits, evaluations]. At d = 1 `regal.recompute_search` solves this problem
 directly (the step time is the sequence's cost).
 """
 
@@ -292,8 +297,10 @@ def optimize_recompute_runtime(graph: Graph, devices: int, budget: int, seed: in
         nodes = mem.order.astype(np.int64)
         sigma = nodes[np.sort(np.unique(nodes, return_index=True)[1])].astype(np.int32)   # each node's first entry
         chosen = np.bincount(nodes, minlength=graph.num_nodes) > 1
-        add(*fit_by_recompute(graph, mem.placement, sigma, devices, model, limits, allowed, left() // 2,
-                              chosen=chosen, deadline=deadline, source="memory+timed-climb"))
+        found, climbed = fit_by_recompute(graph, mem.placement, sigma, devices, model, limits, allowed, left() // 2,
+                                          chosen=chosen, deadline=deadline, source="memory+timed-climb")
+        spent -= mem.evaluations   # counted again with the climb's, in its candidate's row
+        add(found, mem.evaluations + climbed)
     if first.excess > 0 and "timed-climb" in stages and left() > 0:
         add(*fit_by_recompute(graph, limited.placement, limited.order, devices, model, limits, allowed, left(),
                               deadline=deadline, source="runtime+timed-climb"))
