@@ -271,7 +271,8 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
     import regal.torch as rt
     from regal.torch.step import _forward_arity
     arity = _forward_arity(model)
-    models = {k: copy.deepcopy(model) for k in ("eager", "planned", "planned_recompute")}
+    models = {k: copy.deepcopy(model) for k in ("eager", "planned", "planned_recompute", "plain")}
+    plain_model = models.pop("plain")   # eager without oneDNN, run only where a planned step differs
     opts = {k: opt_factory(m.parameters()) for k, m in models.items()}
     if default is not None:
         models["planned_recompute"], opts["planned_recompute"] = default[1], default[2]
@@ -315,8 +316,8 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
                 "max_abs_diff": max((float((s1[n].double() - s2[n].double()).abs().max()) for n in s1 if s1[n].numel()),
                                     default=0.0)}
         if not cell["losses_bitwise"]:
-            if plain is None:   # eager once more, without oneDNN
-                m = copy.deepcopy(model)
+            if plain is None:   # eager once more, without oneDNN, from the first weights
+                m = plain_model
                 m.train()
                 run = eager_step(m, opt_factory(m.parameters()))
                 plain = []
