@@ -214,3 +214,42 @@ def test_autocast_another_shape_no_grad_and_eval_keep_working():
         with torch.no_grad():
             torch.testing.assert_close(c(x6), r(x6), rtol=1e-5, atol=1e-5)
     assert [h for h, _ in c.regal_records].count("order") >= 6
+
+
+def _joint_of(model, x):
+    """(joint graph module, num_fwd_outputs, min-cut's forward and backward modules) of `model`'s
+    training step, traced by AOTAutograd with no compiler (the partitioner's own input)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    got = {}
+
+    def partition(gm, joint_inputs, **kw):
+        fw, bw = min_cut_rematerialization_partition(gm, joint_inputs, **kw)
+        got.update(gm=gm, n=kw["num_fwd_outputs"], fw=fw, bw=bw)
+        return fw, bw
+    with cold():
+        torch.compile(model, backend=aot_autograd(fw_compiler=boxed_nop, partition_fn=partition))(x).sum().backward()
+    return got["gm"], got["n"], got["fw"], got["bw"]
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.bn, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        return self.c2(F.relu(self.bn(self.c1(x)))).mean((2, 3))
+
+
+def test_no_convolution_is_recomputed_and_min_cuts_partition_is_scored():
+    """A convolution is never a recompute candidate (a recomputed one turns Inductor's backward
+    channels-last: _compile_joint's docstring), and regal's model scores min-cut's own partition
+    of a CNN's joint graph as a valid order over every joint node."""
+    from regal.torch._compile_joint import joint_records, partition_peak
+    gm, n, fw, bw = _joint_of(ConvNet(), torch.randn(2, 3, 8, 8))
+    records, fx_of, _ = joint_records(gm, n, FAST)
+    convs = [r for r in records if r["op"].startswith("convolution") and "backward" not in r["op"]]
+    assert len(convs) == 2 and all(r.get("recompute") is False for r in convs)
+    peak, missing, why = partition_peak(gm, n, fw, bw, FAST)
+    assert why == "" and missing == 0 and peak > 0

@@ -16,14 +16,29 @@ its output's (`_size_of`, the partitioner's own size, symbolic sizes at their hi
 a `getitem` hold no bytes of their own and their readers read the value they alias as well; a
 zero-byte `forward_done` node reads the forward's outputs and the backward's incoming gradients
 (`tangents`) read it, so the backward runs after the forward as in the program; a random draw or
-an op that writes an input may not run twice. Each op's cost is a roofline of the partitioner's
+an op that writes an input may not run twice, nor may a convolution (below). Each op's cost is a roofline of the partitioner's
 own runtime estimate (`torch._functorch.partitioners.estimate_runtime`: FLOPs by default) and the
 bytes it reads and writes (`CompileConfig.flops_per_s`, `bytes_per_s`).
+
+No convolution is recomputed. Inductor decides the memory layout of a compiled graph from its
+forward convolutions alone (`GraphLowering.decide_layout_opt`: none, contiguous; on the CPU with
+oneDNN, any, channels-last for the whole graph): a backward graph holds none unless one is
+recomputed, and one recomputed convolution turns the whole backward channels-last. On the CPU a
+grouped (depthwise) convolution's backward in channels-last then allocates a workspace that
+neither regal's graph nor Inductor's estimate counts: 14.8 MB for one 5x5 depthwise convolution
+of 576 channels at 2x2 (batch 8) against 0.4 MB contiguous, which made MNASNet-0.5's step 39 %
+worse than torch.compile's (experiments/results/torch-compile/README.md).
+
+`choose_partition` returns the lower of two partitions: Inductor's min-cut partition of the
+untagged graph (torch.compile's own) and of the tagged one, each scored with regal's simulator
+on the joint graph (`partition_peak`: the forward module's order, then the backward module's,
+SPEC.md section 3b); a tie keeps torch.compile's.
 """
 
 from __future__ import annotations
 
 import operator
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -41,6 +56,9 @@ class JointResult(NamedTuple):
     flagship_peak_bytes: int  # the same without recomputation
     extra_fraction: float    # regal's extra compute, a fraction of the joint graph's cost
     seconds: float
+    min_cut_model_bytes: int = -1   # regal's peak of torch.compile's own partition (partition_peak)
+    tagged_model_bytes: int = -1    # regal's peak of the min-cut partition of the tagged graph
+    adopted: bool = False           # the tagged partition was returned (lower than min-cut's own)
 
 
 def _is_alias(node) -> bool:
@@ -53,14 +71,20 @@ def _is_alias(node) -> bool:
     return info is not None and not info.is_write
 
 
+#: ops never recomputed (module docstring: a recomputed convolution changes the backward's layout)
+_NEVER_AGAIN = ("aten::convolution", "aten::_convolution", "aten::mkldnn_convolution", "aten::cudnn_convolution")
+
+
 def _no_recompute(node) -> bool:
     target = node.target
     if getattr(target, "is_view", False):
         return False
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.name in _NEVER_AGAIN:
+        return True
     tags = getattr(target, "tags", ())
     if torch.Tag.nondeterministic_seeded in tags:
         return True
-    schema = getattr(target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
 
 
@@ -164,8 +188,6 @@ def _topological(records: list) -> list:
 
 def tag_joint_graph(gm, num_fwd_outputs: int, recompute_budget: float, config) -> JointResult:
     """Search the joint graph `gm` (module docstring) and tag its forward ops; returns what was done."""
-    import time
-
     from torch.utils.checkpoint import CheckpointPolicy
 
     from regal.flagship import optimize
@@ -193,17 +215,72 @@ def tag_joint_graph(gm, num_fwd_outputs: int, recompute_budget: float, config) -
         node = fx_of[name]
         if node.op != "call_function" or _is_alias(node):
             continue
-        if v in again:
+        if v in again and node.meta.get("recompute") is None:   # a tag the partitioner set itself stays
             node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
             recompute += 1
     for v in read_late:
         name = graph.ids[v]
         node = fx_of.get(name)
         if (name in fw and node is not None and node.op == "call_function" and not _is_alias(node)
-                and v not in again):
+                and v not in again and node.meta.get("recompute") is None):
             node.meta["recompute"] = CheckpointPolicy.MUST_SAVE
             save += 1
     stats = solution.info.get("recompute", {})
     return JointResult(len(records), recompute, save, int(solution.peak_bytes),
                        int(solution.info.get("flagship_peak_bytes", solution.peak_bytes)),
                        float(stats.get("extra_fraction", 0.0)), time.perf_counter() - t0)
+
+
+def partition_sequence(graph: Graph, fx_of: dict, fw_module, bw_module) -> tuple[list, int]:
+    """(the order on the joint graph `graph` that a partition runs, the number of joint nodes it
+    misses): the parameters and inputs, the forward module's ops in its order, `forward_done`,
+    the incoming gradients, then the backward module's ops in its order (an op of the forward's
+    that the backward runs again is a recomputation). Node names are the joint graph's (the
+    partitioner copies nodes with their names); a node of neither module is left out and counted."""
+    index = {name: v for v, name in enumerate(graph.ids)}
+    seq = [index[n] for n in graph.ids if n in fx_of and fx_of[n].op == "placeholder" and "tangents" not in n]
+    for module in (fw_module, "forward_done", bw_module):
+        if module == "forward_done":
+            seq.append(index["forward_done"])
+            seq += [index[n] for n in graph.ids if n in fx_of and fx_of[n].op == "placeholder" and "tangents" in n]
+            continue
+        seq += [index[n.name] for n in module.graph.nodes if n.op == "call_function" and n.name in index]
+    return seq, graph.num_nodes - len(set(seq))
+
+
+def partition_peak(gm, num_fwd_outputs: int, fw_module, bw_module, config) -> tuple[int, int, str]:
+    """(regal's peak of the partition's order on the joint graph `gm` (SPEC.md section 3b), the
+    joint nodes the partition's modules miss, "" or why the order is not a valid one (the peak
+    then -1))."""
+    from regal.simulate import ScheduleError, simulate
+    records, fx_of, _ = joint_records(gm, num_fwd_outputs, config)
+    in_forward = {n.name for n in fw_module.graph.nodes if n.op == "call_function"}
+    for rec in records:   # a backward op that reads no incoming gradient may run in the forward (and be saved)
+        if rec["id"] in in_forward:
+            rec.pop("control_inputs", None)
+    graph = Graph.from_records(records, name="joint_graph")
+    seq, missing = partition_sequence(graph, fx_of, fw_module, bw_module)
+    try:
+        return int(simulate(graph, np.zeros(graph.num_nodes, dtype=np.int32), seq, 1).peak_bytes), missing, ""
+    except ScheduleError as e:
+        return -1, missing, str(e)
+
+
+def choose_partition(gm, joint_inputs, kwargs: dict, own: tuple, recompute_budget: float, config):
+    """((forward, backward) modules, JointResult): `own` is Inductor's min-cut partition of the
+    untagged `gm` (torch.compile's own, already made); tag `gm` (`tag_joint_graph`), partition it
+    again with min-cut and return the partition with the lower peak in regal's model
+    (`partition_peak`), torch.compile's on a tie or where the tagged one is not a valid order."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    t0 = time.perf_counter()
+    n = kwargs["num_fwd_outputs"]
+    own_peak = partition_peak(gm, n, *own, config)[0]
+    result = tag_joint_graph(gm, n, recompute_budget, config)
+    if result.recompute == 0 and result.save == 0:   # no tag: the same partition as torch.compile's
+        return own, result._replace(min_cut_model_bytes=own_peak, tagged_model_bytes=own_peak,
+                                    seconds=time.perf_counter() - t0)
+    tagged = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+    tagged_peak = partition_peak(gm, n, *tagged, config)[0]
+    adopted = 0 <= tagged_peak and (own_peak < 0 or tagged_peak < own_peak)
+    return (tagged if adopted else own), result._replace(min_cut_model_bytes=own_peak, tagged_model_bytes=tagged_peak,
+                                                        adopted=adopted, seconds=time.perf_counter() - t0)

@@ -12,8 +12,9 @@ returns, with two of Inductor's hooks set for the compilations it makes (through
   each compiled region's joint forward-backward graph, regal's search with recomputation picks
   the forward ops the backward runs again and the values those recomputations read, within
   `recompute_budget` (a fraction of the region's compute, SPEC.md section 3b), and tags them for
-  Inductor's own min-cut partitioner (`regal.torch._compile_joint`). `recompute_budget=None`: the
-  partitioner as torch.compile has it (no tags);
+  Inductor's own min-cut partitioner (`regal.torch._compile_joint`); of min-cut's partition with
+  the tags and without them (torch.compile's own), the one with the lower peak in regal's model
+  is returned. `recompute_budget=None`: the partitioner as torch.compile has it (no tags);
 - the kernel order (`torch._inductor.config._post_fusion_custom_pass`, a `CustomSchedulerPass`):
   on each compiled graph's fused kernels, regal's order for the lowest peak with Inductor's own
   buffer sizes (`regal.torch._compile_order`); Inductor's `reorder_for_peak_memory` then runs as
@@ -112,19 +113,21 @@ def _make_hooks():
     partitioner_base, scheduler_base = _hook_bases()
 
     class RegalPartitioner(_Hook, partitioner_base):
-        """Tags the joint graph with regal's recomputations (`regal.torch._compile_joint`), then
-        runs Inductor's min-cut partitioner."""
+        """Inductor's min-cut partition of the joint graph (torch.compile's own), and of the graph
+        tagged with regal's recomputations: the one with the lower peak in regal's model
+        (`regal.torch._compile_joint.choose_partition`)."""
 
         def __call__(self, gm, joint_inputs, **kwargs):
             from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-            from regal.torch._compile_joint import tag_joint_graph
+            from regal.torch._compile_joint import choose_partition
+            own = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
 
             def run():
-                self.records.append(("partition", tag_joint_graph(gm, kwargs["num_fwd_outputs"],
-                                                                  self.recompute_budget, self.config)))
-            self._kept("recompute search", run, lambda: None)
-            return min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+                parts, result = choose_partition(gm, joint_inputs, kwargs, own, self.recompute_budget, self.config)
+                self.records.append(("partition", result))
+                return parts
+            return self._kept("recompute search", run, lambda: own)
 
     class RegalOrder(_Hook, scheduler_base):
         """Returns the fused kernels in regal's order (`regal.torch._compile_order`)."""
