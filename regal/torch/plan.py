@@ -237,12 +237,13 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     # inputs: placed later, they would keep their input (a whole tuple of tensors) alive.
     dead = [n for n in gm.graph.nodes if n.op == "call_function" and not n.users and n.name not in graph.index]
     ran: set[int] = set()
+    forgotten: set = set()   # copies dropped before a recomputation: the last sweep must not make them again
     for i, v in order:
         n = calls.get(ids[v])
         if n is None:
             continue
         if v in ran:   # a recomputation (SPEC.md 3b): a new copy of the op; readers from here on read it
-            _forget(n, env, graph.index)
+            _forget(n, env, graph.index, forgotten)
         ran.add(v)
         if i in taken:
             _emit_taken(new, n, [calls.get(ids[u]) for u in taken[i]], env, emit, graph.index)
@@ -261,7 +262,7 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
             dead = [m for m in dead if m not in env]
     if keep is None:
         for n in gm.graph.nodes:   # anything left (folded nodes of residents alone)
-            if n.op == "call_function":
+            if n.op == "call_function" and n not in forgotten:
                 emit(n)
         out = next(n for n in gm.graph.nodes if n.op == "output")
         new.node_copy(out, lambda a: emit(a))
@@ -270,15 +271,19 @@ def plan_program(traced: Traced, solution: Solution, *, realize_reuse: bool = Fa
     return torch.fx.GraphModule(gm, new)
 
 
-def _forget(n: torch.fx.Node, env: dict, names) -> None:
+def _forget(n: torch.fx.Node, env: dict, names, forgotten: set) -> None:
     """Before `n` runs again: drop its copy from `env`, and the copies of the folded nodes made
     from it (views, `getitem`: they follow its new copy), so that what is emitted from here on
-    reads the new value while the old one is freed after its last reader."""
+    reads the new value while the old one is freed after its last reader. Each dropped node goes
+    into `forgotten`: made again only where a later reader asks for it (`plan_program`'s last
+    sweep, which makes what nothing asked for, would otherwise make a view of the new copy at the
+    program's end and hold the copy alive to there)."""
     stack = [n]
     while stack:
         m = stack.pop()
         if env.pop(m, None) is None and m is not n:
             continue
+        forgotten.add(m)
         stack.extend(u for u in m.users if u.op == "call_function" and u.name not in names)
 
 
