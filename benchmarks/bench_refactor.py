@@ -16,13 +16,15 @@ public API, so any revision runs it. Prints, per measured call and device count,
 over rounds and their ratio (after / before) and the median of the rounds' paired ratios.
 
     python -m benchmarks.bench_refactor --old 1c56604 --in-process --rounds 41
+    python -m benchmarks.bench_refactor --old 78f441b --in-process --kernels greedy --devices 1 2 4 --rounds 41
 
 `--in-process` times the kernels a refactor rewrote, old and new interleaved in one process (no
 process-to-process spread): the old revision's kernel module (`git show REV:PATH`) is loaded
 beside this tree's under another name, and each round calls old and new once each on the same
 inputs, alternating which goes first; it prints the median time of each and the median of the
 rounds' ratios. Kernels: the greedy (`greedy_schedule`), Inductor's LPMF (`lpmf_order`) and the
-allocation's assignment pass (`assign`, `_assign` before), on `--kernel-graph`.
+allocation's assignment pass (`assign`, `_assign` before), on `--kernel-graph`; `--kernels`
+picks some of them (then each of `--devices` is timed; else the last).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _kernel_calls(graph_path: str, d: int):
             "allocation": lambda: recorded[0]}, n
 
 
-def in_process(repo: str, rev: str, rounds: int, graph_path: str, d: int) -> None:
+def in_process(repo: str, rev: str, rounds: int, graph_path: str, d: int, kernels=None) -> None:
     import time
     calls, n = _kernel_calls(graph_path, d)
     print(f"old {rev}, new {repo}; in one process, {rounds} rounds, {graph_path} ({n:,} nodes), d = {d}; "
@@ -130,6 +132,8 @@ def in_process(repo: str, rev: str, rounds: int, graph_path: str, d: int) -> Non
     print("|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for label, path, old_name, new_name in KERNELS:
+            if kernels and label not in kernels:
+                continue
             import importlib
             new = getattr(importlib.import_module(path[:-3].replace("/", ".")), new_name)
             old_mod = _old_module(repo, rev, path, tmp)
@@ -148,7 +152,8 @@ def in_process(repo: str, rev: str, rounds: int, graph_path: str, d: int) -> Non
             b, a = statistics.median(before), statistics.median(after)
             ratio = statistics.median(x / y for x, y in zip(after, before))
             print(f"| {label} | {b * 1e3:.3f} | {a * 1e3:.3f} | {a / b:.3f} | {ratio:.3f} |", flush=True)
-        _flagship_in_process(repo, rev, rounds, graph_path, d, tmp)
+        if not kernels or "flagship" in kernels:
+            _flagship_in_process(repo, rev, rounds, graph_path, d, tmp)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
 
 
@@ -195,6 +200,8 @@ def main(argv=None) -> int:
     p.add_argument("--what", nargs="+", choices=WHAT, default=["flagship"], help="what to time")
     p.add_argument("--in-process", action="store_true", help="the rewritten kernels, old and new in one process")
     p.add_argument("--kernel-graph", default=KERNEL_GRAPH, help="--in-process: the graph")
+    p.add_argument("--kernels", nargs="+", choices=[k[0] for k in KERNELS] + ["flagship"], default=None,
+                   help="--in-process: only these (default: every kernel and the flagship)")
     p.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--repeats", type=int, default=5)
@@ -202,7 +209,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if args.in_process:
-        in_process(repo, args.old, args.rounds, os.path.join(repo, args.kernel_graph), args.devices[-1])
+        for d in args.devices if args.kernels else args.devices[-1:]:
+            in_process(repo, args.old, args.rounds, os.path.join(repo, args.kernel_graph), d, args.kernels)
         return 0
     with tempfile.TemporaryDirectory() as old, tempfile.TemporaryDirectory() as other:
         _unpack(repo, args.old, old)

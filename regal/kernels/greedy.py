@@ -1,7 +1,8 @@
 """The greedy placement-and-order kernel (`regal.heuristics.greedy_schedule`): list scheduling
 over (ready node, device) pairs on a running memory state (SPEC.md section 3), steps
-`_greedy_sources`, `_greedy_pick`, `_greedy_run`; the graph as one struct, `g` (a
-`regal.kernels.structs.KernelGraph`); naive twin in `tests/naive.py`."""
+`_greedy_sources`, `_greedy_pick` and the run of the picked node, written in the step loop of
+`greedy_schedule`; the graph as one struct, `g` (a `regal.kernels.structs.KernelGraph`); naive
+twin in `tests/naive.py`."""
 
 from typing import NamedTuple
 
@@ -17,7 +18,9 @@ _BIG = np.int64(2 ** 62)   # larger than any score
 class GreedyGraph(NamedTuple):
     """The seven arrays of the `KernelGraph` the greedy's steps read. The steps are inlined, and
     Numba's inlining binds a struct argument anew, a reference count up and down per array: the
-    whole graph struct (19 arrays) made the greedy 10 % slower (issue 57)."""
+    whole graph struct (19 arrays) made the greedy 10 % slower (issue 57). Where LLVM cannot
+    pair them again (a step with a call under a branch, as the run's `taken_over`), they stay in
+    the step loop: the run is written in the loop itself (`greedy_schedule`)."""
     in_ptr: np.ndarray
     in_idx: np.ndarray
     nbytes: np.ndarray
@@ -81,7 +84,7 @@ def _greedy_terms(g, v, d, has_reuse, placement, present, left, cx, c2, cb):
 @numba.njit(**_JIT)
 def _greedy_sources(g, d, placement, present, rbase, indeg, order, ready):
     """The greedy's start: resident sources go first in the order (on one device, placed on 0
-    at once; on several, placed where first read, `_greedy_run`), the other sources and the
+    at once; on several, placed where first read by a node run), the other sources and the
     nodes they release join `ready`. Returns (nodes ordered, nodes ready, peak)."""
     peak = np.int64(0)
     cnt = 0
@@ -149,41 +152,6 @@ def _greedy_pick(g, s, d, window, ready, cnt, has_reuse, peak):
     return best, bk
 
 
-@numba.njit(inline="always", **_JIT)
-def _greedy_run(g, v, k, d, has_reuse, placement, present, left, rbase, level, dynpeak):
-    """Run v on device k in the greedy's running state: its unplaced resident inputs are homed
-    on k, the others copied in; the level rises by its output and temp (less what it takes
-    over) while it runs; inputs it was the last reader of are freed on every device. g: the
-    `GreedyGraph`."""
-    in_ptr, in_idx, nbytes, temp, resident = g.in_ptr, g.in_idx, g.nbytes, g.temp, g.resident
-    taken = 0
-    if has_reuse:
-        taken = taken_over(v, k, g.reuse_ptr, g.reuse_idx, nbytes, resident, placement, left)
-    placement[v] = k
-    present[v * d + k] = True
-    for e in range(in_ptr[v], in_ptr[v + 1]):
-        u = in_idx[e]
-        if placement[u] < 0:
-            placement[u] = k
-            present[u * d + k] = True
-            rbase[k] += nbytes[u]
-        elif not present[u * d + k]:
-            present[u * d + k] = True
-            level[k] += nbytes[u]
-    level[k] += nbytes[v] + temp[v] - taken
-    if level[k] > dynpeak[k]:
-        dynpeak[k] = level[k]
-    level[k] += taken - temp[v]
-    for e in range(in_ptr[v], in_ptr[v + 1]):
-        u = in_idx[e]
-        left[u] -= 1
-        if left[u] == 0:
-            for j in range(d):
-                if present[u * d + j] and not (resident[u] and j == placement[u]):
-                    present[u * d + j] = False
-                    level[j] -= nbytes[u]
-
-
 @numba.njit(**_JIT)
 def greedy_schedule(g, d, window, placement, order, stop):
     """Greedy list scheduling over (ready node, device) pairs (`regal.heuristics.greedy_schedule`).
@@ -198,7 +166,7 @@ def greedy_schedule(g, d, window, placement, order, stop):
     n = g.num_nodes
     in_ptr, in_idx, out_ptr, out_idx = g.in_ptr, g.in_idx, g.out_ptr, g.out_idx
     succ_ptr, succ_idx = g.succ_ptr, g.succ_idx
-    nbytes = g.nbytes
+    nbytes, temp, resident, reuse_ptr, reuse_idx = g.nbytes, g.temp, g.resident, g.reuse_ptr, g.reuse_idx
     has_reuse = g.reuse_idx.shape[0] > 0
     present = np.zeros(n * d, dtype=np.bool_)
     left = np.empty(n, dtype=np.int64)  # unscheduled data consumers
@@ -218,7 +186,7 @@ def greedy_schedule(g, d, window, placement, order, stop):
     cb = np.zeros(n * d, dtype=np.int64)    # copies + output - freed, on device k
     dirty = np.ones(n, dtype=np.bool_)
     s = GreedyState(placement, present, left, level, dynpeak, rbase, cx, c2, cb, dirty)
-    gg = GreedyGraph(in_ptr, in_idx, nbytes, g.temp, g.resident, g.reuse_ptr, g.reuse_idx)
+    gg = GreedyGraph(in_ptr, in_idx, nbytes, temp, resident, reuse_ptr, reuse_idx)
     while cnt > 0:
         if stop[0] != 0:
             return t
@@ -227,7 +195,37 @@ def greedy_schedule(g, d, window, placement, order, stop):
         cnt -= 1
         for i in range(best, cnt):  # keep the order in which they became ready
             ready[i] = ready[i + 1]
-        _greedy_run(gg, v, k, d, has_reuse, placement, present, left, rbase, level, dynpeak)
+        # run v on device k: its unplaced resident inputs are homed on k, the others copied in;
+        # the level rises by its output and temp (less what it takes over) while it runs; the
+        # inputs it read last are freed on every device. Written here, not as an inlined step:
+        # a step taking the graph's struct left 12 reference counts a step in this loop (the
+        # greedy 3-4 % slower than with its arrays, 10-15 % slower than without; issue 57)
+        taken = np.int64(0)
+        if has_reuse:
+            taken = taken_over(v, k, reuse_ptr, reuse_idx, nbytes, resident, placement, left)
+        placement[v] = k
+        present[v * d + k] = True
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            if placement[u] < 0:
+                placement[u] = k
+                present[u * d + k] = True
+                rbase[k] += nbytes[u]
+            elif not present[u * d + k]:
+                present[u * d + k] = True
+                level[k] += nbytes[u]
+        level[k] += nbytes[v] + temp[v] - taken
+        if level[k] > dynpeak[k]:
+            dynpeak[k] = level[k]
+        level[k] += taken - temp[v]
+        for e in range(in_ptr[v], in_ptr[v + 1]):
+            u = in_idx[e]
+            left[u] -= 1
+            if left[u] == 0:
+                for j in range(d):
+                    if present[u * d + j] and not (resident[u] and j == placement[u]):
+                        present[u * d + j] = False
+                        level[j] -= nbytes[u]
         order[t] = v
         t += 1
         stop[1] = t
