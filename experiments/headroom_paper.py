@@ -20,7 +20,9 @@ evaluations, seed 100) gives the best schedule in hindsight; the arms, on seeds 
   hact          each key's Beta the one of REGAL's 7 actions (`regal.policy.BETA_ACTIONS`) whose mean is
                 nearest the long run's key (the most concentrated of equal means): the best a policy of
                 REGAL's action set could choose in hindsight; hact_sched: on the priorities only (the
-                shipped `default` policy's head), the affinities uniform.
+                shipped `default` policy's head), the affinities uniform;
+  hpflipP-cC    hplace-cC with P % of the nodes' devices redrawn uniformly (a placement prior that is
+                partly wrong: how right a learned one must be). Not in the default arms (--arms).
 Hindsight's quantile tables are computed before the clock (`prepare_tables`), as `regal optimize`
 does for a policy. Cells are cached one JSON each under experiments/cache/headroom-scarce/paper/.
 """
@@ -55,7 +57,9 @@ def hindsight_priors(arm: str, best: dict, devices: int):
     """The Priors of a hindsight arm (hind / hplace / hsched at concentration C) from the long run's `best`."""
     from experiments.headroom_scarce import beta_priors, schedule_means
     kind, _, conc = arm.partition("-c")
-    means = schedule_means(best["placement"], best["order"], devices)
+    flip = int(kind[len("hpflip"):]) / 100.0 if kind.startswith("hpflip") else 0.0
+    means = schedule_means(best["placement"], best["order"], devices, flip=flip, rng=np.random.default_rng(7))
+    kind = "hplace" if flip else kind
     if kind in ("hact", "hact_sched"):
         return action_priors(means, devices, scheduling_only=kind == "hact_sched")
     uniform = np.zeros_like(means, dtype=bool)

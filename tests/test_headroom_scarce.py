@@ -129,3 +129,16 @@ def test_action_priors_take_the_nearest_of_regal_actions():
     s = action_priors(means, 2, scheduling_only=True)
     assert np.all(s.alpha.reshape(4, 3)[:, :2] == 1) and np.all(s.beta.reshape(4, 3)[:, :2] == 1)
     assert s.alpha.reshape(4, 3)[:, 2].tolist() == [2, 5, 2, 1]
+
+
+def test_hpflip_redraws_a_share_of_the_devices_and_leaves_the_priorities_uniform():
+    """hpflipP-cC: hplace-cC with about P % of the devices redrawn (uniformly, so some stay), priorities Beta(1, 1)."""
+    from experiments.headroom_paper import hindsight_priors
+    g, best = _best(2)
+    n = g.num_nodes
+    exact = hindsight_priors("hplace-c20", best, 2).alpha.reshape(n, 3)
+    flipped = hindsight_priors("hpflip50-c20", best, 2)
+    fa = flipped.alpha.reshape(n, 3)
+    assert np.all(fa[:, 2] == 1.0) and np.all(flipped.beta.reshape(n, 3)[:, 2] == 1.0)
+    changed = np.mean(np.any(fa[:, :2] != exact[:, :2], axis=1))
+    assert 0.05 < changed < 0.5
