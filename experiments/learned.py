@@ -8,7 +8,7 @@
 Data (collect; every cell also in results/learned/starts.json.gz, which train reads): on the train and valid splits of the six corpus sources (the graphs of
 configs/learned_answers.json, --per-source train graphs spread over each source's list, a third
 as many valid ones), d = 2 and 4, seed 0: the flagship at 1,000 evaluations climbing from each of
-its starts in turn (`Forced`), and the starts' names and climb scores.
+its starts in turn (`regal.training.data.start_row`), and the starts' names and climb scores.
 
 Folds (train): each source in turn is left out (torch and layers trace the same architectures, so
 they leave together); the start-choice head (`PolicyConfig(start=True)`, every Beta head off,
@@ -54,18 +54,6 @@ TWINS = {"torch": {"torch", "layers"}, "layers": {"torch", "layers"}}
 SEEDS, DEVICES, BUDGET = (0, 1, 2), (2, 4), 1000
 
 
-class Forced:
-    """A start chooser that climbs from start `k` (the data: each start's outcome) and keeps
-    what the flagship showed it (the starts' names and scores)."""
-
-    def __init__(self, k: int):
-        self.k, self.names, self.scores = k, None, None
-
-    def choose_start(self, graph, devices, names, scores) -> int:
-        self.names, self.scores = list(names), [list(map(int, s)) for s in scores]
-        return min(self.k, len(names) - 1)
-
-
 def _collect_file(job) -> str:
     """The cache file of one collect cell (source, split, path, d, seed)."""
     _, _, path, d, seed = job
@@ -73,29 +61,18 @@ def _collect_file(job) -> str:
 
 
 def _collect_cell(job) -> dict:
-    """The flagship at BUDGET climbing from each of its starts in turn, on one (graph, d, seed)."""
-    source, split, path, d, seed = job
-    import regal
-    g = regal.load(path)
-    first = Forced(0)
-    outcomes = [regal.optimize(g, d, budget=BUDGET, seed=seed, policy=first).peak_bytes]
-    for k in range(1, len(first.names)):
-        outcomes.append(regal.optimize(g, d, budget=BUDGET, seed=seed, policy=Forced(k)).peak_bytes)
-    return {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
-            "names": first.names, "scores": first.scores, "outcomes": outcomes}
+    """The flagship at BUDGET climbing from each of its starts in turn, on one (graph, d, seed)
+    (`regal.training.data.start_row`), its path relative to the repository."""
+    from regal.training.data import start_row
+    row = start_row(job, BUDGET)
+    return {**row, "path": os.path.relpath(job[2], ROOT)}
 
 
 def _collect_jobs(per_source: int, seeds=(0,)) -> list:
-    from experiments.runner import dataset_graphs
-    cfg = json.load(open(ANSWERS))
-    jobs = []
-    for ds in cfg["datasets"]:
-        source, split = ds["label"].rsplit("-", 1)
-        paths = dataset_graphs(ds)
-        want = per_source if split == "train" else max(per_source // 3, 1)
-        paths = paths[::max(1, len(paths) // want)][:want]
-        jobs += [(source, split, p, d, s) for s in seeds for p in paths for d in cfg["devices"]]
-    return jobs
+    """The cells (source, split, path, d, seed) of `regal.training.data.corpus_jobs`: the graphs
+    of configs/learned_answers.json (the library's CORPUS holds the same list), its device counts."""
+    from regal.training.data import corpus_jobs
+    return corpus_jobs(per_source, seeds, json.load(open(ANSWERS))["devices"])
 
 
 def collect(args) -> None:
@@ -113,28 +90,17 @@ def collect(args) -> None:
 
 def _cells(split: str | None = None) -> list:
     """Every collected (graph, devices), as (source, split, StartCell), the seeds' outcomes
-    together (seed 0's starts and scores are the features; a seed whose starts differ is left out)."""
+    together (`regal.training.start.start_cells`)."""
     import gzip
-    from regal.training.start import StartCell
-    runs: dict = {}
+    from regal.training.start import start_cells
     with gzip.open(STARTS, "rt") as f:
         rows = json.load(f)
-    for r in rows:
-        if split is None or r["split"] == split:
-            runs.setdefault((r["path"], r["devices"]), []).append(r)
-    out = []
-    for (path, d), rs in runs.items():
-        rs = sorted(rs, key=lambda r: r["seed"])
-        first = rs[0]
-        outcomes = [r["outcomes"] for r in rs if r["names"] == first["names"]]
-        out.append((first["source"], first["split"],
-                    StartCell(os.path.join(ROOT, path), d, first["names"], first["scores"], outcomes)))
-    return out
+    return start_cells([r for r in rows if split is None or r["split"] == split], ROOT)
 
 
 def _config():
-    from regal.policy.network import PolicyConfig
-    return PolicyConfig(start=True, placement=False, scheduling=False, features="v2", hidden=32, rounds=3)
+    from regal.training.start import start_config
+    return start_config()
 
 
 def _preference(cells) -> dict:

@@ -61,25 +61,11 @@ def _stats_file(job) -> str:
 
 
 def _stats_cell(job) -> dict:
-    """The no-policy flagship at 1,000 on one (graph, d, seed), counting per node."""
-    source, split, path, d, seed = job
-    import regal
-    g = regal.load(path)
-    rec = _Counting()
-    t = time.perf_counter()
-    sol = regal.optimize(g, d, budget=BUDGET, seed=seed, policy=rec)
-    return {"source": source, "split": split, "path": os.path.relpath(path, ROOT), "devices": d, "seed": seed,
-            "peak_bytes": sol.peak_bytes, "seconds": round(time.perf_counter() - t, 4),
-            "stats": rec.moves.stats.astype(int).tolist()}
-
-
-class _Counting:
-    """No policy, the picks counted (`MoveProposals.uniform`)."""
-
-    def move_proposals(self, graph, devices):
-        from regal.moves import MoveProposals
-        self.moves = MoveProposals.uniform(graph.num_nodes)
-        return self.moves
+    """The no-policy flagship at 1,000 on one (graph, d, seed), counting per node
+    (`regal.training.data.moves_row`), its path relative to the repository."""
+    from regal.training.data import moves_row
+    row = moves_row(job, BUDGET)
+    return {**row, "path": os.path.relpath(job[2], ROOT)}
 
 
 def collect(args) -> None:
@@ -100,59 +86,24 @@ def _collected(per_source: int) -> dict:
 
 
 # -------------------------------------------------------------------------------------- train
-class _Run:
-    """A policy object for one flagship run: the start policy's start choice, and the move head's
-    proposals (learning or not) from node states computed once per (graph, d)."""
-
-    def __init__(self, start, head, states, mix, learn=False):
-        self.start, self.head, self.states, self.mix, self.learn = start, head, states, mix, learn
-        self.moves = None
-
-    def choose_start(self, graph, devices, names, scores) -> int:
-        return self.start.choose_start(graph, devices, names, scores)
-
-    def move_proposals(self, graph, devices):
-        from regal.moves import MoveProposals
-        from regal.training.moves import head_logits
-        lg = head_logits(self.head, self.states)
-        self.moves = MoveProposals(lg[:, 0], lg[:, 1], self.mix, learn=self.learn, stats=self.learn)
-        return self.moves
-
-
-class _Cell:
-    """One (graph, d) of the training or selection data: the graph, its node states under the
-    fold's network, the no-policy peaks by seed and the imitation targets."""
-
-    def __init__(self, key, rows, start):
-        from regal.policy.numpy_net import node_states
-        import regal
-        self.source, self.split, self.path, self.devices = key
-        self.graph = regal.load(self.path)
-        cfg = start.config
-        self.states = node_states(cfg, start.params, cfg.batch(self.graph, self.devices))[:self.graph.num_nodes]
-        self.none = {s: r["peak_bytes"] for s, r in rows.items()}
-        self.stats = sum(np.asarray(r["stats"], dtype=np.float64) for r in rows.values())
-
-    def run(self, start, head, mix, seed, learn=False):
-        import regal
-        pol = _Run(start, head, self.states, mix, learn)
-        sol = regal.optimize(self.graph, self.devices, budget=BUDGET, seed=seed, policy=pol)
-        return sol, pol.moves
+def _cell(key, rows, start):
+    """One (graph, d) of the training or selection data (`regal.training.moves.MoveCell`)."""
+    from regal.training.moves import MoveCell
+    return MoveCell(key, rows, start)
 
 
 def _score(cells, start, head, mix) -> float:
     """Mean % lower peak than the no-policy flagship at 1,000 (same seeds) over the cells."""
-    out = []
-    for c in cells:
-        for seed, none in c.none.items():
-            sol, _ = c.run(start, head, mix, seed)
-            out.append(100.0 * (none - sol.peak_bytes) / none)
-    return float(np.mean(out))
+    from regal.training.moves import score
+    return score(cells, start, head, mix, BUDGET)
 
 
 def train(args) -> None:
+    """One move head per fold (`regal.training.moves.train_move_head`: imitation, then REINFORCE
+    on the fold's start policy); candidates scored on the selection source: none, imitation and
+    every --every-th step; "all" trains for the median of the folds' choices."""
     from regal.policy import load_policy
-    from regal.training.moves import Reinforce, fit_imitation, imitation_targets, init_head, with_head
+    from regal.training.moves import train_move_head, with_head
     data = _collected(args.per_source)
     os.makedirs(POLICIES, exist_ok=True)
     for fold in (args.folds or list(SOURCES) + ["all"]):
@@ -173,49 +124,34 @@ def train(args) -> None:
             continue
         select = _selection_source(fold) if fold != "all" else None
         held = out | (TWINS.get(select, {select}) if select else set())
-        tr = [_Cell(k, rows, start) for k, rows in data.items() if k[1] == "train" and k[0] not in held]
+        tr = [_cell(k, rows, start) for k, rows in data.items() if k[1] == "train" and k[0] not in held]
         sel_keys = [k for k in data if k[0] == select]
-        sel = [_Cell(k, data[k], start) for k in sel_keys[::max(1, len(sel_keys) // args.select_cells)]]
+        sel = [_cell(k, data[k], start) for k in sel_keys[::max(1, len(sel_keys) // args.select_cells)]]
         print(f"{fold}: {len(tr)} training cells, {len(sel)} selection cells ({select})", flush=True)
         log = lambda s: print(f"  {fold}: {s}", flush=True)
-        head0 = init_head(tr[0].states.shape[1], start.config.hidden, seed=0)
-        imit, curve = fit_imitation(head0, [(c.states, *imitation_targets(c.stats)) for c in tr],
-                                    steps=args.imitate, lr=args.imitate_lr, log=log)
-        rl = Reinforce(imit, lr=args.lr)
-        rng = np.random.default_rng(0)
         steps = args.steps
         if fold == "all":
             chosen = [load_policy(os.path.join(POLICIES, f"{f}.npz")).meta["chosen"] for f in SOURCES]
             steps = int(np.median(chosen))   # -1 (none) when most folds chose no move policy
             log(f"the folds chose {chosen}: {steps} REINFORCE steps")
-        record = []   # (candidate, step, selection score)
-        if sel:
-            record.append(("none", -1, 0.0))
-            record.append(("imitation", 0, _score(sel, start, imit, args.mix)))
-            log(f"imitation: {record[-1][2]:+.3f} % on {select}")
-        heads = {0: imit}
-        for step in range(1, max(steps, 0) + 1):
-            batch = []
-            for i in rng.choice(len(tr), size=min(args.batch, len(tr)), replace=False):
-                c = tr[i]
-                _, moves = c.run(start, rl.numpy_params, args.mix, int(rng.integers(0, 1000)), learn=True)
-                batch.append((c.states, moves.gradient(), float(moves.stats[:, 0].sum())))
-            rl.step(batch)
-            heads[step] = rl.numpy_params
-            if sel and step % args.every == 0:
-                record.append(("reinforce", step, _score(sel, start, heads[step], args.mix)))
-                log(f"REINFORCE step {step}: {record[-1][2]:+.3f} % on {select} ({time.time() - t0:.0f} s)")
-        if sel:
-            best = max(record, key=lambda r: (r[2], -r[1]))
-            chosen = best[1]
-        else:
-            chosen = steps   # "all": the folds' median (-1: no move policy)
+        record = [("none", -1, 0.0)] if sel else []   # (candidate, step, selection score)
+        heads = {}
+
+        def candidate(step, params):
+            heads[step] = params
+            if sel and (step == 0 or step % args.every == 0):
+                record.append(("imitation" if step == 0 else "reinforce", step, _score(sel, start, params, args.mix)))
+                log(f"{record[-1][0]} step {step}: {record[-1][2]:+.3f} % on {select} ({time.time() - t0:.0f} s)")
+        imit, _, meta = train_move_head(start, tr, imitate=args.imitate, imitate_lr=args.imitate_lr, steps=steps,
+                                        batch=args.batch, lr=args.lr, mix=args.mix, budget=BUDGET, log=log,
+                                        on_step=candidate)
+        chosen = max(record, key=lambda r: (r[2], -r[1]))[1] if sel else steps   # "all": the folds' median
         head = heads.get(max(chosen, 0), imit)
         mix = 0.0 if chosen < 0 else args.mix
         meta = {"issue": 47, "fold": fold, "left_out": sorted(out), "selection": select,
                 "training_cells": len(tr), "selection_cells": len(sel), "imitation_steps": args.imitate,
-                "imitation_curve": curve, "reinforce_steps": steps, "batch": args.batch, "lr": args.lr,
-                "record": record, "chosen": chosen, "seconds": round(time.time() - t0, 1),
+                "imitation_curve": meta["imitation_curve"], "reinforce_steps": steps, "batch": args.batch,
+                "lr": args.lr, "record": record, "chosen": chosen, "seconds": round(time.time() - t0, 1),
                 "command": "python -m experiments.moves train " + " ".join(sys.argv[2:])}
         with_head(start, imit, args.mix, meta).save(os.path.join(POLICIES, f"{fold}-imitation.npz"))
         with_head(start, head, mix, meta).save(path)

@@ -26,7 +26,12 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
     "(experiments/policies/default-v1.json), except --features (it reads v1; new policies read the "
     "source-invariant v2); the shipped default (regal/policy/default.json) is another recipe. BRKGA runs "
     "fan out over Dask (a local cluster of --workers processes, or an existing one with --scheduler). Resumes from OUT's "
-    "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png."))
+    "checkpoint unless --fresh. Writes OUT/best.npz, OUT/train.csv, OUT/valid.csv, OUT/curves.png. "
+    "--head start|moves trains the learned policy's other heads instead (regal/policy/learned.npz: "
+    "docs/learned-priors.md): the start choice (OUT/start.npz), then the move head on it (OUT/learned.npz), "
+    "each on flagship runs it collects (cached in OUT); their defaults are learned.json's recipe."))
+@click.option("--head", type=click.Choice(["start", "moves"]), default=None,
+              help="train the start-choice head, or the move head on a start policy, instead of the Beta heads")
 @click.option("--manifest", default=None, help="data set manifest (default: the shipped data/manifest.json)")
 @click.option("--split", default="train", show_default=True, help="training split (real data set)")
 @click.option("--valid-split", default="valid", show_default=True)
@@ -52,23 +57,88 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
               help="active heads: any of placement, scheduling, elite")
 @click.option("--features", type=click.Choice(["v1", "v2"]), default="v2", show_default=True,
               help="node features: v2 is source-invariant (regal.policy.features), v1 REGAL's original")
-@click.option("--workers", default=None, type=Count(1, _args.MAX_WORKERS), help="local Dask workers (default: cores)")
+@click.option("--workers", default=None, type=Count(1, _args.MAX_WORKERS), help="local Dask workers (default: cores; --head: 1, in this process)")
 @click.option("--scheduler", default=None, help="tcp://HOST:PORT of an existing Dask scheduler")
 @click.option("--seed", "-s", default=0, show_default=True, type=SEED,
               help="the network's initialization, the order of the graphs and the BRKGA seeds drawn")
-@click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT")
+@click.option("--fresh", is_flag=True, help="ignore an existing checkpoint in OUT (--head: the collected runs)")
+@click.option("--per-source", default=30, show_default=True, type=Count(1, _args.MAX_COUNT),
+              help="--head: train graphs per corpus source (valid: a third)")
+@click.option("--graph", "graphs", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="--head: train on these graph files instead of the corpus (repeat the option)")
+@click.option("--collect-seeds", default="0,1", show_default=True,
+              help="--head: seeds of the flagship runs that make the data, comma-separated")
+@click.option("--epochs", default=16, show_default=True, type=Count(0, _args.MAX_COUNT),
+              help="--head start: passes over the training cells")
+@click.option("--start", "start_policy", default=None,
+              help="--head moves: the start policy the move head sits on (default OUT/start.npz)")
+@click.option("--mix", default=0.5, show_default=True, type=Fraction(0, 1),
+              help="--head moves: share of the climb's picks the head makes")
 @click.option("-o", "--output", "out_dir", default=None, type=OutputPath(file_okay=False, dir_okay=True),
               help="OUT: the directory to write (and resume from); one run at a time")
 @click.option("--out", "out_alias", default=None, type=OutputPath(file_okay=False, dir_okay=True), hidden=True)  # the old spelling
 @friendly_errors
-def train_cmd(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
+def train_cmd(head, manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
               budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
-              scheduler, seed, fresh, out_dir, out_alias):
+              scheduler, seed, fresh, per_source, graphs, collect_seeds, epochs, start_policy, mix, out_dir, out_alias):
     if out_dir and out_alias and out_dir != out_alias:
         raise click.UsageError("give the directory once: -o/--output (--out is its old spelling)")
     out_dir = out_dir or out_alias
     if not out_dir:
         raise click.UsageError("Missing option '-o' / '--output' (the directory to write).")
+    given = _explicit(click.get_current_context())
+    if head is None:
+        wrong = sorted(given & set(_HEAD_ONLY))
+        if wrong:
+            raise click.UsageError(f"{_HEAD_ONLY[wrong[0]]} applies to --head start|moves only")
+        return _train_beta(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
+                           budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features,
+                           workers, scheduler, seed, fresh, out_dir)
+    wrong = sorted(given & set(_BETA_ONLY[head]))
+    if wrong:
+        raise click.UsageError(f"{_BETA_ONLY[head][wrong[0]]} does not apply to --head {head}")
+    recipe = _HEAD_DEFAULTS[head]
+    pick = {name: (value if name in given else recipe.get(name, value)) for name, value in
+            dict(devices=devices, steps=steps, samples=samples, budget=budget, learning_rate=learning_rate,
+                 entropy_coef=entropy_coef, imitation_steps=imitation_steps).items()}
+    try:
+        seeds = tuple(sorted({int(x) for x in collect_seeds.split(",") if x.strip()}))
+    except ValueError:
+        seeds = ()
+    if not seeds or min(seeds) < 0 or max(seeds) > _args.MAX_SEED:
+        raise click.BadParameter(f"{collect_seeds!r}: give seeds in {_args.range_text(0, _args.MAX_SEED)}, "
+                                 "comma-separated", param_hint="--collect-seeds")
+    from regal.training.heads import train_head
+    train_head(head, out_dir, manifest=manifest, graphs=graphs, per_source=per_source, seeds=seeds,
+               epochs=epochs, start_policy=start_policy, mix=mix, seed=seed, fresh=fresh, workers=workers or 1,
+               log=click.echo, **pick)
+
+
+#: Options of --head only, and of the Beta heads only (by parameter name: the option named in errors)
+_HEAD_ONLY = {"per_source": "--per-source", "graphs": "--graph", "collect_seeds": "--collect-seeds",
+              "epochs": "--epochs", "start_policy": "--start", "mix": "--mix"}
+_BETA_SHARED = {"split": "--split", "valid_split": "--valid-split", "synthetic": "--synthetic", "max_nodes": "--max-nodes",
+                "max_valid": "--max-valid", "kind": "--kind", "objective": "--objective", "heads": "--heads",
+                "features": "--features", "scheduler": "--scheduler"}
+_BETA_ONLY = {"start": {**_BETA_SHARED, "steps": "--steps", "samples": "--samples", "imitation_steps": "--imitate",
+                        "start_policy": "--start", "mix": "--mix"},
+              "moves": {**_BETA_SHARED, "epochs": "--epochs", "entropy_coef": "--entropy"}}
+#: --head's defaults where they differ from the Beta heads' (regal/policy/learned.json's recipe)
+_HEAD_DEFAULTS = {"start": {"devices": (2, 4), "budget": 1000, "learning_rate": 3e-3, "entropy_coef": 0.01},
+                  "moves": {"devices": (2, 4), "budget": 1000, "learning_rate": 1e-3, "steps": 4, "samples": 12,
+                            "imitation_steps": 600}}
+
+
+def _explicit(ctx) -> set:
+    """Names of the parameters given on the command line (or by the environment)."""
+    from click.core import ParameterSource
+    return {name for name in ctx.params
+            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)}
+
+
+def _train_beta(manifest, split, valid_split, synthetic, max_nodes, max_valid, devices, steps, samples,
+                budget, learning_rate, entropy_coef, imitation_steps, kind, objective, heads, features, workers,
+                scheduler, seed, fresh, out_dir):
     from regal.dataset import split_paths, spread
     from regal.parallel import dask_client
     from regal.policy.network import PolicyConfig

@@ -26,7 +26,8 @@ import numpy as np
 from regal.kernels.climb_picks import (STAT_BETTER, STAT_GROUPED, STAT_GROUPED_BETTER, STAT_PICKS, STAT_SINGLE,
                                        STAT_SINGLE_BETTER)
 
-__all__ = ["SHRINK", "init_head", "head_logits", "imitation_targets", "fit_imitation", "Reinforce", "with_head"]
+__all__ = ["SHRINK", "init_head", "head_logits", "imitation_targets", "fit_imitation", "Reinforce", "with_head", "HeadRun",
+           "MoveCell", "move_cells", "score", "train_move_head"]
 
 #: Pseudo-picks at the run's own improvement rate behind each node's imitation target
 SHRINK = 5.0
@@ -159,3 +160,98 @@ def with_head(policy, head: dict, mix: float, meta: dict | None = None):
     out_meta = {k: v for k, v in {**policy.meta, **(meta or {})}.items() if k != "moves_mix"}
     out_meta["mix"] = float(mix)
     return Policy(policy.config._replace(moves=True), params, out_meta)
+
+
+class HeadRun:
+    """A policy object for one flagship run: `start`'s start choice, and the move head's
+    proposals (learning or not) from node states computed once per (graph, devices)."""
+
+    def __init__(self, start, head: dict, states: np.ndarray, mix: float, learn: bool = False):
+        self.start, self.head, self.states, self.mix, self.learn = start, head, states, mix, learn
+        self.moves = None
+
+    def choose_start(self, graph, devices, names, scores) -> int:
+        return self.start.choose_start(graph, devices, names, scores)
+
+    def move_proposals(self, graph, devices):
+        from regal.moves import MoveProposals
+        lg = head_logits(self.head, self.states)
+        self.moves = MoveProposals(lg[:, 0], lg[:, 1], self.mix, learn=self.learn, stats=self.learn)
+        return self.moves
+
+
+class MoveCell:
+    """One (graph, devices) of the move head's data: the graph, its node states under the start
+    policy's network, the no-policy peaks by seed and the per-node counts summed over the seeds;
+    rows: {seed: `regal.training.data.moves_row`}."""
+
+    def __init__(self, key: tuple, rows: dict, start):
+        from regal.parallel import cached_graph
+        from regal.policy.numpy_net import node_states
+        self.source, self.split, self.path, self.devices = key
+        self.graph = cached_graph(self.path)
+        cfg = start.config
+        self.states = node_states(cfg, start.params, cfg.batch(self.graph, self.devices))[:self.graph.num_nodes]
+        self.none = {s: r["peak_bytes"] for s, r in rows.items()}
+        self.stats = sum(np.asarray(r["stats"], dtype=np.float64) for r in rows.values())
+
+    def run(self, start, head: dict, mix: float, seed: int, budget: int = 1000, learn: bool = False):
+        """(solution, its MoveProposals): the flagship at `budget` with the head's proposals."""
+        from regal.flagship import optimize
+        pol = HeadRun(start, head, self.states, mix, learn)
+        sol = optimize(self.graph, self.devices, budget=budget, seed=seed, policy=pol)
+        return sol, pol.moves
+
+
+def move_cells(rows: list[dict], start) -> list[MoveCell]:
+    """A `MoveCell` per (source, split, path, devices) of collected rows (`regal.training.data.
+    moves_row`), in their order."""
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["source"], r["split"], r["path"], r["devices"]), {})[r["seed"]] = r
+    return [MoveCell(k, v, start) for k, v in by.items()]
+
+
+def score(cells: list[MoveCell], start, head: dict, mix: float, budget: int = 1000) -> float:
+    """Mean % lower peak than the no-policy flagship (same budget, same seeds) over the cells."""
+    out = []
+    for c in cells:
+        for seed, none in c.none.items():
+            sol, _ = c.run(start, head, mix, seed, budget)
+            out.append(100.0 * (none - sol.peak_bytes) / none)
+    return float(np.mean(out))
+
+
+def train_move_head(start, cells: list[MoveCell], imitate: int = 600, imitate_lr: float = 3e-3, steps: int = 4,
+                    batch: int = 12, lr: float = 1e-3, mix: float = 0.5, budget: int = 1000, seed: int = 0,
+                    log=None, on_step=None) -> tuple[dict, dict, dict]:
+    """The move head on `start`'s fixed network: imitation of `cells`' improving picks (`imitate`
+    Adam steps, one cell each in turn), then `steps` REINFORCE steps of `batch` flagship runs at
+    `budget` each (cells and seeds drawn from `seed`). on_step(step, params), if given, sees the
+    imitation head (step 0) and each step's. Returns (imitation head, final head, meta)."""
+    import time
+    t0 = time.perf_counter()
+    head0 = init_head(cells[0].states.shape[1], start.config.hidden, seed=seed)
+    imit, curve = fit_imitation(head0, [(c.states, *imitation_targets(c.stats)) for c in cells],
+                                steps=imitate, lr=imitate_lr, log=log)
+    if on_step:
+        on_step(0, imit)
+    rl = Reinforce(imit, lr=lr)
+    rng = np.random.default_rng(seed)
+    head = imit
+    for step in range(1, max(steps, 0) + 1):
+        runs = []
+        for i in rng.choice(len(cells), size=min(batch, len(cells)), replace=False):
+            c = cells[i]
+            _, moves = c.run(start, rl.numpy_params, mix, int(rng.integers(0, 1000)), budget, learn=True)
+            runs.append((c.states, moves.gradient(), float(moves.stats[:, 0].sum())))
+        rl.step(runs)
+        head = rl.numpy_params
+        if log:
+            log(f"REINFORCE step {step} ({time.perf_counter() - t0:.0f} s)")
+        if on_step:
+            on_step(step, head)
+    meta = {"training_cells": len(cells), "imitation_steps": imitate, "imitation_lr": imitate_lr,
+            "imitation_curve": curve, "reinforce_steps": steps, "batch": batch, "lr": lr, "seed": seed,
+            "budget": budget, "seconds": round(time.perf_counter() - t0, 1)}
+    return imit, head, meta

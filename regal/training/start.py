@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import os
 import time
 
 import numpy as np
 
 from regal.graph import load
 
-__all__ = ["StartCell", "train_start_choice", "choice_cost"]
+__all__ = ["StartCell", "start_config", "start_cells", "train_start_choice", "choice_cost", "train_start_head"]
 
 
 class StartCell(NamedTuple):
@@ -46,6 +47,46 @@ class StartCell(NamedTuple):
     def default(self) -> int:
         """The start the flagship takes without a policy (the lowest climb score)."""
         return min(range(len(self.scores)), key=lambda i: tuple(self.scores[i]))
+
+
+def start_config():
+    """The start-choice head's network (`PolicyConfig`): a GNN of 3 rounds, width 32, feature set
+    v2, every Beta head off."""
+    from regal.policy.network import PolicyConfig
+    return PolicyConfig(start=True, placement=False, scheduling=False, features="v2", hidden=32, rounds=3)
+
+
+def start_cells(rows: list[dict], root: str | None = None) -> list[tuple[str, str, StartCell]]:
+    """(source, split, StartCell) per (graph, devices) of collected rows (`regal.training.data.
+    start_row`), the seeds' outcomes together: seed order, the first seed's starts and scores the
+    features, a seed whose starts differ left out. A relative path is taken from `root` (default:
+    the working directory)."""
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault((r["path"], r["devices"]), []).append(r)
+    out = []
+    for (path, d), rs in runs.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        first = rs[0]
+        outcomes = [r["outcomes"] for r in rs if r["names"] == first["names"]]
+        out.append((first["source"], first["split"],
+                    StartCell(os.path.join(root or os.getcwd(), path), d, first["names"], first["scores"], outcomes)))
+    return out
+
+
+def train_start_head(cells: list[StartCell], epochs: int = 16, lr: float = 3e-3, entropy: float = 0.01,
+                     seed: int = 0, valid: list[StartCell] | None = None, log=print):
+    """A start-choice policy (`start_config`, initialised with `seed`) trained on `cells` for
+    `epochs` (`train_start_choice`; with `valid`, the epoch of the lowest valid cost kept), its
+    curve and costs in its meta."""
+    from regal.policy import init_policy
+    t0 = time.perf_counter()
+    pol = init_policy(start_config(), seed=seed)
+    curve = train_start_choice(pol, cells, epochs=epochs, lr=lr, entropy=entropy, seed=seed, valid=valid,
+                               log=log) if epochs > 0 else []
+    pol.meta = {"trained": True, "training_cells": len(cells), "epochs": epochs, "lr": lr, "entropy": entropy,
+                "seed": seed, "curve": curve, "seconds": round(time.perf_counter() - t0, 1)}
+    return pol
 
 
 def choice_cost(policy, cells: list[StartCell], batches: dict | None = None) -> tuple[float, float]:
