@@ -6,8 +6,8 @@
 
 Every program is new to the repository (none is in `experiments/torch_steps.py`,
 `experiments/torch_zoo.py` or `experiments/planned_recompute.py`): torchvision CNNs and Hugging
-Face decoders built from their constructors or small configs with random weights, and an RNN
-written here; SGD, Adam and AdamW. The sides (`SIDES`):
+Face decoders built from their constructors or small configs with random weights, an RNN and a
+GPT written here; SGD, Adam and AdamW. The sides (`SIDES`):
 
 - `eager`: the eager step; `compile`: `torch.compile(model)` (Inductor, its defaults);
 - `compile_amb05`: torch.compile with `torch._functorch.config.activation_memory_budget = 0.5`
@@ -24,7 +24,11 @@ step 3 is measured as `regal.torch.eager.measure_step` measures a step (every te
 alive in the process before it + the allocator's high mark during it), steps 4-8 are timed
 (the median is the step time), and the 20 losses are kept. Each process's record is
 OUT/cells/PROGRAM.SIDE.json; a rerun skips the cells it has (`--force` runs them again).
-OUT/README.md's tables are written from the cells.
+OUT/table.md is written from the cells.
+
+`--sides pair` times torch.compile and `regal_01` in one process (`run_pair`: both compiled,
+then alternating timed steps), since the sides' own processes run minutes apart under whatever
+load the machine has then.
 """
 
 from __future__ import annotations
@@ -100,6 +104,43 @@ def _gru_lm():
         lambda out, x, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
 
 
+def _gpt():
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Block(nn.Module):
+        def __init__(self, dim: int, heads: int):
+            super().__init__()
+            self.heads = heads
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(a)
+            return x + self.mlp(self.n2(x))
+
+    class GPT(nn.Module):
+        """A GPT written here: token and position embeddings, three pre-norm blocks (causal
+        attention, GELU MLP), a final LayerNorm and an untied output layer."""
+
+        def __init__(self, vocab: int = 1000, dim: int = 96, layers: int = 3, heads: int = 4, tokens: int = 64):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(tokens, dim)
+            self.blocks = nn.Sequential(*[Block(dim, heads) for _ in range(layers)])
+            self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab)
+
+        def forward(self, ids):
+            x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            return self.head(self.norm(self.blocks(x)))
+    return GPT(), (torch.randint(0, 1000, (4, 64)), torch.randint(0, 1000, (4, 64))), \
+        lambda out, x, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
+
+
 #: name -> (build: () -> (model, inputs, loss_fn), optimizer factory, description)
 PROGRAMS = {
     "mnasnet0_5_sgd": (_tv("mnasnet0_5", 8, 64), _sgd, "torchvision MNASNet-0.5, batch 8, 64x64, SGD"),
@@ -110,6 +151,8 @@ PROGRAMS = {
     "squeezenet1_0_sgd": (_tv("squeezenet1_0", 8, 64), _sgd, "torchvision SqueezeNet 1.0, batch 8, 64x64, SGD"),
     "mistral_3l_adam": (_decoder("Mistral"), _adam, "transformers Mistral config, 3 layers, d=128, 4x64 tokens, Adam"),
     "regnet_y_800mf_adamw": (_tv("regnet_y_800mf", 4, 64), _adamw, "torchvision RegNetY-800MF, batch 4, 64x64, AdamW"),
+    "gpt_3l_adam": (_gpt, _adam, "GPT written here, 3 layers, d=96, 4 heads, 4x64 tokens, Adam"),
+    "resnet34_sgd": (_tv("resnet34", 16, 96), _sgd, "torchvision ResNet-34, batch 16, 96x96, SGD"),
 }
 
 
@@ -166,6 +209,45 @@ def run_side(name: str, side: str) -> dict:
     if records is not None:
         out["regal"] = [{"hook": h, **r._asdict()} for h, r in records]
     return out
+
+
+def run_pair(name: str, rounds: int = 7) -> dict:
+    """Step time of torch.compile and of `regal.torch.compile(recompute_budget=0.1)` in one
+    process (`--sides pair`): both compiled and warmed up (two steps each), then `rounds` rounds
+    of one timed step of each, alternating; the medians and their ratio. Timings minutes apart
+    in two processes carry the machine's load; these share it."""
+    import torch
+
+    from regal.torch.compile import compile as regal_compile
+
+    torch.set_num_threads(1)
+    build, make_opt, _ = PROGRAMS[name]
+    sides = {}
+    for side in ("compile", "regal_01"):
+        torch.manual_seed(0)
+        model, inputs, loss_fn = build()
+        model.train()
+        fwd = torch.compile(model) if side == "compile" else regal_compile(model, recompute_budget=0.1)
+        sides[side] = (fwd, make_opt(model.parameters()), inputs, loss_fn)
+
+    def step(side):
+        fwd, opt, (x, y), loss_fn = sides[side]
+        t = time.perf_counter()
+        loss_fn(fwd(x), x, y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t
+    for side in sides:
+        step(side)
+        step(side)
+    walls = {side: [] for side in sides}
+    for _ in range(rounds):
+        for side in sides:
+            walls[side].append(step(side))
+    med = {side: statistics.median(w) for side, w in walls.items()}
+    hooks = [h for h, _ in getattr(sides["regal_01"][0], "regal_records", [])]
+    return {"program": name, "side": "pair", "step_s_compile": med["compile"], "step_s_regal_01": med["regal_01"],
+            "ratio": med["regal_01"] / med["compile"], "walls": walls, "regal_hooks": hooks}
 
 
 def _cell(out: str, name: str, side: str) -> str:
@@ -237,12 +319,15 @@ def table(cells: dict, programs) -> str:
 
 
 def summary(cells: dict, programs) -> str:
-    """The issue's targets, each against the figure measured (programs with every side)."""
-    full = [p for p in programs if all(isinstance(cells.get((p, s), {}).get("peak_bytes"), int) for s in SIDES)]
-    if not full:
-        return "No program has every side measured yet."
-    lines = [f"Programs with every side measured: {len(full)} ({', '.join(full)}).", ""]
+    """The issue's targets, each against the figure measured (per side, the programs with it and
+    eager, compile and amb 0.5 measured); step time also from the paired cells (`run_pair`)."""
+    base = ("eager", "compile", "compile_amb05")
+    lines = []
     for side in ("regal_none", "regal_01"):
+        full = [p for p in programs if all(isinstance(cells.get((p, s), {}).get("peak_bytes"), int) for s in base + (side,))]
+        if not full:
+            lines.append(f"- `{side}`: no program with every side measured")
+            continue
         vs = [(cells[(p, side)]["peak_bytes"] - cells[(p, "compile")]["peak_bytes"]) / cells[(p, "compile")]["peak_bytes"]
               for p in full]
         below = sum(v < 0 for v in vs)
@@ -250,17 +335,25 @@ def summary(cells: dict, programs) -> str:
         comp = [cells[(p, side)]["compile_s"] / cells[(p, "compile")]["compile_s"] for p in full]
         amb = [p for p in full if cells[(p, side)]["peak_bytes"] < cells[(p, "compile_amb05")]["peak_bytes"]
                and cells[(p, side)]["step_s"] <= cells[(p, "compile_amb05")]["step_s"]]
+        amb_peak = [p for p in full if cells[(p, side)]["peak_bytes"] < cells[(p, "compile_amb05")]["peak_bytes"]]
         worse_eager = [p for p in full if cells[(p, side)]["peak_bytes"] > cells[(p, "eager")]["peak_bytes"]]
         rel = [r for r in (_rel_loss(cells[(p, side)], cells[(p, "compile")]) for p in full) if r is not None]
-        lines += [f"- `{side}` against torch.compile's default: below on {below} of {len(full)} "
-                  f"(target >= 90 %), mean {100 * statistics.mean(vs):+.1f} % (target <= -15 %); step time "
-                  f"{min(slow):.2f}-{max(slow):.2f}x torch.compile's (median {statistics.median(slow):.2f}x; target "
-                  f"<= 1.1x); compile time {min(comp):.2f}-{max(comp):.2f}x",
-                  f"- `{side}` against activation_memory_budget 0.5: lower peak at a step time no higher on "
-                  f"{len(amb)} of {len(full)} (target >= 80 %); above eager on {len(worse_eager)} "
-                  f"({', '.join(worse_eager) or 'none'}; target: none)",
-                  f"- `{side}` losses over {STEPS} steps against torch.compile's: largest relative difference "
-                  f"{max(rel):.1e} (target <= 1e-5)" if rel else f"- `{side}`: no losses"]
+        equal = sum(r <= 1e-5 for r in rel)
+        lines += [f"- `{side}` ({len(full)} programs: {', '.join(full)}) against torch.compile's default: below on "
+                  f"{below} of {len(full)} (target >= 90 %), mean {100 * statistics.mean(vs):+.1f} % (target <= -15 %); "
+                  f"step time, processes minutes apart, {min(slow):.2f}-{max(slow):.2f}x torch.compile's (median "
+                  f"{statistics.median(slow):.2f}x; target <= 1.1x); compile time {min(comp):.2f}-{max(comp):.2f}x "
+                  f"(median {statistics.median(comp):.2f}x)",
+                  f"- `{side}` against activation_memory_budget 0.5: lower peak on {len(amb_peak)} of {len(full)}, "
+                  f"lower peak at a step time no higher on {len(amb)} of {len(full)} (target >= 80 %); above eager on "
+                  f"{len(worse_eager)} ({', '.join(worse_eager) or 'none'}; target: none)",
+                  f"- `{side}` losses over {STEPS} steps against torch.compile's: within 1e-5 relative on {equal} of "
+                  f"{len(rel)}, largest relative difference {max(rel):.1e} (target <= 1e-5)" if rel
+                  else f"- `{side}`: no losses"]
+    pairs = [(p, cells[(p, "pair")]) for p in programs if "ratio" in cells.get((p, "pair"), {})]
+    if pairs:
+        lines.append("- `regal_01` step time against torch.compile's in one process (7 alternating steps each, "
+                     "medians): " + ", ".join(f"{p} {c['ratio']:.2f}x" for p, c in pairs) + " (target <= 1.1x)")
     return "\n".join(lines)
 
 
@@ -276,10 +369,10 @@ def main(argv=None) -> int:
     ap.add_argument("--table", action="store_true", help="only write the table from the cells")
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(run_side(args.one, args.side)))
+        print(json.dumps(run_pair(args.one) if args.side == "pair" else run_side(args.one, args.side)))
         return 0
     programs = args.programs or list(PROGRAMS)
-    bad = [p for p in programs if p not in PROGRAMS] + [s for s in args.sides if s not in SIDES]
+    bad = [p for p in programs if p not in PROGRAMS] + [s for s in args.sides if s not in SIDES + ("pair",)]
     if bad:
         print(f"error: unknown program or side {bad[0]!r}", file=sys.stderr)
         return 2

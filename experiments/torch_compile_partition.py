@@ -14,7 +14,8 @@ partition of the side. The order hook records Inductor's estimate of each compil
 regal's order where the side has it). Then three steps run as in experiments/torch_compile.py,
 and step 3 is measured twice: the process's peak (`measure_step`) and, from the profiler's memory
 events, the moment of the peak, what was allocated then and the profiler ranges around it.
-Prints one JSON record.
+Prints one JSON record. `python -m experiments.torch_compile_partition --workspaces`: the
+workspace of CPU convolution backward passes by memory layout (`conv_workspaces`).
 """
 
 from __future__ import annotations
@@ -176,8 +177,39 @@ def run(name: str, side: str) -> dict:
             "records": records, "losses": losses}
 
 
+#: (batch, channels in, size, kernel, groups, channels out): MNASNet-0.5's, ShuffleNetV2's and
+#: ResNet's convolution shapes in these programs
+CONV_SHAPES = ((16, 64, 24, 3, 1, 64), (16, 128, 12, 3, 1, 128), (16, 512, 3, 3, 1, 512), (16, 3, 96, 7, 1, 64),
+               (8, 48, 16, 5, 48, 48), (8, 576, 2, 5, 576, 576), (8, 96, 8, 3, 96, 96), (8, 24, 32, 1, 1, 72))
+
+
+def conv_workspaces() -> list:
+    """[(shape, layout, workspace bytes)]: the allocator's high mark of one CPU
+    `convolution_backward` (input and weight gradients) above the gradients it returns, with
+    input, weight and incoming gradient channels-last or contiguous."""
+    import torch
+
+    from regal.torch.plan import peak_during
+    torch.set_num_threads(1)
+    rows = []
+    for n, c, h, k, g, o in CONV_SHAPES:
+        for layout in ("channels_last", "contiguous"):
+            def f(t, layout=layout):
+                return t.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else t.contiguous()
+            x, w = f(torch.randn(n, c, h, h)), f(torch.randn(o, c // g, k, k))
+            grad = f(torch.randn(torch.nn.functional.conv2d(x, w, None, 1, k // 2, 1, g).shape))
+            high, _, got = peak_during(lambda: torch.ops.aten.convolution_backward.default(
+                grad, x, w, [0], [1, 1], [k // 2, k // 2], [1, 1], False, [0, 0], g, [True, True, False]))
+            rows.append(((n, c, h, k, g, o), layout, high - sum(t.untyped_storage().nbytes() for t in got if t is not None)))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    if argv is None and sys.argv[1:] == ["--workspaces"]:
+        for shape, layout, nbytes in conv_workspaces():
+            print(f"(batch, in, size, kernel, groups, out) = {shape} {layout}: {nbytes / 1e6:.2f} MB")
+        return 0
     ap.add_argument("program")
     ap.add_argument("--side", default="regal_01", choices=("compile", "compile_amb05", "regal_01"))
     args = ap.parse_args(argv)
