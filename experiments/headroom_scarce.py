@@ -546,8 +546,8 @@ def report(args) -> None:
     doc = ["# headroom-scarce: the room a per-node prior has where evaluations are scarce (issue 56, step 1)", "",
            "Commands: `.venv/bin/python -m experiments.headroom_scarce graphs`, then `... large --time-limit 15 "
            "--long 120` (and `--devices 4`), `... ceiling --graphs densenet121_torch_x27_100k --devices 1 --long 420`, "
-           "`... recompute` (and `--devices 4 --budgets 1000`), `... recompute --arms hind_rc-c3 hind_rc-c50`, "
-           "`... paper --devices 2 4`, `... report` (resumable; cells cached under experiments/cache/headroom-scarce/).  ",
+           "`... recompute` (and `--devices 4 --budgets 1000`, `--budgets 5000`), `... recompute --arms hind_rc-c3 "
+           "hind_rc-c50`, `... paper --devices 2 4` (and `--arms hpflip10-c20 hpflip30-c20`), `... report` (resumable; cells cached under experiments/cache/headroom-scarce/).  ",
            f"Machine: {machine()}, shared with other jobs: load average (1 min) at the cells' ends median "
            f"{np.median(loads) if loads else 0:.1f}, range {min(loads, default=0):.1f}-{max(loads, default=0):.1f}. "
            f"Code: the cells ran at {len({c['code'] for c in large + rec + paper})} code states (HEAD moved under the run as "
