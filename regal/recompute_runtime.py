@@ -82,8 +82,9 @@ class TimedScore(NamedTuple):
 
 def fast_instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
     """`regal.recompute.instance_graph` built from the graph's arrays, without records (the same
-    Graph, array for array: tests/test_recompute_runtime.py; 0.4 ms instead of 30 ms on 700
-    nodes, which the timed climb pays per move)."""
+    Graph, array for array: tests/test_recompute_runtime.py), which the timed climb pays per
+    move: with its kernel view, 0.8 ms against 164 ms on ResNet-18's step (666 instances) and
+    92 ms against 1.12 s on DenseNet-121's (4,443), median of 7, load average 12 on 2 cores."""
     seq = np.asarray(sequence, dtype=np.int64)
     m, n = seq.shape[0], graph.num_nodes
     key = seq * (m + 1) + np.arange(m, dtype=np.int64)   # the instances by (node, position)
