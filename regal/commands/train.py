@@ -40,15 +40,21 @@ _RESUME_OPTIONS = {"devices": "--devices", "max_devices": "--devices", "samples"
 @click.option("--max-nodes", default=2000, show_default=True, type=Count(1, _args.MAX_COUNT), help="skip larger training graphs")
 @click.option("--max-valid", default=12, show_default=True, type=Count(0, _args.MAX_COUNT), help="validation graphs used")
 @click.option("--devices", "-d", multiple=True, type=click.IntRange(1, 8), default=(1, 2), show_default=True,
-              help="device counts, cycled over steps (repeat the option)")
-@click.option("--steps", default=400, show_default=True, type=Count(1, _args.MAX_COUNT))
-@click.option("--samples", default=6, show_default=True, type=Count(2, _args.MAX_POPULATION))
+              help="device counts, cycled over steps (repeat the option; --head: 2, 4, each cell at each)")
+@click.option("--steps", default=400, show_default=True, type=Count(1, _args.MAX_COUNT),
+              help="training steps (--head moves: REINFORCE steps, default 4)")
+@click.option("--samples", default=6, show_default=True, type=Count(2, _args.MAX_POPULATION),
+              help="samples per step (--head moves: flagship runs per REINFORCE step, default 12)")
 @click.option("--budget", "-n", default=5000, show_default=True, type=BUDGET,
-              help="evaluations of each BRKGA run (each sample's and the plain reference's)")
-@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=Fraction(0, low_open=True))
-@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=Fraction(0))
+              help="evaluations of each BRKGA run (each sample's and the plain reference's; --head: of each flagship run, "
+                   "default 1000)")
+@click.option("--lr", "learning_rate", default=1e-4, show_default=True, type=Fraction(0, low_open=True),
+              help="Adam's learning rate (--head start: 3e-3; --head moves: REINFORCE's, 1e-3)")
+@click.option("--entropy", "entropy_coef", default=0.0005, show_default=True, type=Fraction(0),
+              help="entropy bonus (--head start: 0.01)")
 @click.option("--imitate", "imitation_steps", default=400, show_default=True, type=Count(0, _args.MAX_COUNT),
-              help="warm-start steps imitating the structural teacher (regal.policy.teacher)")
+              help="warm-start steps imitating the structural teacher (regal.policy.teacher; --head moves: imitating the "
+                   "no-policy flagship's improving picks, default 600)")
 @click.option("--kind", type=click.Choice(["gnn", "gas"]), default="gnn", show_default=True)
 @click.option("--objective", type=click.Choice(["memory", "runtime"]), default="memory", show_default=True,
               help="the reward: peak memory, or makespan (BRKGA on the timed chromosome, no memory limit, the "
