@@ -1,5 +1,5 @@
 """Issue 56: the room a per-node prior has in REGAL's paper setting, in hindsight (stage `paper` of
-`experiments.headroom_scarce`).
+`experiments.headroom_scarce`), and the hindsight priors both stages make.
 
     python -m experiments.headroom_scarce paper [--devices 2 4 --graphs-per-source 4 --arms ...]
 
@@ -35,12 +35,45 @@ import time
 
 import numpy as np
 
+LEVELS = 60    # distinct means of a priority key (regal.priors caches 64 quantile tables)
 MAX_NODES = 3000
 LONG_EVALUATIONS = 20_000
 LONG_SEED = 100
 BUDGET = 5000
 ARMS = ("none", "default", "teacher", "hind-c5", "hind-c20", "hind-c100", "hplace-c20", "hsched-c20", "hact",
         "hact_sched")
+
+
+# ============================================================================== priors (also headroom_scarce's)
+def level_keys(keys: np.ndarray, levels: int = LEVELS) -> np.ndarray:
+    """Keys in [0, 1) moved to the centre of their level of `levels` (few distinct Betas)."""
+    return (np.minimum(np.floor(keys * levels), levels - 1) + 0.5) / levels
+
+
+def beta_priors(means: np.ndarray, concentration: float, uniform: np.ndarray | None = None):
+    """Priors with Beta(m c, (1 - m) c) per gene (`uniform`: genes left at Beta(1, 1))."""
+    from regal.priors import Priors
+    a, b = means * concentration, (1.0 - means) * concentration
+    if uniform is not None:
+        a, b = np.where(uniform, 1.0, a), np.where(uniform, 1.0, b)
+    return Priors(a, b)
+
+
+def schedule_means(placement, order, devices: int, *, noise: float = 0.0, flip: float = 0.0, rng=None) -> np.ndarray:
+    """float64[n, d + 1]: the keys of a schedule (`regal.decode.encode`), the priorities on levels;
+    with noise, each priority moved by N(0, noise) and a share `flip` of the placements redrawn."""
+    from regal.decode import encode
+    n = len(placement)
+    placement = np.asarray(placement).copy()
+    if flip and devices > 1:
+        moved = rng.random(n) < flip
+        placement[moved] = rng.integers(0, devices, size=int(moved.sum()))
+    keys = encode(placement, order, devices).reshape(n, devices + 1)
+    prio = keys[:, devices]
+    if noise:
+        prio = np.clip(prio + rng.normal(0.0, noise, n), 0.0, 1.0 - 1e-9)
+    keys[:, devices] = level_keys(prio)
+    return keys
 
 
 def paper_graphs(per_source: int) -> list[dict]:
@@ -55,7 +88,6 @@ def paper_graphs(per_source: int) -> list[dict]:
 
 def hindsight_priors(arm: str, best: dict, devices: int):
     """The Priors of a hindsight arm (hind / hplace / hsched at concentration C) from the long run's `best`."""
-    from experiments.headroom_scarce import beta_priors, schedule_means
     kind, _, conc = arm.partition("-c")
     flip = int(kind[len("hpflip"):]) / 100.0 if kind.startswith("hpflip") else 0.0
     means = schedule_means(best["placement"], best["order"], devices, flip=flip, rng=np.random.default_rng(7))

@@ -14,7 +14,7 @@ A. **Graphs of 100K nodes under a time limit.** Real training steps at that size
    (the flagship, no policy, `--long` seconds, seed 100) gives the best schedule in hindsight; from
    it, per-node Beta priors (`regal.priors.Priors`) centred on its keys (`regal.decode.encode`: the
    device's affinity 0.75, the others 0.25, the priority by position; the priority's mean on
-   LEVELS levels, since every distinct Beta is a 65,537-point quantile table) at concentrations
+   60 levels (`experiments.headroom_paper.LEVELS`), since every distinct Beta is a 65,537-point quantile table) at concentrations
    CONCENTRATIONS; a noisy copy (each position moved by N(0, 0.05), a tenth of the devices
    flipped: a prior that is right in the large, wrong in the small); and the structural teacher's
    priors (`policy="teacher"`, no hindsight). Each arm runs the flagship (`regal.optimize`) for
@@ -49,13 +49,13 @@ import time
 
 import numpy as np
 
+from experiments.headroom_paper import beta_priors, schedule_means
 from experiments.runner import ROOT, commit, machine
 
 NAME = "headroom-scarce"
 CACHE = os.path.join(ROOT, "experiments", "cache", NAME)
 RESULTS = os.path.join(ROOT, "experiments", "results", NAME)
 MANIFEST = os.path.join(ROOT, "data", "manifest_recompute.json")
-LEVELS = 60                  # distinct means of a priority key (regal.priors caches 64 quantile tables)
 CONCENTRATIONS = (5.0, 50.0)  # alpha + beta of the hindsight priors
 NOISE_CONCENTRATION = 20.0
 SEEDS = (0, 1, 2)
@@ -91,37 +91,6 @@ def _code() -> str:
 
 
 # ============================================================================== priors
-def level_keys(keys: np.ndarray, levels: int = LEVELS) -> np.ndarray:
-    """Keys in [0, 1) moved to the centre of their level of `levels` (few distinct Betas)."""
-    return (np.minimum(np.floor(keys * levels), levels - 1) + 0.5) / levels
-
-
-def beta_priors(means: np.ndarray, concentration: float, uniform: np.ndarray | None = None):
-    """Priors with Beta(m c, (1 - m) c) per gene (`uniform`: genes left at Beta(1, 1))."""
-    from regal.priors import Priors
-    a, b = means * concentration, (1.0 - means) * concentration
-    if uniform is not None:
-        a, b = np.where(uniform, 1.0, a), np.where(uniform, 1.0, b)
-    return Priors(a, b)
-
-
-def schedule_means(placement, order, devices: int, *, noise: float = 0.0, flip: float = 0.0, rng=None) -> np.ndarray:
-    """float64[n, d + 1]: the keys of a schedule (`regal.decode.encode`), the priorities on levels;
-    with noise, each priority moved by N(0, noise) and a share `flip` of the placements redrawn."""
-    from regal.decode import encode
-    n = len(placement)
-    placement = np.asarray(placement).copy()
-    if flip and devices > 1:
-        moved = rng.random(n) < flip
-        placement[moved] = rng.integers(0, devices, size=int(moved.sum()))
-    keys = encode(placement, order, devices).reshape(n, devices + 1)
-    prio = keys[:, devices]
-    if noise:
-        prio = np.clip(prio + rng.normal(0.0, noise, n), 0.0, 1.0 - 1e-9)
-    keys[:, devices] = level_keys(prio)
-    return keys
-
-
 def large_priors(arm: str, best: dict, devices: int):
     """The Priors of arm `arm` of place A from the long run's `best` (placement, order)."""
     kind, _, conc = arm.partition("-c")
