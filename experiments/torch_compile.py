@@ -254,11 +254,11 @@ def _cell(out: str, name: str, side: str) -> str:
     return os.path.join(out, "cells", f"{name}.{side}.json")
 
 
-def _child(name: str, side: str, timeout: int) -> dict:
+def _child(name: str, side: str, timeout: int, rounds: int = 7) -> dict:
     env = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="regal-inductor-") as cache:
         env["TORCHINDUCTOR_CACHE_DIR"] = cache
-        cmd = [sys.executable, "-m", "experiments.torch_compile", "--one", name, "--side", side]
+        cmd = [sys.executable, "-m", "experiments.torch_compile", "--one", name, "--side", side, "--rounds", str(rounds)]
         try:
             r = subprocess.run(cmd, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         except subprocess.TimeoutExpired:
@@ -366,10 +366,11 @@ def main(argv=None) -> int:
     ap.add_argument("--force", action="store_true", help="run cells that exist again")
     ap.add_argument("--one", help="(internal) run one program's side in this process and print its record")
     ap.add_argument("--side", help="(internal) with --one")
+    ap.add_argument("--rounds", type=int, default=7, help="timed steps of each side in a pair cell")
     ap.add_argument("--table", action="store_true", help="only write the table from the cells")
     args = ap.parse_args(argv)
     if args.one:
-        print(json.dumps(run_pair(args.one) if args.side == "pair" else run_side(args.one, args.side)))
+        print(json.dumps(run_pair(args.one, args.rounds) if args.side == "pair" else run_side(args.one, args.side)))
         return 0
     programs = args.programs or list(PROGRAMS)
     bad = [p for p in programs if p not in PROGRAMS] + [s for s in args.sides if s not in SIDES + ("pair",)]
@@ -384,7 +385,7 @@ def main(argv=None) -> int:
                 if os.path.exists(path) and not args.force:
                     continue
                 t = time.time()
-                rec = _child(p, s, args.timeout)
+                rec = _child(p, s, args.timeout, args.rounds)
                 rec["wall_s"] = time.time() - t
                 rec["load"] = os.getloadavg()[0]
                 with open(path, "w") as fh:
