@@ -166,14 +166,14 @@ def _compiled(side: str, model):
     return regal_compile(model, recompute_budget=None if side == "regal_none" else 0.1)
 
 
-def run_side(name: str, side: str) -> dict:
-    """One side of one program in this process (module docstring)."""
+def side_setup(name: str, side: str):
+    """(model, inputs, loss_fn, optimizer, patch) of one side of one program, built in this
+    process with one thread and seed 0; `patch`: the context torch.compile runs in (the
+    activation_memory_budget 0.5 of `compile_amb05`, else nothing)."""
     import contextlib
 
     import torch
     import torch._functorch.config as functorch_config
-
-    from regal.torch.eager import measure_step
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -182,16 +182,32 @@ def run_side(name: str, side: str) -> dict:
     model.train()
     opt = make_opt(model.parameters())
     patch = functorch_config.patch(activation_memory_budget=0.5) if side == "compile_amb05" else contextlib.nullcontext()
+    return model, inputs, loss_fn, opt, patch
+
+
+def training_step(fwd, loss_fn, opt, losses: list):
+    """The user's loop's step on the compiled forward `fwd`: loss, backward, the optimizer's step,
+    the gradients set to None; each loss appended to `losses`."""
+    def step(x, y):
+        loss = loss_fn(fwd(x), x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+    return step
+
+
+def run_side(name: str, side: str) -> dict:
+    """One side of one program in this process (module docstring)."""
+    import torch
+
+    from regal.torch.eager import measure_step
+
+    model, inputs, loss_fn, opt, patch = side_setup(name, side)
     losses, walls = [], []
     with patch:
         fwd = _compiled(side, model)
-
-        def step(x, y):
-            loss = loss_fn(fwd(x), x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
+        step = training_step(fwd, loss_fn, opt, losses)
 
         out: dict = {"program": name, "side": side, "torch": torch.__version__}
         for k in range(1, STEPS + 1):

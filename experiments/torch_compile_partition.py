@@ -142,32 +142,17 @@ def _peak_moment(step, inputs) -> dict:
 
 
 def run(name: str, side: str) -> dict:
-    import contextlib
-
     import torch
-    import torch._functorch.config as functorch_config
 
-    from experiments.torch_compile import PROGRAMS
+    from experiments.torch_compile import side_setup, training_step
     from regal.torch.eager import measure_step, process_bytes
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    build, make_opt, _ = PROGRAMS[name]
-    model, inputs, loss_fn = build()
-    model.train()
-    opt = make_opt(model.parameters())
+    model, inputs, loss_fn, opt, patch = side_setup(name, side)
     records: list = []
-    patch = functorch_config.patch(activation_memory_budget=0.5) if side == "compile_amb05" else contextlib.nullcontext()
     losses = []
     with patch:
         fwd = torch.compile(model, options=_hooks(side, records))
-
-        def step(x, y):
-            loss = loss_fn(fwd(x), x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
+        step = training_step(fwd, loss_fn, opt, losses)
         step(*inputs)
         step(*inputs)
         base = process_bytes("cpu")
