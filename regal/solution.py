@@ -336,7 +336,7 @@ def instance_solution(graph: Graph, solution):
     if solution.order.shape[0] <= graph.num_nodes:
         return graph, solution
     from regal.recompute import instance_graph
-    inst, nodes = instance_graph(graph, solution.order)
+    inst, nodes = instance_graph(graph, solution.order, checked=True)   # checked when the Solution was made
     sol = make_solution(inst, solution.placement[nodes], np.arange(nodes.shape[0]), solution.num_devices,
                         method=solution.method, evaluations=solution.evaluations, seconds=solution.seconds,
                         info=solution.info)

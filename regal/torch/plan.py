@@ -181,7 +181,7 @@ def _taken_per_entry(graph: Graph, order: Sequence[int]) -> dict[int, list[int]]
         pos[order] = np.arange(order.shape[0])
         return {int(pos[v]): us for v, us in taken_over(graph, order).items()}
     from regal.recompute import instance_graph
-    inst, nodes = instance_graph(graph, order)
+    inst, nodes = instance_graph(graph, order, checked=True)   # a Solution's order: checked when it was made
     return {i: [int(nodes[u]) for u in us] for i, us in taken_over(inst, np.arange(nodes.shape[0])).items()}
 
 
