@@ -6,8 +6,8 @@ d > 1 runs `optimize_recompute_runtime`. The step time is the timed model's make
 solution's instance graph (section 3b: the instances run with the sequence as their dispatch
 priorities), with transfers and devices that run side by side, so the extra compute is not the
 time; a schedule fits when every device's peak over time (section 4) is at most its limit. Every
-candidate is scored that way (`timed_score`; `fast_instance_graph` builds the instance graph from
-arrays), which is what `Solution.info["timed"]` holds and `regal evaluate` re-simulates.
+candidate is scored that way (`timed_score`; `regal.timed.instance_schedule` builds the instance
+graph), which is what `Solution.info["timed"]` holds and `regal evaluate` re-simulates.
 
 Section 4 starts a device's ready node whenever the device is idle, and a recomputation is ready
 as soon as its inputs exist: on a device that waits (for a transfer, for the other device) it
@@ -45,10 +45,11 @@ from regal.graph import Graph
 from regal.recompute import op_costs
 from regal.recompute_search import recompute_sequence
 from regal.solution import Solution, make_solution
-from regal.timed import check_device_model, excess_bytes, memory_limits, resimulate, run_timed, timed_info
+from regal.timed import (check_device_model, excess_bytes, instance_schedule, memory_limits, resimulate, run_timed,
+                         timed_info)
 
 __all__ = ["optimize_recompute_runtime", "fit_by_recompute", "timed_score", "TimedScore", "LIMITED_SHARE",
-           "ONE_DEVICE_SHARE", "MEMORY_SHARE", "STAGES", "CANDIDATES", "DROP_TRIES", "fast_instance_graph"]
+           "ONE_DEVICE_SHARE", "MEMORY_SHARE", "STAGES", "CANDIDATES", "DROP_TRIES"]
 
 #: The runtime search under the limits: its share of the evaluations (0.5 measured short of the
 #: plain runtime search's fit on a graph where 3,500 of 5,000 fit: experiments/results/recompute-runtime).
@@ -80,66 +81,18 @@ class TimedScore(NamedTuple):
         return (self.excess > 0, self.excess, self.makespan)
 
 
-def fast_instance_graph(graph: Graph, sequence) -> tuple[Graph, np.ndarray]:
-    """`regal.recompute.instance_graph` built from the graph's arrays, without records (the same
-    Graph, array for array: tests/test_recompute_runtime.py), which the timed climb pays per
-    move: with its kernel view, 0.8 ms against 164 ms on ResNet-18's step (666 instances) and
-    92 ms against 1.12 s on DenseNet-121's (4,443), median of 7, load average 12 on 2 cores."""
-    seq = np.asarray(sequence, dtype=np.int64)
-    m, n = seq.shape[0], graph.num_nodes
-    key = seq * (m + 1) + np.arange(m, dtype=np.int64)   # the instances by (node, position)
-    srt = np.argsort(key, kind="stable")
-    skey = key[srt]
-
-    def latest(row, u):   # the latest instance of node u before position `row`
-        return srt[np.searchsorted(skey, u * (m + 1) + row, side="left") - 1].astype(np.int32)
-
-    row, u, in_ptr = _rows(graph.in_ptr, graph.in_idx, seq)
-    in_idx = latest(row, u)
-    row, u, reuse_ptr = _rows(graph.reuse_ptr, graph.reuse_idx, seq)
-    reuse_idx = latest(row, u)
-    counts = np.bincount(seq, minlength=n)
-    first = np.cumsum(counts) - counts   # node u's instances: srt[first[u]:][:counts[u]]
-    row, u, _ = _rows(graph.ctrl_in_ptr, graph.ctrl_in_idx, seq)
-    k = counts[u]                                            # a control input: every instance of it
-    off = np.arange(k.sum(), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
-    ctrl_idx = srt[np.repeat(first[u], k) + off].astype(np.int32)
-    ctrl_ptr = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.bincount(np.repeat(row, k), minlength=m), out=ctrl_ptr[1:])
-    rank = np.empty(m, dtype=np.int64)
-    rank[srt] = np.arange(m) - first[seq[srt]]
-    ids, ops = graph.ids, graph.ops
-    inst = Graph(name=graph.name, ids=tuple(ids[v] if r == 0 else f"{ids[v]}#{r + 1}"
-                                            for v, r in zip(seq.tolist(), rank.tolist())),
-                 ops=tuple(ops[v] for v in seq.tolist()), bytes=graph.bytes[seq], temp_bytes=graph.temp_bytes[seq],
-                 cost=graph.cost[seq], resident=graph.resident[seq], in_ptr=in_ptr, in_idx=in_idx,
-                 ctrl_in_ptr=ctrl_ptr, ctrl_in_idx=ctrl_idx, reuse_ptr=reuse_ptr, reuse_idx=reuse_idx,
-                 output=graph.output[seq], meta=dict(graph.meta), no_recompute=graph.no_recompute[seq])
-    return inst, seq
-
-
-def _rows(ptr, idx, nodes):
-    """(the row of each entry, the entries, CSR pointers) of the CSR rows `nodes`, in that order."""
-    lo = ptr[nodes]
-    cnt = ptr[nodes + 1] - lo
-    out_ptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
-    np.cumsum(cnt, out=out_ptr[1:])
-    row = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), cnt)
-    at = np.arange(out_ptr[-1], dtype=np.int64) + np.repeat(lo - out_ptr[:-1], cnt)
-    return row, np.asarray(idx, dtype=np.int64)[at], out_ptr
-
-
 def _simulate(graph: Graph, placement, sequence, devices: int, model, trace: bool = False):
     """(instance graph, instance placement, TimedSimulation): the timed model of a sequence with
     recomputations, the sequence its dispatch order (`regal.timed.resimulate` without a transfer
     order: the priorities of `simulate_timed` for order = arange(m))."""
-    inst, nodes = (graph, np.arange(graph.num_nodes)) if np.shape(sequence)[0] == graph.num_nodes \
-        else fast_instance_graph(graph, sequence)
-    order = np.asarray(sequence, dtype=np.int64) if inst is graph else np.arange(nodes.shape[0])
+    if np.shape(sequence)[0] == graph.num_nodes:
+        inst, place, order = graph, np.asarray(placement, dtype=np.int32), np.asarray(sequence, dtype=np.int64)
+    else:   # built by recompute_sequence: valid
+        inst, nodes, place = instance_schedule(graph, placement, sequence, checked=True)
+        order = np.arange(nodes.shape[0])
     m = inst.num_nodes
     prio = np.empty(m, dtype=np.float64)
     prio[order] = m - np.arange(m, dtype=np.float64)
-    place = np.asarray(placement, dtype=np.int32)[nodes]
     sim = run_timed(inst, place, prio, np.repeat(prio[:, None], devices, axis=1), devices, model, trace)
     return inst, place, sim
 

@@ -22,6 +22,7 @@ applied in event-time order).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import NamedTuple
@@ -35,7 +36,7 @@ from regal.simulate import check_schedule, kernel_graph
 __all__ = ["DeviceModel", "TimedSimulation", "DEFAULT_BANDWIDTH_BYTES_PER_S", "DEFAULT_LATENCY_S",
            "simulate_timed", "run_timed", "timed_chromosome_length", "decode_timed", "encode_timed",
            "evaluate_population_timed", "runtime_fitness", "simulation_fitness", "makespan_bound", "memory_limits",
-           "timed_info", "resimulate", "check_device_model", "excess_bytes", "parse_bytes",
+           "timed_info", "resimulate", "instance_schedule", "check_device_model", "excess_bytes", "parse_bytes",
            "parse_rate", "parse_seconds"]
 
 #: Default link bandwidth: 100 GB/s per direction between any two devices (an NVLink-class link,
@@ -360,15 +361,65 @@ def timed_info(graph: Graph, sim: TimedSimulation, devices: int, model: DeviceMo
     }
 
 
+def instance_schedule(graph: Graph, placement, sequence, checked: bool = False) -> tuple[Graph, np.ndarray,
+                                                                                       np.ndarray]:
+    """(timed graph, int64[m] node of each instance, int32[m] instance placement) of a sequence
+    with recomputations (SPEC.md sections 3b and 4): the instance graph
+    (`regal.recompute.instance_graph`; checked=True: the sequence is known valid), plus what
+    section 4 adds for the timed model: an instance after its node's first is ready only once
+    every entry before it in the sequence on its device has started. On one device a node that
+    has started and is not running has finished, so that rule is a control edge into the
+    instance from each of those entries; from the previous recomputation on the device and the
+    entries since (the earlier ones it waited for itself), O(m) edges. Simulated with
+    `np.arange(m)` as its order, the sequence its dispatch priorities."""
+    from regal.recompute import instance_graph
+    inst, nodes = instance_graph(graph, sequence, checked=checked)
+    place = np.asarray(placement, dtype=np.int32)[nodes]
+    return _gated(inst, nodes, place), nodes, place
+
+
+def _gated(inst: Graph, nodes: np.ndarray, place: np.ndarray) -> Graph:
+    """The instance graph with section 4's gate edges into each recomputation (`instance_schedule`)."""
+    m = nodes.shape[0]
+    again = np.ones(m, dtype=bool)   # an instance after its node's first
+    again[np.unique(nodes, return_index=True)[1]] = False
+    runs = np.flatnonzero(~inst.resident)
+    runs = runs[np.argsort(place[runs], kind="stable")]   # each device's entries, in sequence order
+    if not again[runs].any():
+        return inst
+    dev = place[runs]
+    pos = np.arange(runs.shape[0])
+    head = np.r_[True, dev[1:] != dev[:-1]]   # a device's first entry
+    lo = np.maximum.accumulate(np.where(head, pos, 0))   # the device's first entry's position
+    rec = again[runs]
+    # from the previous recomputation on the device (itself gated on what came before it), else
+    # from the device's first entry, up to the recomputation
+    prev_rec = np.maximum.accumulate(np.where(rec, pos, -1))
+    prev_rec = np.r_[-1, prev_rec[:-1]]
+    start = np.where(prev_rec >= lo, prev_rec, lo)[rec]
+    cnt = pos[rec] - start
+    dst = np.repeat(runs[rec], cnt)
+    src = runs[np.repeat(start, cnt) + np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+    owner = np.concatenate([np.repeat(np.arange(m), np.diff(inst.ctrl_in_ptr)), dst])
+    idx = np.concatenate([np.asarray(inst.ctrl_in_idx, dtype=np.int64), src])
+    keep = np.lexsort((idx, owner))
+    owner, idx = owner[keep], idx[keep]
+    first = np.r_[True, (owner[1:] != owner[:-1]) | (idx[1:] != idx[:-1])]
+    owner, idx = owner[first], idx[first]
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=m), out=ptr[1:])
+    return dataclasses.replace(inst, ctrl_in_ptr=ptr, ctrl_in_idx=idx.astype(np.int32))
+
+
 def resimulate(graph: Graph, solution, device_model=None, trace: bool = False) -> TimedSimulation:
     """The timed model of a Solution, with the transfer order its info["timed"] names (if any)
     and its device model unless another is given. A solution with recomputations (SPEC.md
-    section 3b) runs as its instance graph, `order` its dispatch order."""
+    section 3b) runs as its instance graph with section 4's gates (`instance_schedule`),
+    `order` its dispatch order."""
     placement, order = solution.placement, solution.order
-    if order.shape[0] > graph.num_nodes:
-        from regal.recompute import instance_graph
-        graph, nodes = instance_graph(graph, order)
-        placement, order = placement[nodes], np.arange(nodes.shape[0])
+    if order.shape[0] > graph.num_nodes:   # a Solution's order was checked when it was made
+        graph, nodes, placement = instance_schedule(graph, placement, order, checked=True)
+        order = np.arange(nodes.shape[0])
     timed = solution.info.get("timed") or {}
     d = solution.num_devices
     model = check_device_model(device_model if device_model is not None else timed.get("device_model"), d)

@@ -4,11 +4,14 @@ settles it, transcribed with sets and lists, one instant at a time, no heaps or 
 from __future__ import annotations
 
 
-def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth, latency):
+def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth, latency, instance_of=None):
     """Returns (makespan, device_peak list, start dict, finish dict, transfers dict (u, q) -> (start, finish)).
 
     prio[v]: scheduling priority (higher first, ties to the lower node); tprio[u][q]: priority of
-    the transfer of u to device q (higher first, ties to the lower node).
+    the transfer of u to device q (higher first, ties to the lower node). instance_of: for an
+    instance graph (SPEC.md section 3b; node i is entry i of the sequence), the node each entry
+    runs: an entry whose node ran at an earlier entry (a recomputation) is ready only once every
+    earlier entry on its device that is not resident has started (section 4).
     """
     n, d = graph.num_nodes, num_devices
     nbytes = [int(b) for b in graph.bytes]
@@ -53,9 +56,16 @@ def simulate_timed(graph, placement, prio, tprio, num_devices, speed, bandwidth,
             start[u] = finish[u] = 0.0
             queue_transfers(u)
 
+    def recomputation(v):
+        return instance_of is not None and instance_of[v] in instance_of[:v]
+
+    def in_place(v):  # a recomputation waits for every entry before it on its device to start
+        return all(w in started for w in range(v) if p[w] == p[v] and not res[w])
+
     def ready(v):
         return (v not in started and not res[v] and preds[v] <= finished
-                and all(p[v] in present[u] for u in inputs[v]))
+                and all(p[v] in present[u] for u in inputs[v])
+                and (not recomputation(v) or in_place(v)))
 
     def try_free_home(u):
         if res[u] or out[u] or u in home_freed:
