@@ -9,11 +9,13 @@ time; a schedule fits when every device's peak over time (section 4) is at most 
 candidate is scored that way (`timed_score`; `regal.timed.instance_schedule` builds the instance
 graph), which is what `Solution.info["timed"]` holds and `regal evaluate` re-simulates.
 
-Section 4 starts a device's ready node whenever the device is idle, and a recomputation is ready
-as soon as its inputs exist: on a device that waits (for a transfer, for the other device) it
-runs early, holding its value as long as the first instance did. Recomputation that lowers the
-sequential peak (section 3b) therefore often leaves the timed peak where it was (measured:
-experiments/results/recompute-runtime). Stages that share the evaluations:
+Section 4 runs a recomputation in its place on its device: it is ready only once every entry
+before it in the sequence on its device has started (`regal.timed.instance_schedule`). Before that
+rule a recomputation was ready as soon as its inputs existed, a device that waited ran it early,
+and recomputation made no limit fit (experiments/results/recompute-runtime, before and after).
+The peak over time still sits above the sequential peak (copies occupy their device from the
+transfer's start, devices run ahead of each other), so candidates are scored by the timed model.
+Stages that share the evaluations:
 
 1. **The runtime search without recomputation** under the limits (`regal.runtime.optimize_runtime`,
    `LIMITED_SHARE` of the budget). When it fits, the rest of the budget goes to it (stage 5):
@@ -137,8 +139,8 @@ def fit_by_recompute(graph: Graph, placement, order, devices: int, model, limits
                      evaluations: int, chosen=None, deadline=None, source: str = "") -> tuple[TimedScore, int]:
     """The timed recompute climb: make a schedule (placement, order: int32[n] each) fit the limits
     by recomputation within `allowed` extra cost, every move scored by the timed model on the
-    instance graph (a recomputation a waiting device runs early saves nothing there, which the
-    sequential peak does not see). Each round scores, while over the limit, for the CANDIDATES
+    instance graph (what the sequential peak does not see: copies held from their transfer's
+    start, devices running ahead of each other). Each round scores, while over the limit, for the CANDIDATES
     largest values held across the peak instant of the device most over its limit
     (`_live_at_peak`), recomputing the node alone and with its inputs that may run again
     (SPEC.md section 5b places them), and, always, dropping each of the DROP_TRIES costliest
