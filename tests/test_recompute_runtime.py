@@ -144,6 +144,22 @@ def test_simulator_agrees_with_naive_on_sequences_with_recomputations(d):
     assert recomputed > 90 and delayed > 40   # the cases exercise the rule (103 and 80 at d = 2)
 
 
+def test_on_one_device_the_rule_changes_nothing():
+    """At d = 1 the device runs the sequence in its order (the first entry not started is always
+    ready), so every recomputation already waits for its place: the instance graph with and
+    without section 4's gates gives the same schedule (what `regal.recompute_search` reports)."""
+    for seed in range(60):
+        g, placement, seq, model = _random_case(seed, 1)
+        timed, nodes, place = instance_schedule(g, placement, seq)
+        inst, _ = instance_graph(g, seq)
+        m = nodes.shape[0]
+        a = simulate_timed(timed, place, np.arange(m), 1, model)
+        b = simulate_timed(inst, place, np.arange(m), 1, model)
+        assert a.start_s.tolist() == b.start_s.tolist() and a.device_peak_bytes.tolist() == b.device_peak_bytes.tolist()
+        runs = a.order[~timed.resident[a.order]]   # the dispatch order after the resident nodes
+        assert runs.tolist() == np.flatnonzero(~timed.resident).tolist()
+
+
 def test_timed_score_is_what_evaluate_resimulates():
     g = _train_chain()
     sol = regal.optimize(g, 2, budget=300, recompute_budget=0.5)
