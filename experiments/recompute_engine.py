@@ -3,6 +3,8 @@
     .venv/bin/python -m experiments.recompute_engine                 # every cell not cached yet, then the report
     .venv/bin/python -m experiments.recompute_engine --report-only   # the report from the cached cells
     .venv/bin/python -m experiments.recompute_engine --stage first   # only seed 0 at d = 1 (the first table)
+    .venv/bin/python -m experiments.recompute_engine --rerun recompute --rerun runtime   # those cells again
+                                                                     # where the code they ran differs
 
 Graphs: `data/manifest_recompute.json` (`python -m data.recompute_steps`): training steps of four
 sources; the recompute search's settings (`regal.recompute_search.RecomputeConfig`) are tuned on
@@ -277,7 +279,18 @@ def _baseline_cell(name: str, gpath: str, method: str, methods: set) -> None:
     return solve_cell(out, method, gpath, 1, 0, {}, {})
 
 
-def run(manifest: dict, stage: str, names: list[str], log, report_every: bool = True) -> None:
+def stale(path: str, kinds: list[str]) -> bool:
+    """Whether the cached cell `path` is of one of `kinds` and was made by other code than now's
+    (`code_state`): `--rerun` runs it again."""
+    if not kinds or not os.path.exists(path) or os.path.basename(path).split("_d", 1)[0] not in kinds:
+        return False
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    return (doc.get("code") or (doc.get("info") or {}).get("code")) != code_state()
+
+
+def run(manifest: dict, stage: str, names: list[str], log, report_every: bool = True,
+        rerun: list[str] | None = None) -> None:
     import regal.methods
     methods = set(regal.methods.names())
     missing = [m for m in ("moccasin",) + BASELINES if m not in methods]
@@ -286,6 +299,11 @@ def run(manifest: dict, stage: str, names: list[str], log, report_every: bool = 
     for n in names:
         check_stamp(os.path.join(CACHE, n), graph_path(manifest, n))
     todo = jobs(manifest, stage, names, methods)
+    for n, what, fn, args in todo:
+        out = args[0] if fn is solve_cell else cell_file(n, "runtime", 1, args[3], f"m{round(args[2] * 100)}") \
+            if fn is _runtime_cell else None
+        if out is not None and stale(out, rerun or []):
+            os.remove(out)
     t0 = time.perf_counter()
     last_graph, done = None, 0
     for k, (n, what, fn, args) in enumerate(todo):
@@ -647,6 +665,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", action="append", default=None, metavar="GRAPH")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--manifest", default=MANIFEST)
+    p.add_argument("--rerun", action="append", default=[], choices=("flagship", "recompute", "runtime"),
+                   help="run the cells of this kind again where the code they ran differs from now's")
     a = p.parse_args(argv)
     manifest = load_manifest(a.manifest)
     names = [n for n in manifest["graphs"] if not a.only or n in a.only]
@@ -660,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not a.report_only:
         log(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} stage {a.stage}, {len(names)} graphs, code {code_state()}")
-        run(manifest, a.stage, names, log)
+        run(manifest, a.stage, names, log, rerun=a.rerun)
     write_report(manifest, names)
     return 0
 

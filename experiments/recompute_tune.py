@@ -10,6 +10,13 @@ efficientnet, googlenet, mnasnet; small inputs); no other source is read, so eve
 of the recompute benchmark (experiments/recompute_engine.py) is held out. Each cell: % lower peak
 than the no-recompute flagship at the same budget and seed, `recompute_budget=0.1`. Prints a
 table per device count and the means; writes experiments/results/recompute-tuning/tune-dD.md.
+
+    python -m experiments.recompute_tune --split tune --devices 1 2 --seeds 0 1 2 --configs "{...}"
+
+runs instead on the recompute benchmark's graphs of that split (data/manifest_recompute.json;
+`tune` is its torch-cnn source), seeds as given, against the benchmark's cached flagship cells
+(experiments/cache/recompute-engine; run where missing), one Numba thread; a line per run
+(JSON) is appended to experiments/results/recompute-tuning/runs.jsonl.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
+import json
 import os
 import time
 
@@ -40,9 +48,14 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default="{'default': {}}", help="a Python dict: name -> RecomputeConfig fields")
+    ap.add_argument("--split", choices=("tune", "held_out"), default=None,
+                    help="the recompute benchmark's graphs of this split instead of the corpus's CNNs")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="with --split (default 0 1 2)")
     args = ap.parse_args(argv)
     configs = {k: RecomputeConfig(**v) for k, v in ast.literal_eval(args.configs).items()}
     os.makedirs(OUT, exist_ok=True)
+    if args.split:
+        return split_runs(args, configs)
     for d in args.devices:
         rows, means = [], {k: [] for k in configs}
         for path in tuning_graphs():
@@ -67,6 +80,41 @@ def main(argv=None) -> None:
         with open(os.path.join(OUT, f"tune-d{d}.md"), "w") as f:
             f.write(text)
         print(text)
+
+
+def split_runs(args, configs) -> None:
+    """--split: each config on the benchmark's graphs of the split, seeds as given, d as given."""
+    from experiments import recompute_engine as E
+    from regal.solution import load_solution
+    man = E.load_manifest()
+    names = man["splits"][args.split]
+    log = open(os.path.join(OUT, "runs.jsonl"), "a", encoding="utf-8")
+    for name, cfg in configs.items():
+        for d in args.devices:
+            per = {}
+            for n in names:
+                gp = E.graph_path(man, n)
+                g = E._graph(gp)
+                xs = []
+                for s in args.seeds or [0, 1, 2]:
+                    cell = E.cell_file(n, "flagship", d, s)
+                    if not os.path.exists(cell):
+                        E.solve_cell(cell, "regal", gp, d, s, {"budget": args.budget}, {})
+                    base = load_solution(cell, g)
+                    t = time.perf_counter()
+                    sol = optimize_recompute(g, d, args.budget, s, 0.1, recompute_config=cfg, num_threads=1)
+                    x = (base.peak_bytes - sol.peak_bytes) / base.peak_bytes * 100
+                    xs.append(x)
+                    log.write(json.dumps({"config": name, "fields": cfg._asdict(), "graph": n, "d": d, "seed": s,
+                                          "flagship": int(base.peak_bytes), "peak": int(sol.peak_bytes), "lower": x,
+                                          "extra_fraction": sol.info["recompute"]["extra_fraction"],
+                                          "stage1": sol.info["flagship_evaluations"], "code": E.code_state(),
+                                          "seconds": time.perf_counter() - t}) + "\n")
+                    log.flush()
+                per[n] = float(np.mean(xs))
+                print(f"{name} d{d} {n} {per[n]:.2f}", flush=True)
+            print(f"== {name} d{d} {args.split} mean {np.mean(list(per.values())):.2f} min {min(per.values()):.2f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

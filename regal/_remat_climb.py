@@ -35,7 +35,7 @@ def _score(g, order, placement, d, rg, chosen, cost, w):
 
 #: The peak steps whose live tensors the climb tries to recompute, per round.
 PEAK_STEPS = 3
-#: The most candidates (the largest live tensors first) a round of the climb scores.
+#: The most candidates (the largest live tensors first) a round of the climb scores, by default.
 CANDIDATES = 48
 #: The most nodes one compound move recomputes together.
 COMPOUND_MAX = 64
@@ -165,15 +165,15 @@ def _better_per_cost(peak, p, h, c, bp, bh, bc):
 
 @numba.njit(**_JIT)
 def _best_add(g, rg, sched, cost, chosen, cand, cur, lim, members, w):
-    """Score the compound moves of the CANDIDATES largest marked tensors (each alone, then with
+    """Score the compound moves of the `candidates` largest marked tensors (each alone, then with
     its inputs one and two levels up) within the budget; the best that beats (peak, hits) is left
     in members[1] (ratio: the largest fall of the peak per unit of cost first, what a memory
     limit asks for). sched: (order, placement, d); cur: the schedule's (peak, hits, extra cost,
-    evaluations); lim: (budget, max_evals, ratio); members: int64[2, COMPOUND_MAX], the move
+    evaluations); lim: (budget, max_evals, ratio, candidates); members: int64[2, COMPOUND_MAX], the move
     scored and the best. Returns (the best's size, 0 when none beats the schedule; evaluations)."""
     order, placement, d = sched
     peak, hits, extra, evals = cur
-    budget, max_evals, ratio = lim
+    budget, max_evals, ratio, candidates = lim
     n = g.num_nodes
     num = 0
     for v in range(n):
@@ -189,7 +189,7 @@ def _best_add(g, rg, sched, cost, chosen, cand, cur, lim, members, w):
     idx = idx[np.argsort(key, kind="mergesort")]   # the largest live tensors first
     bp, bh, bc = peak, hits, 0.0
     bk = 0
-    for j in range(min(num, CANDIDATES)):
+    for j in range(min(num, candidates)):
         last = 0
         for depth in range(3):
             k = _compound(g, rg, chosen, idx[j], depth, members[0])
@@ -217,19 +217,23 @@ def _best_add(g, rg, sched, cost, chosen, cand, cur, lim, members, w):
 
 
 @numba.njit(**_JIT)
-def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals, limit):
+def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, limit, steps):
     """Steepest descent over the recompute set of a fixed placement and order (int32[n] each).
 
     chosen (bool[n]) is the start, updated in place (left holding exactly the nodes that run
     again). Each round marks the nodes held across a step at the peak on their device
-    (`_live_at_peak`), and scores for the largest CANDIDATES of them the recomputation of the node
+    (`_live_at_peak`), and scores for the largest `candidates` of them the recomputation of the node
     alone and of the node with its inputs one and two levels up (`_compound`): a chain made
     again from what is still alive. It takes the best by (peak, steps at the peak, cost) when it
     beats the current schedule within the budget; when none does, it drops a recomputation
     whose removal keeps the score (freeing budget), else it stops. limit >= 0: feasibility first
     (peak <= limit), then the least extra cost: once the peak fits it drops the costliest
-    recomputation that keeps it fitting, until none does. Returns (peak, extra cost,
-    evaluations): at most max_evals (a schedule scored again for its trace is not counted)."""
+    recomputation that keeps it fitting, until none does. steps: (max_evals, rounds,
+    candidates): the most evaluations; rounds > 0: return after that many
+    rounds (a caller polls its deadline between calls; the climb goes on from `chosen` as if
+    never stopped). Returns (peak, extra cost, evaluations, whether it stopped on `rounds`):
+    evaluations at most max_evals (a schedule scored again for its trace is not counted)."""
+    max_evals, rounds, candidates = steps
     n = g.num_nodes
     for v in range(n):
         chosen[v] = chosen[v] and eligible(g, rg, v)
@@ -238,7 +242,13 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
     members = np.empty((2, COMPOUND_MAX), dtype=np.int64)   # the move scored, the best
     peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
     evals = 1
+    done = 0
+    cut = False
     while evals < max_evals:
+        if rounds > 0 and done >= rounds:
+            cut = True
+            break
+        done += 1
         if limit >= 0 and peak <= limit:
             drop, evals = _cheapen(g, rg, order, placement, d, cost, chosen, limit, max_evals, evals, w)
             if drop < 0:
@@ -248,7 +258,7 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
             continue
         _live_at_peak(g, w[1], m, placement, d, rg, chosen, w[4], peak, cand)
         bk, evals = _best_add(g, rg, (order, placement, d), cost, chosen, cand, (peak, hits, extra, evals),
-                              (budget, max_evals, limit >= 0), members, w)
+                              (budget, max_evals, limit >= 0, candidates), members, w)
         if bk > 0:
             for i in range(bk):
                 chosen[members[1, i]] = True
@@ -260,6 +270,7 @@ def recompute_climb(g, rg, order, placement, d, cost, budget, chosen, max_evals,
             break
         peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
     peak, hits, m, extra = _score(g, order, placement, d, rg, chosen, cost, w)
-    for v in range(n):
-        chosen[v] = w[0][v] >= 0
-    return peak, extra, evals
+    if not cut:   # a cut climb goes on from `chosen` as it was
+        for v in range(n):
+            chosen[v] = w[0][v] >= 0
+    return peak, extra, evals, cut

@@ -5,13 +5,18 @@ recompute, decided together.
 every node once is spent on recomputations, `regal.recompute.op_costs`). Three stages share the
 budget of evaluations:
 
-1. **The flagship without recomputation** (`regal.memetic.optimize_memory`) for `first_share` of
-   the evaluations: its order and placement are the start (an order that keeps little alive is
-   also a good order to recompute in).
+1. **The flagship without recomputation** (`regal.memetic.optimize_memory`, with the whole budget)
+   until it stalls: at least `first_share` of the evaluations, then until its best falls by less
+   than `stall_gain` over `stall_window` of them, at most `first_max` (`_StallStop`): its order
+   and placement are the start (an order that keeps little alive is also a good order to
+   recompute in). A fixed tenth left the order of graphs where recomputation buys little (an
+   LSTM, a Haiku ResNet-18, a Flax U-Net at d = 2) up to 8 % above the full flagship's
+   (experiments/results/recompute-tuning).
 2. **The recompute climb** (`regal._remat_climb.recompute_climb`) on that schedule: steepest descent
    over the recompute set, adding the recomputation of a tensor held across the peak (alone or
-   with the inputs it is made from) that lowers (peak, steps at the peak) most (under a memory
-   limit: the most per unit of cost), dropping one that no longer pays, within the cost budget.
+   with the inputs it is made from; the `candidates` largest) that lowers (peak, steps at the
+   peak) most (under a memory limit: the most per unit of cost), dropping one that no longer
+   pays, within the cost budget.
 3. **BRKGA over the joint chromosome** (n (d + 2) keys: each node's affinities, its priority and
    its recompute key), seeded with stage 2's schedule, the climb run again on each new best of
    the population (`RecomputePolish`, Lamarckian write-back), until the budget is spent.
@@ -43,15 +48,21 @@ from regal.solution import Solution, make_solution
 __all__ = ["RecomputeConfig", "RecomputeProblem", "optimize_recompute", "check_recompute_budget", "recompute_sequence"]
 
 
-#: Evaluations of the recompute climb between two polls of the deadline.
-CLIMB_SLICE = 64
+#: Rounds of the recompute climb between two polls of the deadline (a round scores up to
+#: 3 x `regal._remat_climb.CANDIDATES` moves).
+CLIMB_ROUNDS = 4
 
 
 class RecomputeConfig(NamedTuple):
     """The recompute search's settings (module docstring)."""
-    first_share: float = 0.1       # the flagship without recomputation's share of the evaluations
+    first_share: float = 0.1       # the flagship without recomputation's share of the evaluations (the least)
+    first_max: float = 0.6         # > first_share: its most, run on until it stalls (`_StallStop`)
+    stall_window: float = 0.1      # a stall: over this share of the budget ...
+    stall_gain: float = 0.005      # ... its best fell by less than this fraction
     climb_evaluations: int = 4000  # the most evaluations one recompute climb spends
     population_size: int = 40      # the joint BRKGA's population
+    candidates: int = 24           # the largest tensors live at the peak one round of stage 2's climb scores
+    polish_candidates: int = 24    # the same for stage 3's climbs
 
 
 def check_recompute_budget(value) -> float:
@@ -135,26 +146,26 @@ class RecomputePolish:
     """The improver (`regal.loop.Improver`): the recompute climb on each new best of the population,
     written back (Lamarckian)."""
 
-    def __init__(self, problem: RecomputeProblem, start: _Best, climb_evaluations: int, deadline):
+    def __init__(self, problem: RecomputeProblem, start: _Best, climb_evaluations: int, deadline, candidates: int):
         self.problem, self.climb_evaluations, self.deadline = problem, climb_evaluations, deadline
+        self.candidates = candidates
         self.best = start
         self.spent = 0
         self.climbed = set()
 
     def climb(self, placement, order, chosen, evaluations: int) -> _Best:
-        """The recompute climb from `chosen` for at most `evaluations`, in slices of CLIMB_SLICE
-        between which the deadline is polled (a slice that ends early has converged)."""
+        """The recompute climb from `chosen` for at most `evaluations`, CLIMB_ROUNDS rounds at a
+        time, between which the deadline is polled (the climb goes on as one)."""
         chosen = chosen.copy()
         p = self.problem
         left = max(int(evaluations), 1)
         while True:
-            step = min(left, CLIMB_SLICE)
-            peak, extra, used = _remat_climb.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order,
-                                                             placement, p.devices, p.cost, p.budget, chosen, step,
-                                                             p.limit)
+            peak, extra, used, cut = _remat_climb.recompute_climb(kernel_graph(p.graph), remat_graph(p.graph), order,
+                                                                  placement, p.devices, p.cost, p.budget, chosen,
+                                                                  p.limit, (left, CLIMB_ROUNDS, self.candidates))
             self.spent += int(used)
             left -= int(used)
-            if used < step or left <= 0 or expired(self.deadline):
+            if not cut or left <= 0 or expired(self.deadline):
                 break
         found = _Best(_fitness(peak, extra, p.limit, p.total), placement, order, chosen)
         if found.fitness < self.best.fitness:
@@ -174,6 +185,25 @@ class RecomputePolish:
 
     def finish(self, state: BrkgaState, stopped: str) -> BrkgaState:
         return state
+
+
+class _StallStop:
+    """Stage 1's callback: stop the flagship once it has spent `least` evaluations and its best
+    fell by less than `gain` (a fraction) over the last `window`, or at `most`."""
+
+    def __init__(self, least: int, most: int, window: int, gain: float):
+        self.least, self.most, self.window, self.gain = least, most, window, gain
+        self.seen = []
+
+    def __call__(self, p) -> bool:
+        self.seen.append((p.evaluations, p.best_peak_bytes))
+        if p.evaluations >= self.most:
+            return True
+        if p.evaluations < self.least or p.evaluations < self.window:
+            return False
+        before = min(b for e, b in self.seen if e <= p.evaluations - self.window) if any(
+            e <= p.evaluations - self.window for e, _ in self.seen) else float("inf")
+        return before - p.best_peak_bytes < self.gain * p.best_peak_bytes
 
 
 def recompute_sequence(graph: Graph, order: np.ndarray, chosen: np.ndarray) -> np.ndarray:
@@ -213,12 +243,17 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
     deadline = None if time_limit_s is None and deadline is None else as_deadline(deadline, time_limit_s, t0)
     rc = recompute_config
     first = max(1, min(budget, int(round(budget * rc.first_share))))
-    base = optimize_memory(graph, devices, first, seed, config=config, deadline=deadline, num_threads=num_threads,
-                           **flagship)
+    if rc.first_max > rc.first_share:  # the full budget's flagship, stopped when it stalls
+        stop = _StallStop(first, int(round(budget * rc.first_max)), int(round(budget * rc.stall_window)), rc.stall_gain)
+        base = optimize_memory(graph, devices, budget, seed, config=config, deadline=deadline, num_threads=num_threads,
+                               callback=stop, **flagship)
+    else:
+        base = optimize_memory(graph, devices, first, seed, config=config, deadline=deadline, num_threads=num_threads,
+                               **flagship)
     problem = RecomputeProblem(graph, devices, cost, allowed, limit, max(total, 1e-300))
     no_recompute = np.zeros(graph.num_nodes, dtype=np.bool_)
     start = _Best(_fitness(base.peak_bytes, 0.0, limit, problem.total), base.placement, base.order, no_recompute)
-    polish = RecomputePolish(problem, start, rc.climb_evaluations, deadline)
+    polish = RecomputePolish(problem, start, rc.climb_evaluations, deadline, rc.candidates)
     spent = base.evaluations
     stopped = base.info.get("stopped", "budget")
     history = [list(h) for h in base.info.get("history", [])]
@@ -228,6 +263,7 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
         left = budget - spent
         if left > rc.population_size and not expired(deadline):
             polish.spent = 0  # from here on, the loop counts the climbs' evaluations in its own
+            polish.candidates = rc.polish_candidates
             b = polish.best
             bconfig = BrkgaConfig(population_size=rc.population_size).validate()
             with numba_threads(num_threads):
