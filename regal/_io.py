@@ -17,6 +17,24 @@ import zlib
 from typing import IO, Iterator
 
 
+class FileNotFound(FileNotFoundError):
+    """A file that does not exist, said in one line ("PATH: no such file"): a FileNotFoundError (an
+    OSError, as `open` raises). A module's own error class joins it, this class first so that its
+    __init__ is the one run (`SolutionFileNotFound`, `PackingFileNotFound`: also a SolutionError /
+    PackingError), so `except OSError` and the module's `except` both catch it; it pickles (Dask)."""
+
+    def __init__(self, path: str):
+        import errno
+        FileNotFoundError.__init__(self, errno.ENOENT, "no such file", path)
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: no such file"
+
+    def __reduce__(self):
+        return type(self), (self.path,)
+
+
 class _GzipReader(gzip.GzipFile):
     """A gzip file whose corrupt data raises `gzip.BadGzipFile` (an OSError, which every reader of
     regal reports in one line) where `gzip` raises a bare `zlib.error`."""

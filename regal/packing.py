@@ -34,7 +34,7 @@ import numpy as np
 from regal.kernels.collide import first_collision
 from regal.kernels import minimalloc as _minimalloc
 from regal.kernels import pack as K
-from regal._io import CsvError, csv_field, csv_rows
+from regal._io import CsvError, FileNotFound, csv_field, csv_rows
 from regal._stop import KernelWatch
 
 __all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound", "check", "pack",
@@ -43,6 +43,10 @@ __all__ = ["PackingError", "Instance", "Packing", "instance", "live_bytes_bound"
 
 class PackingError(ValueError):
     """A malformed instance or an invalid packing; the message names the buffer (or row)."""
+
+
+class PackingFileNotFound(FileNotFound, PackingError):
+    """A CSV file that does not exist: a PackingError and a FileNotFoundError (an OSError)."""
 
 
 #: Sizes, lives and offsets are exact up to this (2**62 bytes or steps): larger ones are refused,
@@ -460,7 +464,7 @@ def read_csv(path: str | os.PathLike) -> Instance:
     try:
         f = open(p, newline="", encoding="utf-8-sig")  # a byte-order mark (Excel's "CSV UTF-8") is skipped
     except FileNotFoundError:
-        raise PackingError(f"{p}: no such file") from None
+        raise PackingFileNotFound(p) from None
     except OSError as e:
         raise PackingError(f"{p}: cannot read ({e.strerror or type(e).__name__})") from None
     ids, cols = [], {"lower": [], "upper": [], "size": []}

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from regal._io import atomic_text, open_text, read_json
+from regal._io import FileNotFound, atomic_text, open_text, read_json
 from regal.graph import Graph
 from regal.simulate import ScheduleError, simulate
 from regal.timed import DeviceModel, TimedSimulation, memory_limits, resimulate, timed_info
@@ -29,6 +29,10 @@ FORMAT = "regal-solution/1"
 
 class SolutionError(ValueError):
     """A solution file that is malformed or does not fit its graph; the message says why."""
+
+
+class SolutionFileNotFound(FileNotFound, SolutionError):
+    """A solution file that does not exist: a SolutionError and a FileNotFoundError (an OSError)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,7 +324,7 @@ def load_solution(path: str | os.PathLike, graph: Graph) -> Solution:
         with open_text(p) as f:
             doc = read_json(f)
     except FileNotFoundError:
-        raise SolutionError(f"{p}: no such file") from None
+        raise SolutionFileNotFound(p) from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e:
         raise SolutionError(f"{p}: not a JSON file ({type(e).__name__})") from None
     except RecursionError:

@@ -339,3 +339,38 @@ def test_a_loose_bound_is_said_to_be_loose():
     r = _invoke("optimize", graph, "-n", 100)
     line = next(line for line in r.output.splitlines() if line.startswith("bound"))
     assert "the per op bound: loose" in line and "no shortfall" in line, line
+
+
+@pytest.mark.parametrize("which", ["solution", "csv"])
+def test_a_missing_solution_or_csv_is_an_oserror_too(tmp_path, which):
+    """load_solution and packing.read_csv of a missing file (the edge check found them plain
+    SolutionError / PackingError): also a FileNotFoundError, one line naming the file; it
+    pickles; the commands say it in one line, exit 1."""
+    import pickle
+
+    from regal import packing
+    from regal.solution import SolutionError, load_solution
+    path = str(tmp_path / ("nope.json" if which == "solution" else "nope.csv"))
+    call = (lambda: load_solution(path, regal.load(TINY))) if which == "solution" else (lambda: packing.read_csv(path))
+    with pytest.raises(FileNotFoundError) as e:
+        call()
+    assert isinstance(e.value, SolutionError if which == "solution" else packing.PackingError)
+    assert str(e.value) == f"{path}: no such file" and e.value.filename == path
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is type(e.value) and str(again) == str(e.value)
+    r = _invoke(*(("evaluate", TINY, path) if which == "solution" else ("pack", path)))
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {path}: no such file", r.output
+
+
+def test_measure_anchors_checks_budget_and_seed_at_the_door():
+    """measure_anchors / measure_anchor: an out-of-range budget or seed is a ValueError naming it
+    (each anchor caught it and returned it as its string: no refusal)."""
+    torch = pytest.importorskip("torch")
+    from regal.torch.eager import measure_anchor, measure_anchors
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for kwargs, name in (({"budget": 10**30}, "budget"), ({"budget": -1}, "budget"), ({"seed": 2**63}, "seed")):
+        with pytest.raises(ValueError, match=f"^{name} must be in"):
+            measure_anchors(model, opt, (torch.randn(3, 4),), **kwargs)
+        with pytest.raises(ValueError, match=f"^{name} must be in"):
+            measure_anchor("eager", model, opt, (torch.randn(3, 4),), **kwargs)

@@ -198,7 +198,10 @@ def measure_anchors(model, optimizer, example_inputs, *, loss_fn: Callable | Non
     are; the model is moved there); a failing anchor gets a one-line string. Also `predicted`
     (regal's peak for its plan) and `traced_predicted`. The process's global state (random
     generators, settings) is as it was after."""
+    from regal._args import check_budget, check_seed
     from regal.torch.importer import _default_loss
+    check_budget(budget)   # at the door: a bad one was caught by each anchor and returned as its string
+    check_seed(seed)
     loss_fn = loss_fn or _default_loss
     if device is None:
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
@@ -220,7 +223,10 @@ def measure_anchor(name: str, model, optimizer, example_inputs, *, loss_fn: Call
     one-line string where it fails. `copy=False`: measured on `model` and `optimizer` themselves
     (they are trained; a process of its own per anchor, as `experiments/torch_steps.py` runs
     them), with nothing left out of the count."""
+    from regal._args import check_budget, check_seed
     from regal.torch.importer import _default_loss
+    check_budget(budget)
+    check_seed(seed)
     if name not in ANCHORS:
         raise ValueError(f"unknown anchor {name!r}; one of {', '.join(ANCHORS)}")
     if device is None:
