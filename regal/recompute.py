@@ -11,8 +11,10 @@ sequence without repeats is an order, scored as before.
 - `op_costs`: the costs recomputation is charged (the graph's `cost`, or the documented stand-in
   when it has none: the bytes one run reads and writes).
 - `recompute_stats`: how many recomputations and their extra cost, as `--json` reports it.
-- `instance_graph`: the instance graph as a `Graph`, for what reads a schedule after the search
-  (the timed model, the allocation, the memory plan; `regal.solution.instance_solution`).
+- `instance_graph`: the instance graph as a `Graph` (the one construction, from arrays; the
+  sequence checked unless `checked=True`), for what reads a schedule as one without repeats:
+  the timed model (`regal.timed.instance_schedule` adds section 4's rule), the timed climb, the
+  allocation, the memory plan (`regal.solution.instance_solution`, `regal.torch.plan`).
 """
 
 from __future__ import annotations
