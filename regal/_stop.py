@@ -338,14 +338,21 @@ def keyboard_interrupts() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        with _PENDING_LOCK:
-            _PENDING.clear()
+        try:
+            with _PENDING_LOCK:
+                _PENDING.clear()
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         raise
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    with _PENDING_LOCK:
-        kept = bool(_PENDING)
-        _PENDING.clear()
+    # the kept signals are cleared (under the lock: `_redeliver` signals no more) before the
+    # handler goes back; put back first, a redelivery landing between the two raised its
+    # KeyboardInterrupt past the clearing, and the thread went on signalling every REDELIVER_S
+    try:
+        with _PENDING_LOCK:
+            kept = bool(_PENDING)
+            _PENDING.clear()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if kept:
         raise KeyboardInterrupt
 

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -91,6 +92,11 @@ def test_a_kept_signal_is_raised_at_the_end_of_the_body():
             busy(0.3, signal.SIGINT)
             _stop._PENDING.append(signal.SIGINT)   # as if the last re-delivery had not come yet
     assert not _stop._PENDING
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    for t in threading.enumerate():   # the re-delivery thread ends (it signalled on when the kept
+        if t.name == "regal-interrupt":   # signals outlived the handler: a regression)
+            t.join(HANG_S)
+            assert not t.is_alive()
 
 
 def test_keyboard_interrupts_leaves_a_programs_own_handler_alone():
