@@ -141,17 +141,23 @@ def measure_nodes(traced: Traced, device: str | torch.device = "cpu") -> NodeMem
     return NodeMemory(net, temp)
 
 
-def calibrate(traced: Traced, memory: NodeMemory) -> Traced:
+def calibrate(traced: Traced, memory: NodeMemory, seconds: dict | None = None) -> Traced:
     """`traced` with each node's `temp_bytes` set to the scratch the allocator was seen to
     hold inside it (`measure_nodes`): the model then books the op workspaces (convolutions on
-    oneDNN, cuDNN/cuBLAS workspaces) that an importer cannot see."""
+    oneDNN, cuDNN/cuBLAS workspaces) that an importer cannot see. `seconds` ({node: seconds},
+    a planned step's timed run of its ops): each node's `cost` set to it instead of the
+    importer's roofline (a node not in it, an alloc node, costs 0: it runs nothing)."""
     graph = traced.graph
     recs = graph.to_records()
     for r in recs:
         t = memory.temp_bytes.get(r["id"], 0)
         if t > 0 and not r.get("resident"):
             r["temp_bytes"] = int(t)
-    meta = {**graph.meta, "temp_bytes": "measured"}
+        if seconds is not None:
+            r.pop("cost", None)
+            if not r.get("resident") and seconds.get(r["id"], 0.0) > 0.0:
+                r["cost"] = float(seconds[r["id"]])
+    meta = {**graph.meta, "temp_bytes": "measured", **({"cost": "measured"} if seconds is not None else {})}
     new = Graph.from_records(recs, name=graph.name, meta=meta, source=f"calibrated {graph.name}")
     return traced._replace(graph=new)
 

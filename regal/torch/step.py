@@ -90,6 +90,8 @@ class _Plan(NamedTuple):
     recomputed: bool             # whether the backward reads recomputed values
     peaks: dict                  # the predicted peak of each variant planned: {"plain": B, "recompute": B}
     lifted: _Lifted              # the program's numbers (expressions of the hyperparameters) and guards
+    extra: float = 0.0           # the plan's extra compute booked (the rewrite's + the search's recomputations),
+    #                              a fraction of the step as traced without them: at most `recompute`
 
 
 class _Spec(NamedTuple):
@@ -161,6 +163,8 @@ class PlannedStep:
     predicted_peak_bytes = property(lambda self: self._main.predicted, doc="SPEC.md section 3's peak of the plan")
     traced_peak_bytes = property(lambda self: self._main.traced_peak, doc="the same for PyTorch's traced order")
     recomputed = property(lambda self: self._main.recomputed, doc="whether the backward reads recomputed values")
+    extra_fraction = property(lambda self: self._main.extra, doc="the plan's extra compute booked (the rewrite's "
+                              "and the search's recomputations), a fraction of the step's: at most `recompute`")
 
     def __repr__(self) -> str:
         return (f"PlannedStep({type(self.model).__name__}, {type(self.optimizer).__name__}, "
@@ -308,9 +312,9 @@ class PlannedStep:
                          f"{mib(peaks['plain'])} without it; the step runs {kept}")
         rc = self.solution.info.get("recompute")
         if rc is not None:
-            lines.append(f"the search recomputes {rc['count']:,} op run{'' if rc['count'] == 1 else 's'} "
-                         f"(+{rc['extra_fraction'] * 100:.1f} % compute of a budget of "
-                         f"{self._settings['recompute'] * 100:g} %)")
+            lines.append(f"the search recomputes {rc['count']:,} op run{'' if rc['count'] == 1 else 's'}; the plan's "
+                         f"extra compute +{self.extra_fraction * 100:.1f} % of the step's (a budget of "
+                         f"{self._settings['recompute'] * 100:g} %, the rewrite's included)")
         return "\n".join(lines)
 
 
@@ -332,10 +336,14 @@ def planned_step(model: "torch.nn.Module", optimizer: "torch.optim.Optimizer", e
     search may spend recomputing values of the step instead of keeping them (SPEC.md section 3b:
     any op of the traced step but those a second run would change, `recompute: false`), as a
     fraction of one step's cost: default RECOMPUTE_DEFAULT (0.1, at most 10 % more), `True` the
-    same, `False` or 0 none (then the step is bit for bit eager's on the CPU). With it, the step
-    is also planned with the normalizations' outputs and their activations recomputed by a
-    rewrite (`regal.torch.recompute`; BatchNorm updates its running statistics, so it may not
-    simply run again), and the variant of lower predicted peak is kept (`step.recomputed` says
+    same, `False` or 0 none (then the step is bit for bit eager's on the CPU). Each op's cost is
+    its time in a run of the step while planning (this thread's CPU time, the least of two runs;
+    `REGAL_COST_MODEL=nominal` or `roofline` in the environment: the importer's roofline instead).
+    With it, the step is also planned with the normalizations' outputs and their activations
+    recomputed by a rewrite (`regal.torch.recompute`; BatchNorm updates its running statistics,
+    so it may not simply run again), the rewrite's own extra compute counted against the same
+    budget (`step.extra_fraction`: the plan's whole extra compute booked; a rewrite that alone
+    costs more is not planned), and the variant of lower predicted peak is kept (`step.recomputed` says
     whether the backward reads rewritten values: its gradients then equal eager's to float
     tolerance, not bit for bit). `max_grad_norm`: clip the gradients' total 2-norm to it before the update, as
     `torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)` between `backward()` and
@@ -395,42 +403,128 @@ def _plan_step(model, optimizer, kind: _Kind, layout: _Layout, inputs: tuple, se
     progress = _Progress(settings["name"])
     try:
         with global_state_kept():
-            plans = []
+            plans, done = [], []
             for r in variants:
                 progress.stage("tracing" + (" the step with recomputation" if r else ""))
                 traced, lifted = _trace(model, optimizer, kind, layout, inputs, settings["loss_fn"], settings["name"],
                                         _recompute_norms if r else None)
-                plans.append(_plan(traced, settings, progress) + (lifted,))
-            traced, solution, predicted, lifted = min(plans, key=lambda p: p[2])   # recompute only where it lowers the peak
+                got = _plan(traced, settings, progress, plans[0][0].graph if r else None)
+                if got is not None:   # (the rewrite alone costs more than the budget: not planned)
+                    plans.append(got + (lifted,))
+                    done.append(r)
+            # recompute only where it lowers the peak
+            traced, solution, predicted, extra, lifted = min(plans, key=lambda p: p[2])
             program = plan_program(traced, solution, realize_reuse=search)
             base = plans[0][0]
             own = own_solution(base)
             traced_peak = int(simulate(without_reuse(base.graph), own.placement, own.order, 1).peak_bytes)
     finally:
         progress.close()
-    peaks = {("recompute" if r else "plain"): p[2] for r, p in zip(variants, plans)}
-    return _Plan(_shapes_only(traced), solution, program, predicted, traced_peak, traced is not base, peaks, lifted)
+    peaks = {("recompute" if r else "plain"): p[2] for r, p in zip(done, plans)}
+    return _Plan(_shapes_only(traced), solution, program, predicted, traced_peak, traced is not base, peaks, lifted,
+                 extra)
 
 
-def _plan(traced: Traced, settings: dict, progress: _Progress):
-    """`(calibrated traced step, its solution, its predicted peak)` for one traced step: regal's
-    order, or PyTorch's traced order (`settings["order"]` "traced", `PlannedStep.in_order(None)`)."""
+def _plan(traced: Traced, settings: dict, progress: _Progress, base=None):
+    """`(calibrated traced step, its solution, its predicted peak, its extra compute)` for one
+    traced step: regal's order, or PyTorch's traced order (`settings["order"]` "traced",
+    `PlannedStep.in_order(None)`). The extra compute is a fraction of the step as traced. `base`:
+    the calibrated graph of the step without the normalizations' rewrite, where `traced` is the
+    rewritten step: the rewrite's own extra compute (`_rewrite_extra`) counts against the budget,
+    the search gets what is left (None: the rewrite alone costs more than the budget)."""
     from regal.flagship import optimize
+    from regal.recompute import total_cost
     from regal.simulate import simulate
     from regal.torch.plan import calibrate, measure_nodes, own_solution, without_reuse
     # The ops' scratch, measured on copies (the traced arguments hold the next step's numbers).
     device = next((a.device for a in traced.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
     progress.stage("measuring the ops' scratch")
-    traced = calibrate(traced, measure_nodes(traced, device))
+    memory = measure_nodes(traced, device)
+    timed = settings["recompute"] and settings["order"] == "search" and _timed_costs()
+    if timed:
+        progress.stage("timing the ops")
+    traced = calibrate(traced, memory, _op_seconds(traced, device) if timed else None)
     if settings["order"] == "traced":
         solution = own_solution(traced)
         return traced, solution, int(simulate(without_reuse(traced.graph), solution.placement, solution.order,
-                                              1).peak_bytes)
+                                              1).peak_bytes), 0.0
+    budget, total = settings["recompute"], total_cost(traced.graph)
+    rewrite, whole = 0.0, total
+    if base is not None:
+        whole = total_cost(base)
+        rewrite = _rewrite_extra(base, traced.graph)
+        if rewrite > budget * whole:
+            return None
+        budget = (budget * whole - rewrite) / total if total > 0 else 0.0
     what = "searching the order" + (" with recomputation" if settings["recompute"] else "")
     solution = optimize(traced.graph, devices=1, budget=settings["budget"], seed=settings["seed"],
-                        callback=progress.searching(what), recompute_budget=settings["recompute"])
+                        callback=progress.searching(what), recompute_budget=budget)
     solution = _allocs_late(traced.graph, solution)
-    return traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes)
+    searched = (solution.info.get("recompute") or {}).get("extra_cost", 0.0)
+    return (traced, solution, int(simulate(traced.graph, solution.placement, solution.order, 1).peak_bytes),
+            (rewrite + searched) / whole if whole > 0 else 0.0)
+
+
+def _rewrite_extra(base, graph) -> float:
+    """The normalizations' rewrite's own extra compute: the cost of the rewritten step's nodes
+    that the step without it does not have, less the cost of those it no longer has (the two
+    traces name their common nodes alike)."""
+    from regal.recompute import op_costs
+    a, b = op_costs(base)[0], op_costs(graph)[0]
+    ids = set(base.ids)
+    kept = set(graph.ids)
+    return float(sum(b[v] for v, i in enumerate(graph.ids) if i not in ids)
+                 - sum(a[v] for v, i in enumerate(base.ids) if i not in kept))
+
+
+def _timed_costs() -> bool:
+    """Whether a planned step books its ops' costs from a timed run (`_op_seconds`): yes unless
+    REGAL_COST_MODEL is `nominal` (the nominal roofline: the same plan on every machine; the
+    tests set it) or `roofline` (the importer's roofline of this device, `device_cost_model`)."""
+    import os
+    return os.environ.get("REGAL_COST_MODEL", "measured") not in ("nominal", "roofline")
+
+
+class _Timer(torch.fx.Interpreter):
+    """Runs a program node by node, keeping each call node's least time over the runs: this
+    thread's CPU time on the CPU (what preemption under load adds is not counted), the wall
+    time between two synchronizations on CUDA."""
+
+    def __init__(self, gm, seconds: dict, cuda: bool):
+        super().__init__(gm)
+        self.seconds, self.cuda = seconds, cuda
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        import time
+        clock = time.perf_counter if self.cuda else time.thread_time
+        if self.cuda:
+            torch.cuda.synchronize()
+        t = clock()
+        out = super().run_node(n)
+        if self.cuda:
+            torch.cuda.synchronize()
+        t = clock() - t
+        self.seconds[n.name] = min(self.seconds.get(n.name, t), t)
+        return out
+
+
+def _op_seconds(traced: Traced, device, runs: int = 2) -> dict:
+    """{FX call node: seconds} of the traced step's ops, each its least over `runs` runs of the
+    program on copies of its arguments (after `measure_nodes`' run, which warmed the kernels up):
+    the cost the search books for running it again. The importer's roofline (a CPU's matmul
+    rate and copy bandwidth) books a 1x1 convolution over a 2x2 map at a tenth of what oneDNN
+    takes (RegNetX-400MF's step: 86 us booked, 750 us measured), so the search spent its budget
+    on ops that cost far more than it booked (+8.6 % booked, +19 % measured). A view or other
+    folded node is not a node of the graph: its time is not booked."""
+    seconds: dict = {}
+    args = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in traced.args)
+    timer = _Timer(traced.graph_module, seconds, torch.device(device).type == "cuda")
+    with torch.no_grad():
+        for _ in range(runs):
+            timer.run(*args)
+    return seconds
 
 
 def _allocs_late(graph, solution):
