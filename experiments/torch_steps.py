@@ -259,7 +259,8 @@ def _batches(inputs: tuple, steps: int) -> list:
             for _ in range(steps)]
 
 
-def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STEPS, default=None) -> dict:
+def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STEPS, default=None,
+              recompute: float = 0.1) -> dict:
     """Eager, the planned step with recompute=False and with its default (0.1) trained `steps`
     steps from the same weights on the same batches, in this process, their steps interleaved
     (who goes first rotating) and each step's global generator seeded alike (dropout draws the
@@ -288,11 +289,12 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
             return loss.detach()
         return run
     runs = {"eager": eager_step(models["eager"], opts["eager"])}
-    for k, r in (("planned", False), ("planned_recompute", 0.1)):
+    for k, r in (("planned", False), ("planned_recompute", recompute)):
         runs[k] = default[0] if k == "planned_recompute" and default is not None else \
             rt.planned_step(models[k], opts[k], inputs, loss_fn=loss_fn, budget=budget, recompute=r)
     rc = runs["planned_recompute"]
-    rc_info = {"rewrite": bool(rc.recomputed), **(rc.solution.info.get("recompute") or {})}
+    rc_info = {"rewrite": bool(rc.recomputed), **(rc.solution.info.get("recompute") or {}),
+               "plan_extra_fraction": getattr(rc, "extra_fraction", None)}
     data = _batches(inputs, steps)
     names = list(runs)
     losses, times = {k: [] for k in names}, {k: [] for k in names}
@@ -305,6 +307,13 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
             times[k].append(time.perf_counter() - t)
             losses[k].append(float(loss))
     load.append(os.getloadavg()[0])
+    cpu_times = {k: [] for k in names}   # the same steps once more, this thread's CPU time (preemption not counted)
+    for i, b in enumerate(data[:8]):
+        for k in names[i % 3:] + names[:i % 3]:
+            torch.manual_seed(100 + i)
+            t = time.thread_time()
+            runs[k](*b)
+            cpu_times[k].append(time.thread_time() - t)
     ref = losses["eager"]
     out = {"steps": steps, "load": load, "recompute": rc_info, "eager_first_last": [ref[0], ref[-1]]}
     plain = None
@@ -330,6 +339,9 @@ def _train_20(model, opt_factory, inputs, loss_fn, budget: int, steps: int = STE
     med = {k: statistics.median(v[1:]) for k, v in times.items()}
     out["time"] = med
     out["ratio"] = {k: med[k] / med["eager"] for k in med}
+    cpu = {k: statistics.median(v[1:]) for k, v in cpu_times.items()}
+    out["cpu_time"] = cpu
+    out["cpu_ratio"] = {k: cpu[k] / cpu["eager"] for k in cpu}
     return out
 
 
@@ -368,7 +380,7 @@ def run_anchor(name: str, anchor: str, device: str, budget: int, compile: bool) 
             "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def run_checks(name: str, device: str, budget: int) -> dict:
+def run_checks(name: str, device: str, budget: int, recompute: float = 0.1) -> dict:
     """The checks (CPU), in one process: first the anchor `planned_recompute` as
     `measure_anchor` measures it (the default step planned on the model itself, nothing else of
     the program's alive: the model's first weights are kept as bytes, not tensors), then, from
@@ -389,17 +401,76 @@ def run_checks(name: str, device: str, budget: int) -> dict:
         opt = opt_factory(model.parameters())
         with global_state_kept():   # as measure_anchor (seed 0, the generators put back)
             torch.manual_seed(0)
-            step = planned_step(model, opt, inputs, loss_fn=loss_fn, budget=budget, recompute=0.1)
+            step = planned_step(model, opt, inputs, loss_fn=loss_fn, budget=budget, recompute=recompute)
             out["anchors"] = {"planned_recompute": measure_step(step, inputs, device),
                               "predicted_recompute": step.predicted_peak_bytes}
         out["seconds"] = round(time.perf_counter() - t0, 1)
         model.load_state_dict(torch.load(io.BytesIO(first)))
         opt.state.clear()
-        out["train_20"] = _train_20(model, opt_factory, inputs, loss_fn, budget, default=(step, model, opt))
+        out["train_20"] = _train_20(model, opt_factory, inputs, loss_fn, budget, default=(step, model, opt),
+                                    recompute=recompute)
     except Exception as e:  # noqa: BLE001 - recorded, not fatal
         out["train_20"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
     out["checks_seconds"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def floor_bytes(name: str) -> dict:
+    """What no plan of the program's step can go below (CPU, bytes): every storage of the
+    parameters and buffers (tied weights once), the optimizer's state as torch.optim holds it
+    after a step (one eager step run on the model to make it), the batch, and the largest
+    parameter gradient (an update reads its whole gradient; every other gradient may be freed
+    before it exists). Activations, the loss and the ops' scratch are left out: a lower bound."""
+    from regal.torch.eager import storages_of
+    from regal.torch.step import _forward_arity
+    model, opt_factory, inputs, loss_fn = _build(name, "cpu")
+    opt = opt_factory(model.parameters())
+    arity = _forward_arity(model)
+    torch.set_num_threads(1)
+    loss = loss_fn(model(*(inputs if arity is None else inputs[:arity])), *inputs)
+    loss.backward()
+    grad = max(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    del loss
+
+    def size(ts) -> int:
+        return sum(b for b, _ in storages_of(list(ts)).values())
+    state = [t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor)]
+    out = {"parameters": size(model.parameters()), "buffers": size(model.buffers()), "optimizer_state": size(state),
+           "batch": size(inputs), "largest_gradient": grad}
+    out["resident"] = size([*model.parameters(), *model.buffers(), *state, *inputs])
+    out["floor"] = out["resident"] + grad
+    return out
+
+
+def _floors(records: list[dict]) -> list[str]:
+    """The floors' table: per program the eager peak, the floor (`floor_bytes`), the most any
+    plan could take off eager's peak, and what the default step took."""
+    rows = [r for r in records if isinstance(r.get("floor"), dict) and isinstance(r["anchors"].get("eager"), int)]
+    if not rows:
+        return []
+    lines = ["", "The floor no plan can go below (`--floors`, `floor_bytes`: parameters, buffers, optimizer state, "
+             "the batch and the largest gradient; MiB) against eager's peak, and how much of what could be taken off "
+             "the default step takes:", "",
+             "| program | eager | floor | of which resident | most off eager | default step off | share of the most |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    most, took = [], []
+    for r in rows:
+        e, f, a = r["anchors"]["eager"], r["floor"]["floor"], r["anchors"].get("planned_recompute")
+        m = (e - f) / e
+        t = (e - a) / e if isinstance(a, int) else None
+        most.append(m)
+        if t is not None:
+            took.append(t)
+        lines.append(f"| {r['program']} | {_mib(e)} | {_mib(f)} | {_mib(r['floor']['resident'])} | {100 * m:.1f} % | "
+                     + (f"{100 * t:.1f} % | {100 * t / m:.0f} % |" if t is not None and m > 0 else "- | - |"))
+    lines += ["", f"- the most any plan could take off eager's peak: {100 * sum(most) / len(most):.1f} % on the mean "
+              f"of {len(most)} (least {100 * min(most):.1f} %, most {100 * max(most):.1f} %); programs where 30 % is "
+              f"out of reach: {sum(m < 0.3 for m in most)} of {len(most)}"]
+    if took:
+        lines.append(f"- the default step takes off {100 * sum(took) / len(took):.1f} % on the mean of {len(took)}")
+    return lines
 
 
 def _mib(v) -> str:
@@ -456,7 +527,10 @@ def _same(r: dict, key: str) -> str:
 
 def _ratio(r: dict, key: str) -> str:
     t = r.get("train_20")
-    return f"{t['ratio'][key]:.2f}x" if isinstance(t, dict) else "-"
+    if not isinstance(t, dict):
+        return "-"
+    cpu = t.get("cpu_ratio")
+    return f"{t['ratio'][key]:.2f}x" + (f" (CPU {cpu[key]:.2f}x)" if cpu else "")
 
 
 def _recomputed(r: dict) -> str:
@@ -483,7 +557,9 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
              "'rewrite' where the normalizations' rewrite was kept. 20 steps: eager and both planned steps trained "
              "in one process from the same weights on the same batches, their steps interleaved, the global "
              "generator seeded alike before each step; the losses (relative difference) and parameters against "
-             "eager's. Step time: the median of steps 2-20 of that run, as a ratio to eager's.", "",
+             "eager's. Step time: the median of steps 2-20 of that run (wall), as a ratio to eager's; in brackets, "
+             "where recorded, the ratio of this thread's CPU time over steps 2-8 run once more (what preemption under "
+             "load adds to the wall time is not counted).", "",
              "| program | eager | " + ("foreach=False | " if foreach else "") + "opt. in backward | torch.compile | "
              "planned | predicted | recompute | predicted | recomputed | planned vs eager | recompute vs eager | "
              "recompute vs compile | 20 steps, planned | 20 steps, recompute | eager step | time planned | "
@@ -509,6 +585,7 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
     lines += ["", f"Programs: {len(records)}.", ""]
     lines += _summary(records, "planned", "predicted", "planned step, recompute=False (the order alone)")
     lines += _summary(records, "planned_recompute", "predicted_recompute", "planned step, recompute=0.1 (the default)")
+    lines += _floors(records) + [""]
     timed = [r for r in records if isinstance(r.get("train_20"), dict)]
     for key in ("planned", "planned_recompute"):
         ratios = sorted((r["train_20"]["ratio"][key], r["program"]) for r in timed)
@@ -516,6 +593,12 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
             lines.append(f"- step time {key}: <= 1.2x eager's on {sum(x <= 1.2 for x, _ in ratios)} of {len(ratios)} "
                          f"(median {statistics.median(x for x, _ in ratios):.2f}x, worst {ratios[-1][0]:.2f}x "
                          f"{ratios[-1][1]})")
+    for key in ("planned", "planned_recompute"):
+        ratios = sorted((r["train_20"]["cpu_ratio"][key], r["program"]) for r in timed if "cpu_ratio" in r["train_20"])
+        if ratios:
+            lines.append(f"- step time {key}, CPU time (this thread's, steps 2-8 run again; where recorded): <= 1.2x "
+                         f"eager's on {sum(x <= 1.2 for x, _ in ratios)} of {len(ratios)} (median "
+                         f"{statistics.median(x for x, _ in ratios):.2f}x, worst {ratios[-1][0]:.2f}x {ratios[-1][1]})")
     ok = [r for r in timed if isinstance(r["train_20"].get("planned"), dict)]
     if ok:
         bit = sum(r["train_20"]["planned"]["losses_bitwise"] for r in ok)
@@ -535,7 +618,8 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
 def _child(args, name: str, what: list) -> tuple[dict | None, str]:
     """Run `--one NAME what...` in a process of its own: (its JSON answer, status)."""
     cmd = [sys.executable, "-m", "experiments.torch_steps", "--out", args.out, "--device", args.device,
-           "--budget", str(args.budget), "--one", name, *what] + (["--no-compile"] if args.no_compile else [])
+           "--budget", str(args.budget), "--recompute", str(args.recompute), "--one", name, *what] \
+        + (["--no-compile"] if args.no_compile else [])
     try:
         rc = subprocess.run(cmd, timeout=args.timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except subprocess.TimeoutExpired:
@@ -559,6 +643,10 @@ def main(argv=None) -> int:
                    help="measure only these anchors of regal.torch.eager.ANCHORS into the programs' records")
     p.add_argument("--no-checks", action="store_true",
                    help="keep the records' 20-step checks (losses, step time) instead of running them")
+    p.add_argument("--recompute", type=float, default=0.1, help="the checks' planned step's recompute (default 0.1, "
+                   "planned_step's default); another value belongs in another --out")
+    p.add_argument("--floors", action="store_true", help="record each program's floor (floor_bytes) in its record, "
+                   "measuring nothing else")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--anchor", help=argparse.SUPPRESS)
     p.add_argument("--checks", action="store_true", help=argparse.SUPPRESS)
@@ -567,9 +655,20 @@ def main(argv=None) -> int:
     os.makedirs(cells, exist_ok=True)
     if args.one:   # a child: one anchor, or the checks, of one program; its answer on stdout
         torch.set_num_threads(1)
-        got = run_checks(args.one, args.device, args.budget) if args.checks else \
+        got = run_checks(args.one, args.device, args.budget, args.recompute) if args.checks else \
             run_anchor(args.one, args.anchor, args.device, args.budget, not args.no_compile)
         print(json.dumps(got))
+        return 0
+    if args.floors:
+        for name in args.programs:
+            path = os.path.join(cells, f"{name}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    rec = json.load(f)
+                rec["floor"] = floor_bytes(name)
+                _save(path, rec)
+                print(f"{name}: floor {rec['floor']['floor']:,} B", flush=True)
+        print(_write_table(args, argv))
         return 0
     wanted = tuple(args.anchors) if args.anchors else anchors_for(args.device)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -588,7 +687,7 @@ def main(argv=None) -> int:
                 for k in (a, said):
                     rec.get("anchors", {}).pop(k, None)
         rec.update({"program": name, "description": PROGRAMS[name][2], "device": args.device, "budget": args.budget,
-                    "torch": torch.__version__, "measure": MEASURE})
+                    "torch": torch.__version__, "measure": MEASURE, "recompute": args.recompute})
         rec.setdefault("anchors", {})
         rec.setdefault("seconds", {})
         rec.setdefault("commits", {})
