@@ -64,6 +64,7 @@ class Case:
     shell: str | None = None
     timeout_s: float = 120.0
     result: dict = field(default_factory=dict)
+    batch: list | None = None
 
 
 def run_case(c: Case, env: dict) -> dict:
@@ -98,7 +99,7 @@ def run_case(c: Case, env: dict) -> dict:
             problems.append(why)
     text = (err or out).strip().splitlines()
     errline = next((line for line in reversed(text) if line.startswith("Error:")), text[-1] if text else "")
-    return {"rc": rc, "seconds": seconds, "problems": problems, "line": errline[:160]}
+    return {"rc": rc, "seconds": seconds, "problems": problems, "line": errline[:160], "stdout": out}
 
 
 # ---------------------------------------------------------------- the cases
@@ -115,12 +116,12 @@ def _base_args(tmp: str) -> dict:
             "train": ["-o", os.path.join(tmp, "train-out")]}
 
 
-def _bad_values(ptype) -> list[str]:
+def _bad_values(ptype, opt: str = "") -> list[str]:
     """Values out of the option type's declared range (its low / high read from the type)."""
     name = type(ptype).__name__
     if name == "Count" or isinstance(ptype, __import__("click").IntRange):
         low = getattr(ptype, "low", None) if name == "Count" else ptype.min
-        return [HUGE, GIANT, "nan", "-1" if low is None else str(low - 1)]
+        return [HUGE, "nan", "-1" if low is None else str(low - 1)] + ([GIANT] if opt == "--budget" else [])
     if name == "Fraction":
         vals = ["nan", "inf"]
         if ptype.low > -1 or (ptype.low_open and ptype.low >= -1):
@@ -163,7 +164,7 @@ def option_cases(tmp: str) -> list[Case]:
                 if not isinstance(p, click.Option) or p.is_flag:
                     continue
                 opt = max(p.opts, key=len)
-                vals = TEXT_NUMBERS.get(opt, []) if type(p.type).__name__ == "StringParamType" else _bad_values(p.type)
+                vals = TEXT_NUMBERS.get(opt, []) if type(p.type).__name__ == "StringParamType" else _bad_values(p.type, opt)
                 for v in vals:
                     if key not in base:
                         continue
@@ -181,71 +182,97 @@ def option_cases(tmp: str) -> list[Case]:
     return out
 
 
-def _lib(body: str, imports: str = "import regal") -> str:
-    """A Python program that calls the library and checks a refusal: one line naming the argument
-    and its range; exits 0 when right, 1 with the reason on stdout."""
-    return f"""
-import json, sys, math
-{imports}
-def refused(fn, name):
+#: The library's refusals run in one process per function family (importing torch costs
+#: seconds), each call on its own: a line `@case I ok|bad|raised MESSAGE` per call; a call that
+#: hangs ends the batch (the timeout), its lines so far kept.
+LIB_HARNESS = """
+import sys, traceback
+def refused(i, fn, name):
     try:
         fn()
     except (ValueError, TypeError) as e:
         m = str(e)
         ok = m.startswith(name) and "\\n" not in m and (".." in m or "finite" in m)
-        print(("" if ok else "BAD MESSAGE: ") + m)
-        sys.exit(0 if ok else 1)
-    print("NOT REFUSED")
-    sys.exit(1)
-g = regal.load({TINY!r})
-{body}
+        print(f"@case {i} {'ok' if ok else 'bad'} {m.splitlines()[0] if m else type(e).__name__}", flush=True)
+        return
+    except Exception as e:  # noqa: BLE001 - anything else reached the user as a traceback
+        print(f"@case {i} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+        return
+    print(f"@case {i} bad NOT REFUSED", flush=True)
 """
+
+
+def _batch(item: str, prefix: str, calls: list[tuple[str, str, str]], timeout_s: float = 180.0) -> list[Case]:
+    """Cases (label, call expression, argument name) run in one process after `prefix`: one Case
+    per call (their results filled in by `run_batches`), the first holding the program."""
+    lines = [LIB_HARNESS, prefix] + [f"refused({i}, lambda: {call}, {name!r})" for i, (_, call, name) in enumerate(calls)]
+    cases = [Case(item, label, expect=("refused",)) for label, _, _ in calls]
+    cases[0].code, cases[0].timeout_s = "\n".join(lines), timeout_s
+    cases[0].batch = cases
+    return cases
 
 
 def library_cases() -> list[Case]:
     item = "Why: out-of-range numbers to the library"
     out = []
+    base = f"import regal, regal.methods, regal.fit\ng = regal.load({TINY!r})\n"
     calls = {
-        "regal.optimize": "lambda **k: regal.optimize(g, 2, **k)",
-        "methods.solve local-search": "lambda **k: __import__('regal.methods').methods.solve('local-search', g, 2, **k)",
-        "regal.fit": "lambda **k: __import__('regal.fit').fit.fit(g, 10**9, 2, **k)",
+        "regal.optimize": "regal.optimize(g, 2, {})",
+        "methods.solve local-search": "regal.methods.solve('local-search', g, 2, {})",
+        "regal.fit": "regal.fit.fit(g, 10**9, 2, {})",
     }
     for label, fn in calls.items():
+        batch = []
         for arg, vals in (("budget", ["10**30", "2**63", "-1", "0", "float('nan')"]),
                           ("seed", ["2**63", "-1"]), ("time_limit_s", ["float('nan')", "-1.0", "1e300"])):
-            for v in vals:
-                out.append(Case(item, f"{label}({arg}={v})", code=_lib(f"refused(lambda: ({fn})({arg}={v}), {arg!r})")))
-    for dev in ("2**63", "0", "-1"):
-        out.append(Case(item, f"regal.optimize(devices={dev})", code=_lib(f"refused(lambda: regal.optimize(g, {dev}), 'devices')")))
-    out.append(Case(item, "regal.fit(memory_limit_bytes=2**70)",
-                    code=_lib("refused(lambda: __import__('regal.fit').fit.fit(g, 2**70, 2), 'memory_limit_bytes')")))
-    out.append(Case(item, "regal.fit(memory_limit_bytes=-1)",
-                    code=_lib("refused(lambda: __import__('regal.fit').fit.fit(g, -1, 2), 'memory_limit_bytes')")))
+            batch += [(f"{label}({arg}={v})", fn.format(f"{arg}={v}"), arg) for v in vals]
+        if label == "regal.optimize":
+            batch += [(f"regal.optimize(devices={v})", f"regal.optimize(g, {v})", "devices") for v in ("2**63", "0", "-1")]
+        if label == "regal.fit":
+            batch += [(f"regal.fit(memory_limit_bytes={v})", f"regal.fit.fit(g, {v}, 2)", "memory_limit_bytes")
+                      for v in ("2**70", "-1")]
+        out += _batch(item, base, batch)
     pk = ("from regal import packing\nimport numpy as np\n"
           "inst = packing.instance(np.array([0]), np.array([2]), np.array([4]), ['a'])\n")
-    for v in ("float('nan')", "float('inf')", "-1.0"):
-        out.append(Case(item, f"packing.pack(time_limit_s={v})",
-                        code=_lib(pk + f"refused(lambda: packing.pack(inst, time_limit_s={v}), 'time_limit_s')")))
-    torch_imports = "import regal, torch, regal.torch"
-    model = ("torch.manual_seed(0)\nmodel = torch.nn.Linear(4, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-             "x = torch.randn(3, 4)\n")
-    for arg, v in (("budget", "10**30"), ("budget", "2**63"), ("budget", "-1"), ("budget", "float('nan')"),
-                   ("seed", "2**63"), ("seed", "-1"), ("devices", "2**63"), ("devices", "0")):
-        out.append(Case(item, f"planned_step({arg}={v})", timeout_s=180, code=_lib(
-            model + f"refused(lambda: regal.torch.planned_step(model, opt, (x,), {arg}={v}), {arg!r})", torch_imports)))
-    for arg, v in (("budget", "10**30"), ("budget", "-1"), ("seed", "2**63"), ("devices", "0")):
-        out.append(Case(item, f"regal.torch.compare.compare({arg}={v})", timeout_s=180, code=_lib(
-            model + "from regal.torch.compare import compare\n"
-            f"refused(lambda: compare(model, (x,), {arg}={v}), {arg!r})", torch_imports)))
-    for arg, v in (("budget", "10**30"), ("budget", "-1"), ("seed", "2**63")):
-        out.append(Case(item, f"regal.torch.eager.measure_anchors({arg}={v})", timeout_s=180, code=_lib(
-            model + "from regal.torch.eager import measure_anchors\n"
-            f"refused(lambda: measure_anchors(model, opt, (x,), {arg}={v}), {arg!r})", torch_imports)))
-    for v in ("float('nan')", "-1.0"):
-        out.append(Case(item, f"regal.torch.compile(recompute_budget={v})", timeout_s=180, code=_lib(
-            model + f"refused(lambda: regal.torch.compile(model, recompute_budget={v}), 'recompute_budget')",
-            torch_imports)))
+    out += _batch(item, pk, [(f"packing.pack(time_limit_s={v})", f"packing.pack(inst, time_limit_s={v})", "time_limit_s")
+                             for v in ("float('nan')", "float('inf')", "-1.0")])
+    model = ("import torch, regal, regal.torch\nfrom regal.torch.compare import compare\n"
+             "from regal.torch.eager import measure_anchors\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 2)\n"
+             "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nx = torch.randn(3, 4)\n")
+    batch = [(f"planned_step({arg}={v})", f"regal.torch.planned_step(model, opt, (x,), {arg}={v})", arg)
+             for arg, v in (("budget", "10**30"), ("budget", "2**63"), ("budget", "-1"), ("budget", "float('nan')"),
+                            ("seed", "2**63"), ("seed", "-1"), ("devices", "2**63"), ("devices", "0"))]
+    batch += [(f"regal.torch.compare.compare({arg}={v})", f"compare(model, (x,), {arg}={v})", arg)
+              for arg, v in (("budget", "10**30"), ("budget", "-1"), ("seed", "2**63"), ("devices", "0"))]
+    batch += [(f"regal.torch.eager.measure_anchors({arg}={v})", f"measure_anchors(model, opt, (x,), {arg}={v})", arg)
+              for arg, v in (("budget", "10**30"), ("budget", "-1"), ("seed", "2**63"))]
+    batch += [(f"regal.torch.compile(recompute_budget={v})", f"regal.torch.compile(model, recompute_budget={v})",
+               "recompute_budget") for v in ("float('nan')", "-1.0")]
+    out += _batch(item, model, batch, timeout_s=300)
     return out
+
+
+def run_batch(c: Case, env: dict) -> None:
+    """Run a batch's program; each of its cases gets its own verdict from its `@case` line."""
+    r = run_case(c, env)
+    got = {}
+    for line in (r.pop("stdout", "") or "").splitlines():
+        if line.startswith("@case "):
+            _, i, verdict, *msg = line.split(" ", 3) + [""]
+            got[int(i)] = (verdict, " ".join(msg).strip())
+    for i, case in enumerate(c.batch):
+        verdict, msg = got.get(i, (None, ""))
+        if verdict == "ok":
+            case.result = {"rc": "refused", "seconds": r["seconds"], "problems": [], "line": msg}
+        elif verdict == "bad":
+            case.result = {"rc": "refused" if msg != "NOT REFUSED" else "returned", "seconds": r["seconds"],
+                           "problems": ["wrong exit 0" if msg == "NOT REFUSED" else "not one line naming it"],
+                           "line": msg}
+        elif verdict == "raised":
+            case.result = {"rc": "raised", "seconds": r["seconds"], "problems": ["traceback"], "line": msg}
+        else:   # the batch ended before this call answered: a hang (timeout) or a crash
+            case.result = {"rc": r["rc"], "seconds": r["seconds"], "problems": [f"no answer (batch: {r['rc']})"],
+                           "line": r["line"]}
 
 
 def _has(text: str):
@@ -535,12 +562,15 @@ def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeou
     cmd = [sys.executable, *argv] if library else [REGAL, *argv]
     if output and os.path.exists(output):
         os.remove(output)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "REGAL_JAX_CACHE": "0"})
     lines: queue.Queue = queue.Queue()
     err: list[str] = []
+    out: list[str] = []
     threading.Thread(target=lambda: [err.append(x) or lines.put(x) for x in proc.stderr] + [lines.put(None)],
                      daemon=True).start()
+    reader = threading.Thread(target=lambda: out.extend((time.perf_counter(), x) for x in proc.stdout), daemon=True)
+    reader.start()
     if library:
         while True:
             x = lines.get(timeout=timeout_s)
@@ -553,6 +583,7 @@ def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeou
         first = False
     sent, sent_wall = time.perf_counter(), time.time()
     if not first:
+        first = proc.poll() is not None    # (send_signal does not signal a process that has ended)
         proc.send_signal(getattr(signal, signame))
     lost = False
     try:
@@ -562,8 +593,14 @@ def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeou
         proc.kill()
         proc.wait()
     latency = time.perf_counter() - sent
+    reader.join(5)
     time.sleep(0.05)
     text = "".join(err)
+    # exit 0, nothing on stderr, and its whole report on stdout BEFORE the signal was sent: the
+    # command had ended (its process exiting: freeing 2 GB takes the kernel 0.1 s) when it came;
+    # a report that came after the signal is a lost signal
+    if proc.returncode == 0 and not library and out and not text.strip() and out[-1][0] < sent:
+        first = True
     caught = [float(x.split()[1]) for x in err if x.startswith("@caught")]
     if caught:
         latency = caught[0] - sent_wall
@@ -616,11 +653,18 @@ def main(argv=None) -> int:
         prepare(tmp)
         if not args.no_cases:
             cases = option_cases(tmp) + library_cases() + other_cases(tmp)
-            cases = [c for c in cases if not args.only or args.only in c.label]
+            if args.only:
+                keep = {id(m) for c in cases for m in (c.batch or [c]) if any(args.only in x.label for x in c.batch or [c])}
+                cases = [c for c in cases if id(c) in keep]
             t0 = time.perf_counter()
+            def run(c):
+                if c.batch is not None:
+                    run_batch(c, env)
+                elif c.code is not None or c.argv is not None or c.shell is not None:
+                    c.result = run_case(c, env)
+                    c.result.pop("stdout")
             with ThreadPoolExecutor(args.jobs) as pool:
-                for c, r in zip(cases, pool.map(lambda c: run_case(c, env), cases)):
-                    c.result = r
+                list(pool.map(run, cases))
             bad = [c for c in cases if c.result["problems"]]
             failed += len(bad)
             tracebacks = sum("traceback" in c.result["problems"] for c in cases)
