@@ -538,7 +538,9 @@ def _recomputed(r: dict) -> str:
     if not isinstance(t, dict):
         return "-"
     rc = t["recompute"]
-    return ("rewrite; " if rc.get("rewrite") else "") + f"{rc.get('count', 0)} (+{100 * rc.get('extra_fraction', 0):.1f} %)"
+    extra = rc.get("plan_extra_fraction")   # the plan's whole extra compute (rewrite + search), where recorded
+    extra = rc.get("extra_fraction", 0) if extra is None else extra
+    return ("rewrite; " if rc.get("rewrite") else "") + f"{rc.get('count', 0)} (+{100 * extra:.1f} %)"
 
 
 def table(records: list[dict], command: str, device: str = "cpu") -> str:
@@ -553,7 +555,8 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
              "regal.torch.planned_step (flagship, d = 1) with recompute=False (the order alone); recompute = "
              "planned_step's default, recompute=0.1 (the search may spend 10 % more compute recomputing values; "
              "the normalizations' rewrite tried beside it, the lower predicted peak kept); predicted = SPEC.md "
-             "section 3's peak of the plan. recomputed: op runs the search recomputes (their extra compute), "
+             "section 3's peak of the plan. recomputed: op runs the search recomputes (the plan's extra compute "
+             "booked: the rewrite's and the search's where recorded, from 907d6c1; before, the search's alone), "
              "'rewrite' where the normalizations' rewrite was kept. 20 steps: eager and both planned steps trained "
              "in one process from the same weights on the same batches, their steps interleaved, the global "
              "generator seeded alike before each step; the losses (relative difference) and parameters against "
@@ -584,7 +587,9 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
                      f"{_ratio(r, 'planned_recompute')} |")
     lines += ["", f"Programs: {len(records)}.", ""]
     lines += _summary(records, "planned", "predicted", "planned step, recompute=False (the order alone)")
-    lines += _summary(records, "planned_recompute", "predicted_recompute", "planned step, recompute=0.1 (the default)")
+    rv = next((r["recompute"] for r in records if "recompute" in r), 0.1)
+    lines += _summary(records, "planned_recompute", "predicted_recompute",
+                      f"planned step, recompute={rv:g}" + (" (the default)" if rv == 0.1 else ""))
     lines += _floors(records) + [""]
     timed = [r for r in records if isinstance(r.get("train_20"), dict)]
     for key in ("planned", "planned_recompute"):
@@ -604,7 +609,7 @@ def table(records: list[dict], command: str, device: str = "cpu") -> str:
         bit = sum(r["train_20"]["planned"]["losses_bitwise"] for r in ok)
         close = sum(r["train_20"]["planned_recompute"]["max_loss_rel_diff"] <= 1e-5 for r in ok)
         lines.append(f"- 20 steps: losses bit for bit with recompute=False on {bit} of {len(ok)}; within 1e-5 relative "
-                     f"with recompute=0.1 on {close} of {len(ok)}")
+                     f"with recompute={rv:g} on {close} of {len(ok)}")
     loads = [x for r in timed for x in r["train_20"]["load"]]
     if loads:
         lines.append(f"- load (1 min) during the timed runs: {min(loads):.1f}-{max(loads):.1f}")
