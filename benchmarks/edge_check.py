@@ -547,7 +547,7 @@ def stop_cases(tmp: str, big_nodes: int) -> list[tuple]:
         ("regal fit (limit at the bound)", ["fit", mid, "-d", "2", "--memory", limit, "--time-limit", "60"],
          (2.0, 8.0), None, stop),
         (f"regal evaluate ({big_nodes:,} nodes)", ["evaluate", big, sol], (1.0, 6.0), None, nothing),
-        (f"regal info ({big_nodes:,} nodes)", ["info", big], (1.0, 5.0), None, nothing),
+        (f"regal info ({big_nodes:,} nodes)", ["info", big], (1.0, 3.0), None, nothing),
         ("regal torch (small_resnet, sgd)", ["torch", PROGRAM, "--train", "sgd", "--budget", "100000000"],
          (3.0, 12.0), None, nothing),
         ("planned_step's planning (library, Ctrl-C)", ["-c", LIBRARY_PROGRAM, "planned_step"], (0.5, 6.0), None,
