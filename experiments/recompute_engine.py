@@ -59,20 +59,25 @@ MOCCASIN_FACTOR, MOCCASIN_MIN_S = 10.0, 60.0
 BASELINES = ("checkpoint-sqrt", "recompute-pointwise")
 COMMAND = ".venv/bin/python -m experiments.recompute_engine"
 #: Said in the report: how the cells without a code stamp were made.
-NOTES = """The cells were computed by one run, started 2026-11-29 05:51 on an empty cache at HEAD 54fb531
-with other engineers' uncommitted changes of that minute to regal/_io.py and regal/packing.py (file
-writing and the packer, not the searches; digest 6b3f7719), in 45 min. Earlier partial runs (commit
-54fb531's README, cells of two code states) are superseded.
+NOTES = """The flagship, Moccasin and baseline cells were computed by one run, started 2026-11-29 05:51 on an
+empty cache at HEAD 54fb531 (with other engineers' uncommitted changes of that minute to regal/_io.py
+and regal/packing.py: file writing and the packer, not the searches; digest 6b3f7719), in 45 min.
+The recompute cells were run again (`--rerun recompute`) at c8728e4 (stage 1 until it stalls, the
+climb polled by whole rounds, 24 candidates a round; 12:54-13:20, load 7-17) and the runtime cells
+(`--rerun runtime`) at a5ec40a (the same regal code; from 13:39, load about 5); the digests after
+the commits are other engineers' uncommitted changes to regal/torch (not the searches). Moccasin's
+time limits T are the first run's (10 x regal's seconds at seed 0 then, at least 60 s).
 
 What the tables show beyond the targets:
 - `lstm_2l_h650_s64_b64` at 80 %: M (694.8 MiB) is below SPEC.md 7's lower bound (695.2 MiB: the
   per-op and kept-at-end bounds, which hold for sequences with recomputation too), so no schedule
   fits; at 90 % (781.6 MiB, above the bound) neither regal nor Moccasin (INFEASIBLE over the traced
   order, proved in 1 s) finds one. The (graph, limit) target cannot be met on all 24 pairs.
-- The recompute search ends above the no-recompute flagship of the same seed and budget on some
-  graphs at d = 2 (`lstm_2l_h650_s64_b64` -8.0 %, `hk_resnet18_128_b32` -6.6 %, `flax_unet_d4_128_b16`
-  -3.4 %): its first stage is the flagship with `RecomputeConfig.first_share` of the budget, and
-  nothing falls back to a full-budget flagship's schedule.
+- At d = 2 the recompute search ends above the no-recompute flagship of the same seed and budget on
+  two graphs: `lstm_2l_h650_s64_b64` -3.3 % (extra_fraction 0.000: recomputation buys nothing there)
+  and `hk_resnet18_128_b32` -0.6 % (before c8728e4: -8.0 % and -6.6 %, and `flax_unet_d4_128_b16`
+  -3.4 %, now +4.0 %). Stage 1 is the full budget's flagship stopped once it stalls; the LSTM's
+  flagship falls 3.4 % more between 4,000 and 5,000 evaluations, after stage 1 has stopped.
 - The flagship without recomputation is within 0.6 % of PyTorch's traced order on every torch graph
   but VGG-16-BN at d = 1 (10 % below): the traced order is already close to the best order there.
 - `checkpoint-sqrt` reaches lower peaks than the recompute search on five CNNs (ResNet-34, MobileNetV2,
