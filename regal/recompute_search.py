@@ -63,6 +63,7 @@ class RecomputeConfig(NamedTuple):
     population_size: int = 40      # the joint BRKGA's population
     candidates: int = 24           # the largest tensors live at the peak one round of stage 2's climb scores
     polish_candidates: int = 24    # the same for stage 3's climbs
+    limit_candidates: int = 48     # both, under a memory limit, at most: one per 100 evaluations of the budget
 
 
 def check_recompute_budget(value) -> float:
@@ -253,7 +254,9 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
     problem = RecomputeProblem(graph, devices, cost, allowed, limit, max(total, 1e-300))
     no_recompute = np.zeros(graph.num_nodes, dtype=np.bool_)
     start = _Best(_fitness(base.peak_bytes, 0.0, limit, problem.total), base.placement, base.order, no_recompute)
-    polish = RecomputePolish(problem, start, rc.climb_evaluations, deadline, rc.candidates)
+    # under a memory limit the steepest climb spends the least extra cost, where the budget pays for it
+    limited = min(rc.limit_candidates, max(8, budget // 100))
+    polish = RecomputePolish(problem, start, rc.climb_evaluations, deadline, rc.candidates if limit < 0 else limited)
     spent = base.evaluations
     stopped = base.info.get("stopped", "budget")
     history = [list(h) for h in base.info.get("history", [])]
@@ -263,7 +266,7 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
         left = budget - spent
         if left > rc.population_size and not expired(deadline):
             polish.spent = 0  # from here on, the loop counts the climbs' evaluations in its own
-            polish.candidates = rc.polish_candidates
+            polish.candidates = rc.polish_candidates if limit < 0 else limited
             b = polish.best
             bconfig = BrkgaConfig(population_size=rc.population_size).validate()
             with numba_threads(num_threads):
