@@ -63,9 +63,10 @@ NOTES = """The flagship, Moccasin and baseline cells were computed by one run, s
 empty cache at HEAD 54fb531 (with other engineers' uncommitted changes of that minute to regal/_io.py
 and regal/packing.py: file writing and the packer, not the searches; digest 6b3f7719), in 45 min.
 The recompute cells were run again (`--rerun recompute`) at c8728e4 (stage 1 until it stalls, the
-climb polled by whole rounds, 24 candidates a round; 12:54-13:20, load 7-17) and the runtime cells
-(`--rerun runtime`) at a5ec40a (the same regal code; from 13:39, load about 5); the digests after
-the commits are other engineers' uncommitted changes to regal/torch (not the searches). Moccasin's
+climb polled by whole rounds, 24 candidates a round; 12:54-13:20, load 7-17; the search without a
+memory limit is the same code at a7497d9) and the runtime cells (`--rerun runtime`) at a7497d9
+(under a limit, min(48, budget / 100) candidates a round; from 13:51, load about 5); the digests
+after the commits are other engineers' uncommitted changes to regal/torch (not the searches). Moccasin's
 time limits T are the first run's (10 x regal's seconds at seed 0 then, at least 60 s).
 
 What the tables show beyond the targets:
