@@ -294,10 +294,14 @@ def optimize_recompute(graph: Graph, devices: int, budget: int, seed: int, recom
 
 
 def _timed_block(graph: Graph, sol: Solution, device_model, limit: int) -> dict:
-    """info["timed"] of a runtime solution with recomputations: section 4 on its instance graph."""
-    from regal.solution import instance_solution
-    from regal.timed import check_device_model, simulate_timed, timed_info
-    inst, isol = instance_solution(graph, sol)
+    """info["timed"] of a runtime solution with recomputations: section 4 on its instance graph,
+    with section 4's rule for recomputations (`regal.timed.instance_schedule`, as `resimulate`)."""
+    from regal.timed import check_device_model, instance_schedule, simulate_timed, timed_info
+    order = sol.order
+    inst, placement = graph, sol.placement
+    if order.shape[0] > graph.num_nodes:   # checked when the Solution was made
+        inst, nodes, placement = instance_schedule(graph, sol.placement, order, checked=True)
+        order = np.arange(nodes.shape[0])
     model = check_device_model(device_model, sol.num_devices)
-    sim = simulate_timed(inst, isol.placement, isol.order, sol.num_devices, model)
+    sim = simulate_timed(inst, placement, order, sol.num_devices, model)
     return timed_info(inst, sim, sol.num_devices, model, limit)
