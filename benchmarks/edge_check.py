@@ -517,8 +517,11 @@ def prepare(tmp: str) -> None:
 # ---------------------------------------------------------------- the stops
 
 def stop_cases(tmp: str, big_nodes: int) -> list[tuple]:
-    """(label, argv, (lo, hi): the signal's moment after the start (the library's: after its
-    "@ready"), the output file (or None), the exit statuses as documented)."""
+    """(label, argv, (phase, lo, hi): the signal's moment, lo..hi seconds after the command's
+    `phase` began (`benchmarks.stop_latency.LAUNCHER`'s "@phase NAME" line: its main work, so a
+    loaded machine's slower start-up does not move the signal out of it), after the start when
+    None (the library's: after its "@ready"); the output file (or None), the exit statuses as
+    documented)."""
     from benchmarks.stop_latency import LIBRARY_PROGRAM, layered_graph, pack_instance, trial_cases
     from regal.graph import load, save
     trial_cases(tmp, 20_000, big_nodes)          # writes trial.json.gz, trial.csv and the cached 300K graph
@@ -534,32 +537,35 @@ def stop_cases(tmp: str, big_nodes: int) -> list[tuple]:
     limit = str(load(mid).lower_bound(2))
     return [
         (f"regal optimize ({big_nodes:,} nodes, search)", ["optimize", big, "-d", "2", "-n", "100000000",
-                                                           "--policy", "none", "-o", out + ".json"], (8.0, 14.0),
+                                                           "--policy", "none", "-o", out + ".json"], ("search", 0.5, 3.0),
          out + ".json", stop),
         ("regal optimize (20,000 nodes)", ["optimize", mid, "-d", "2", "-n", "100000000", "-o", out + ".json"],
-         (2.0, 6.0), out + ".json", stop),
+         ("search", 0.5, 3.0), out + ".json", stop),
         ("regal solve local-search (20,000 nodes)", ["solve", "local-search", mid, "-d", "2", "-n", "100000000",
-                                                     "-o", out + ".json"], (2.0, 8.0), out + ".json", stop),
+                                                     "-o", out + ".json"], ("main", 2.0, 8.0), out + ".json", stop),
         ("regal solve brkga (20,000 nodes)", ["solve", "brkga", mid, "-d", "2", "-n", "100000000",
-                                              "-o", out + ".json"], (2.0, 8.0), out + ".json", stop),
-        ("regal pack (100,000 buffers)", ["pack", csvp, "--time-limit", "60", "-o", out + ".csv"], (2.0, 8.0),
+                                              "-o", out + ".json"], ("main", 2.0, 8.0), out + ".json", stop),
+        ("regal pack (100,000 buffers)", ["pack", csvp, "--time-limit", "60", "-o", out + ".csv"], ("greedy", 0.1, 2.0),
          out + ".csv", stop),
         ("regal fit (limit at the bound)", ["fit", mid, "-d", "2", "--memory", limit, "--time-limit", "60"],
-         (2.0, 8.0), None, stop),
-        (f"regal evaluate ({big_nodes:,} nodes)", ["evaluate", big, sol], (1.0, 6.0), None, nothing),
-        (f"regal info ({big_nodes:,} nodes)", ["info", big], (1.0, 3.0), None, nothing),
+         ("round", 0.2, 3.0), None, stop),
+        (f"regal evaluate ({big_nodes:,} nodes)", ["evaluate", big, sol], ("loading", 0.2, 2.0), None, nothing),
+        (f"regal info ({big_nodes:,} nodes)", ["info", big], ("loading", 0.2, 2.0), None, nothing),
         ("regal torch (small_resnet, sgd)", ["torch", PROGRAM, "--train", "sgd", "--budget", "100000000"],
-         (3.0, 12.0), None, nothing),
-        ("planned_step's planning (library, Ctrl-C)", ["-c", LIBRARY_PROGRAM, "planned_step"], (0.5, 6.0), None,
+         (None, 3.0, 12.0), None, nothing),
+        ("planned_step's planning (library, Ctrl-C)", ["-c", LIBRARY_PROGRAM, "planned_step"], (None, 0.5, 6.0), None,
          (130,)),
-        ("regal.optimize (library, Ctrl-C)", ["-c", LIBRARY_PROGRAM, "optimize", mid], (0.5, 5.0), None, (130,)),
+        ("regal.optimize (library, Ctrl-C)", ["-c", LIBRARY_PROGRAM, "optimize", mid], (None, 0.5, 5.0), None, (130,)),
     ]
 
 
-def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeout_s: float = 60.0) -> dict:
-    """One run: `signame` `at_s` s after the start (a library program: after its "@ready")."""
+def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeout_s: float = 60.0,
+               phase: str | None = None) -> dict:
+    """One run: `signame` `at_s` s after the start (a library program: after its "@ready"; given
+    `phase`, after the command's "@phase PHASE" line, run by the launcher)."""
+    from benchmarks.stop_latency import LAUNCHER
     library = argv[0] == "-c"
-    cmd = [sys.executable, *argv] if library else [REGAL, *argv]
+    cmd = [sys.executable, *argv] if library else [sys.executable, "-c", LAUNCHER, *argv] if phase else [REGAL, *argv]
     if output and os.path.exists(output):
         os.remove(output)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -571,10 +577,11 @@ def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeou
                      daemon=True).start()
     reader = threading.Thread(target=lambda: out.extend((time.perf_counter(), x) for x in proc.stdout), daemon=True)
     reader.start()
-    if library:
+    if library or phase:
+        mark = "@ready" if library else f"@phase {phase} "
         while True:
             x = lines.get(timeout=timeout_s)
-            if x is None or x.startswith("@ready"):
+            if x is None or x.startswith(mark):
                 break
     try:
         proc.wait(at_s)
@@ -595,7 +602,7 @@ def stop_trial(argv: list, at_s: float, signame: str, output: str | None, timeou
     latency = time.perf_counter() - sent
     reader.join(5)
     time.sleep(0.05)
-    text = "".join(err)
+    text = "".join(x for x in err if not x.startswith(("@phase", "@end")))
     # exit 0, nothing on stderr, and its whole report on stdout BEFORE the signal was sent: the
     # command had ended (its process exiting: freeing 2 GB takes the kernel 0.1 s) when it came;
     # a report that came after the signal is a lost signal
@@ -694,11 +701,11 @@ def main(argv=None) -> int:
             print("| command | tries | median (s) | max (s) | exit statuses | as documented, within 2 s |\n"
                   "|---|---:|---:|---:|---|---|", flush=True)
             try:
-                for label, argv_, (lo, hi), output, good in stops:
+                for label, argv_, (phase, lo, hi), output, good in stops:
                     rows = []
                     for k in range(args.tries):
                         signame = "SIGINT" if argv_[0] == "-c" or k % 2 == 0 else "SIGTERM"
-                        r = stop_trial(argv_, float(rng.uniform(lo, hi)), signame, output)
+                        r = stop_trial(argv_, float(rng.uniform(lo, hi)), signame, output, phase=phase)
                         r["why"] = "" if r["finished_first"] else stop_verdict(r, good, output)
                         r["signal"] = signame
                         rows.append(r)
