@@ -9,25 +9,15 @@ import os
 from contextlib import contextmanager
 from typing import Any, Mapping
 
-from regal._io import atomic_text, open_text, read_json
+from regal._io import FileNotFound, atomic_text, open_text, read_json
 from regal.graph.core import GRAPH_FORMAT, Graph
 from regal.graph.records import GraphError
 
 
-class GraphFileNotFound(GraphError, FileNotFoundError):
+class GraphFileNotFound(FileNotFound, GraphError):
     """A graph file (JSON, HLO or ONNX) that does not exist: a `GraphError` (one line naming the
-    file, as every bad input) and a `FileNotFoundError` (an OSError, as `open` raises)."""
-
-    def __init__(self, path: str):
-        import errno
-        FileNotFoundError.__init__(self, errno.ENOENT, "no such file", path)
-        self.path = path
-
-    def __str__(self) -> str:
-        return f"{self.path}: no such file"
-
-    def __reduce__(self):
-        return type(self), (self.path,)
+    file, as every bad input) and a `FileNotFoundError` (an OSError, as `open` raises), through
+    `regal._io.FileNotFound`."""
 
 
 def from_json(doc: Any, source: str = "graph") -> Graph:
