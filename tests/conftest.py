@@ -1,12 +1,23 @@
 """Fixtures shared by several test modules; tests/ is on sys.path through pyproject's `pythonpath`."""
 
 import os
+import signal
 
 import pytest
 
 # Plans of PyTorch steps are costed by the nominal roofline in the tests, the same on every machine
 # (`regal.torch._ops.device_cost_model`; its own test clears this).
 os.environ["REGAL_COST_MODEL"] = "nominal"
+
+
+def pytest_configure(config):
+    """A run started with SIGINT ignored (a background job of a non-interactive shell: `make test &`
+    or `nohup make test &` in a script) passes the ignoring on to every process it starts, and Python
+    then installs no KeyboardInterrupt handler: tests/test_interrupts.py would test the shell, not
+    regal (6 of its tests failed so). Each test process (each xdist worker too) gives itself Python's
+    own handler, which its subprocesses get back as the default at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
