@@ -28,6 +28,7 @@ Checkmate's and Moccasin's problem, with the order and the placement free.
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import NamedTuple
 
@@ -194,16 +195,17 @@ class _StallStop:
 
     def __init__(self, least: int, most: int, window: int, gain: float):
         self.least, self.most, self.window, self.gain = least, most, window, gain
-        self.seen = []
+        self.at, self.best = [], []   # evaluations at each call, and the best seen up to it
 
     def __call__(self, p) -> bool:
-        self.seen.append((p.evaluations, p.best_peak_bytes))
+        self.at.append(p.evaluations)
+        self.best.append(min(p.best_peak_bytes, self.best[-1]) if self.best else p.best_peak_bytes)
         if p.evaluations >= self.most:
             return True
         if p.evaluations < self.least or p.evaluations < self.window:
             return False
-        before = min(b for e, b in self.seen if e <= p.evaluations - self.window) if any(
-            e <= p.evaluations - self.window for e, _ in self.seen) else float("inf")
+        k = bisect.bisect_right(self.at, p.evaluations - self.window)   # the calls a window ago or before
+        before = self.best[k - 1] if k else float("inf")
         return before - p.best_peak_bytes < self.gain * p.best_peak_bytes
 
 
